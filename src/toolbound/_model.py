@@ -1,0 +1,235 @@
+"""The four objects of R1 — ToolSpec, Proposal, Invocation, Result — and their parts.
+
+They are never folded into one another: the model writes only a :class:`Proposal`;
+the runtime derives an :class:`Invocation` from it (subject, capabilities, deadline
+and key come from the runtime, never from the arguments); the executor yields a
+:class:`Result`. A :class:`ToolSpec` is the versioned contract the model was shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from datetime import datetime
+
+    from toolbound._errors import Problem
+
+__all__ = [
+    "Action",
+    "Attempt",
+    "CommitStatus",
+    "EffectClass",
+    "IdempotencySupport",
+    "Invocation",
+    "JSONObject",
+    "JSONValue",
+    "NormalizationContext",
+    "Normalizer",
+    "Proposal",
+    "Resource",
+    "ResourceExtractor",
+    "Result",
+    "SemanticCheck",
+    "Subject",
+    "TargetCheck",
+    "ToolSpec",
+]
+
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+JSONObject: TypeAlias = "dict[str, JSONValue]"
+
+EffectClass = Literal["pure", "read", "reversible_write", "irreversible_write", "open_world"]
+"""What a call may change. ``pure`` and ``read`` change no business state (R16 lets
+them run concurrently); the write classes and ``open_world`` are treated as writes."""
+
+WRITE_EFFECTS: frozenset[EffectClass] = frozenset(
+    {"reversible_write", "irreversible_write", "open_world"}
+)
+
+IdempotencySupport = Literal["native_key", "query_by_key", "none"]
+"""How the tool's backend honours an idempotency key (R8): it de-duplicates by key
+itself, it can be asked what happened to a key, or neither."""
+
+CommitStatus = Literal["not_committed", "committed", "unknown"]
+
+Action = Literal["read", "create", "modify", "delete"]
+"""R6 keeps these four apart: a grant to read never lets a call create."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subject:
+    """Who a call runs for. Always supplied by the runtime, never by the model (R6)."""
+
+    id: str
+    tenant: str
+    session: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resource:
+    """One thing a call touches, as the tool's resource extractor names it.
+
+    ``owner`` is filled in by the tool's own lookup where rows have owners; a
+    missing row has ``exists=False`` so that policies can deny without guessing.
+    """
+
+    kind: str
+    id: str
+    action: Action
+    owner: str | None = None
+    exists: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NormalizationContext:
+    """The fixed frame normalizers work in (R5).
+
+    A reference instant, the user's IANA timezone and locale: the same context and
+    arguments always normalize to the same value.
+    """
+
+    reference_time: datetime
+    timezone: str
+    locale: str = "en"
+
+
+Normalizer: TypeAlias = "Callable[[JSONObject, NormalizationContext], JSONObject]"
+"""A pure function from validated arguments to normalized arguments. It raises
+:class:`toolbound.Rejection` when a value has no definite meaning."""
+
+SemanticCheck: TypeAlias = "Callable[[JSONObject, NormalizationContext], Problem | None]"
+"""A pure rule over normalized arguments that schema cannot express (end before
+start, a timeout outside 1 to 60). Returns the problem, or ``None`` when the call is fine."""
+
+ResourceExtractor: TypeAlias = "Callable[[JSONObject], Sequence[Resource]]"
+"""Names the resources a call touches, from its normalized arguments."""
+
+TargetCheck: TypeAlias = "Callable[[Invocation], Problem | None]"
+"""Checked just before execution: the target exists and any ``expected_version``
+precondition still holds (a stale one is ``version_conflict``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """A versioned tool contract: what the model sees and what the runtime enforces.
+
+    ``name`` and ``version`` together identify a spec. Schemas are JSON Schema
+    2020-12; they are checked against the meta-schema and compiled once, when the
+    spec is registered.
+    """
+
+    name: str
+    version: str
+    description: str
+    input_schema: Mapping[str, object]
+    output_schema: Mapping[str, object] | None = None
+    effect: EffectClass
+    capabilities: tuple[str, ...] = ()
+    resources: ResourceExtractor | None = None
+    purpose: str = ""
+    non_goals: tuple[str, ...] = ()
+    normalizers: tuple[Normalizer, ...] = ()
+    semantic_check: SemanticCheck | None = None
+    target_check: TargetCheck | None = None
+    timeout: float = 10.0
+    max_attempts: int = 1
+    idempotency: IdempotencySupport = "none"
+    secrets: tuple[str, ...] = ()
+    marks_commit: bool = False
+    """The implementation calls ``ctx.mark_committed()`` exactly at its commit
+    boundary, so an interruption before that mark proves nothing committed (R9).
+    Without it, an interrupted write is OUTCOME_UNKNOWN."""
+    result_budget: int = 16_384
+    """Bytes of the model projection of a result before it is truncated (R11)."""
+    empty_result: str | None = None
+    """What an empty result means, told to the model (R11)."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The identity of this spec: ``(name, version)``."""
+        return (self.name, self.version)
+
+    @property
+    def ref(self) -> str:
+        """``name@version``, as traces and errors print it."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def is_write(self) -> bool:
+        """Whether a call may change state outside the runtime."""
+        return self.effect in WRITE_EFFECTS
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    """What a model produced: a tool name and argument bytes, exactly as received.
+
+    ``proposal_id`` is the provider's call id; results are paired with proposals by
+    it, never by order (R11, R16). ``version`` is set when the surface the model
+    used names versions; otherwise the visible tool set decides.
+    """
+
+    name: str
+    arguments: bytes
+    proposal_id: str
+    model_call_id: str | None = None
+    version: str | None = None
+    received_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Invocation:
+    """A call the runtime has parsed, validated, normalized and digested.
+
+    ``arguments`` are the normalized arguments; ``canonical`` their RFC 8785
+    bytes; ``digest`` binds tenant, tool and canonical arguments (R5). Everything
+    about authority — subject, capabilities, deadline, idempotency key — was put
+    here by the runtime.
+    """
+
+    invocation_id: str
+    proposal_id: str
+    model_call_id: str | None
+    tool_name: str
+    tool_version: str
+    arguments: JSONObject = field(hash=False)
+    canonical: bytes
+    digest: str
+    subject: Subject
+    granted_capabilities: frozenset[str]
+    resources: tuple[Resource, ...]
+    idempotency_key: str | None
+    deadline: datetime
+    trace_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One try at executing an invocation, as the trace records it (R10, R14)."""
+
+    attempt_id: str
+    number: int
+    started_at: datetime
+    ended_at: datetime
+    outcome: CommitStatus | Literal["cancelled"]
+    detail: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    """What execution produced (R1): a value or a problem, and the commit status.
+
+    ``value`` is the raw observation, before any projection.
+    """
+
+    invocation_id: str
+    status: Literal["ok", "error"]
+    value: JSONValue = field(default=None, hash=False)
+    error: Problem | None = None
+    commit_status: CommitStatus
+    external_resource_id: str | None = None
+    observed_at: datetime
+    attempts: tuple[Attempt, ...] = ()

@@ -1,0 +1,131 @@
+"""The call state machine (R2): one table, one transition function.
+
+Main path::
+
+    PROPOSED → PARSED → VALIDATED → AUTHORIZED → PREPARED → EXECUTING → COMMITTED → OBSERVED
+
+A call waiting for a person sits in AWAITING_CONFIRMATION, between AUTHORIZED and
+PREPARED. Side terminals are listed in :data:`TERMINAL`. OUTCOME_UNKNOWN is left only
+by reconciliation with recorded evidence (to COMMITTED or FAILED_BEFORE_COMMIT).
+Every change of state goes through :meth:`Lifecycle.advance`, which refuses any edge
+not in :data:`TRANSITIONS` (leaving the state unchanged) and appends one trace event.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+from toolbound._errors import IllegalTransition
+
+if TYPE_CHECKING:
+    from toolbound.trace import Trace
+
+__all__ = ["REJECTED", "TERMINAL", "TRANSITIONS", "Lifecycle", "State"]
+
+
+class State(enum.Enum):
+    """Where one call stands."""
+
+    PROPOSED = "proposed"
+    PARSED = "parsed"
+    VALIDATED = "validated"
+    AUTHORIZED = "authorized"
+    AWAITING_CONFIRMATION = "awaiting_confirmation"
+    PREPARED = "prepared"
+    EXECUTING = "executing"
+    COMMITTED = "committed"
+    OBSERVED = "observed"
+    PARSE_REJECTED = "parse_rejected"
+    VALIDATION_REJECTED = "validation_rejected"
+    AUTHORIZATION_REJECTED = "authorization_rejected"
+    CANCELLED_BEFORE_COMMIT = "cancelled_before_commit"
+    FAILED_BEFORE_COMMIT = "failed_before_commit"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    FAILED_AFTER_COMMIT = "failed_after_commit"
+
+
+S = State
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    S.PROPOSED: frozenset({S.PARSED, S.PARSE_REJECTED}),
+    S.PARSED: frozenset({S.VALIDATED, S.VALIDATION_REJECTED}),
+    S.VALIDATED: frozenset({S.AUTHORIZED, S.AUTHORIZATION_REJECTED}),
+    # The target check runs once authority is settled; a stale target fails the
+    # call before anything was executed.
+    S.AUTHORIZED: frozenset(
+        {
+            S.AWAITING_CONFIRMATION,
+            S.PREPARED,
+            S.FAILED_BEFORE_COMMIT,
+            S.CANCELLED_BEFORE_COMMIT,
+        }
+    ),
+    # R7: a person approves (→ PREPARED after re-authorization) or denies.
+    S.AWAITING_CONFIRMATION: frozenset(
+        {
+            S.PREPARED,
+            S.AUTHORIZATION_REJECTED,
+            S.FAILED_BEFORE_COMMIT,
+            S.CANCELLED_BEFORE_COMMIT,
+        }
+    ),
+    # R8: PREPARED → COMMITTED without executing is an idempotent replay: an earlier
+    # invocation with the same key and digest already committed the effect.
+    S.PREPARED: frozenset(
+        {S.EXECUTING, S.COMMITTED, S.FAILED_BEFORE_COMMIT, S.CANCELLED_BEFORE_COMMIT}
+    ),
+    # R9: the tool says where the commit boundary is; a write timeout is UNKNOWN.
+    S.EXECUTING: frozenset(
+        {
+            S.COMMITTED,
+            S.FAILED_BEFORE_COMMIT,
+            S.OUTCOME_UNKNOWN,
+            S.CANCELLED_BEFORE_COMMIT,
+        }
+    ),
+    # R9: after COMMITTED nothing can rewrite the call as "did not happen".
+    S.COMMITTED: frozenset({S.OBSERVED, S.FAILED_AFTER_COMMIT}),
+    # R2: left only through reconciliation with recorded evidence.
+    S.OUTCOME_UNKNOWN: frozenset({S.COMMITTED, S.FAILED_BEFORE_COMMIT}),
+    S.OBSERVED: frozenset(),
+    S.PARSE_REJECTED: frozenset(),
+    S.VALIDATION_REJECTED: frozenset(),
+    S.AUTHORIZATION_REJECTED: frozenset(),
+    S.CANCELLED_BEFORE_COMMIT: frozenset(),
+    S.FAILED_BEFORE_COMMIT: frozenset(),
+    S.FAILED_AFTER_COMMIT: frozenset(),
+}
+
+TERMINAL: frozenset[State] = frozenset(s for s, nxt in TRANSITIONS.items() if not nxt)
+"""States no event can leave."""
+
+REJECTED: frozenset[State] = frozenset(
+    {S.PARSE_REJECTED, S.VALIDATION_REJECTED, S.AUTHORIZATION_REJECTED}
+)
+"""Rejected before execution: these can never reach EXECUTING."""
+
+
+class Lifecycle:
+    """The state of one call and its path so far, bound to its trace."""
+
+    __slots__ = ("path", "state", "trace")
+
+    def __init__(self, trace: Trace, start: State = State.PROPOSED) -> None:
+        self.trace = trace
+        self.state = start
+        self.path: list[State] = [start]
+
+    def advance(self, to: State, /, **data: object) -> None:
+        """Move to ``to`` and record it; raise :class:`IllegalTransition` otherwise."""
+        if to not in TRANSITIONS[self.state]:
+            msg = f"illegal transition {self.state.name} → {to.name}"
+            raise IllegalTransition(msg)
+        self.trace.record("transition", state=to, previous=self.state, **data)
+        self.state = to
+        self.path.append(to)
+
+    @property
+    def terminal(self) -> bool:
+        """Whether no further transition is possible."""
+        return self.state in TERMINAL

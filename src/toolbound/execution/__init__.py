@@ -1,0 +1,1 @@
+"""Executing an admitted invocation: the tool protocol and the commit boundary (R9)."""

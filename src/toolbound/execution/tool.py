@@ -1,0 +1,140 @@
+"""How a tool implementation talks to the runtime (R9).
+
+A tool is a sync or async callable ``tool(arguments, context)``. It declares its own
+commit boundary:
+
+* returning normally means the effect is **committed** (for reads: the read is done);
+  return :class:`ToolOutput` to add an external resource id;
+* raising :class:`NotCommitted` means it failed **before** the commit boundary — nothing
+  happened (a business rejection, a refused connection);
+* raising :class:`CommitUnknown` means it cannot tell (a lost response) — the call
+  becomes OUTCOME_UNKNOWN and is reconciled, never silently retried;
+* calling :meth:`ToolContext.mark_committed` at the boundary lets the runtime tell a
+  cancellation before the commit from one after it.
+
+Any other exception from a write is treated as :class:`CommitUnknown` — the runtime
+never assumes a failing write did nothing. From a read it is a failure before commit.
+Credentials arrive in :attr:`ToolContext.secrets`, never in the arguments.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from toolbound._model import Invocation, JSONObject, JSONValue
+
+__all__ = [
+    "AsyncToolFunction",
+    "CommitUnknown",
+    "EnvSecrets",
+    "NotCommitted",
+    "SecretProvider",
+    "StaticSecrets",
+    "ToolContext",
+    "ToolFunction",
+    "ToolOutput",
+]
+
+
+class NotCommitted(Exception):  # noqa: N818 - a typed signal from the tool, like ModelRetry
+    """The tool failed before its commit boundary: nothing happened.
+
+    ``code``/``message``/``hint`` reach the model as a structured error;
+    ``recoverable`` says whether a corrected *new* call could succeed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "tool_failed",
+        recoverable: bool = True,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.recoverable = recoverable
+        self.hint = hint
+
+
+class CommitUnknown(Exception):  # noqa: N818 - a typed signal from the tool
+    """The tool cannot tell whether its effect committed (e.g. a lost response)."""
+
+    def __init__(self, message: str, *, evidence: Mapping[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.evidence: Mapping[str, object] = evidence or {}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A committed result with the id of what it created or changed outside."""
+
+    value: JSONValue
+    external_resource_id: str | None = None
+
+
+class SecretProvider(Protocol):
+    """Hands credentials to tools at execution time (R6): never to the model."""
+
+    def get(self, name: str) -> str:
+        """The secret called ``name``; raises ``KeyError`` when there is none."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StaticSecrets:
+    """Secrets from a mapping (tests, demos)."""
+
+    values: Mapping[str, str]
+
+    def get(self, name: str) -> str:
+        """The secret called ``name``."""
+        return self.values[name]
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSecrets:
+    """Secrets from environment variables, ``prefix`` + upper-cased name."""
+
+    prefix: str = "TOOLBOUND_SECRET_"
+
+    def get(self, name: str) -> str:
+        """The environment variable for ``name``."""
+        import os  # noqa: PLC0415 - only this provider reads the environment
+
+        return os.environ[self.prefix + name.upper().replace(".", "_")]
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolContext:
+    """What a tool implementation receives beside its arguments."""
+
+    invocation: Invocation
+    attempt: int
+    secrets: Mapping[str, str] = field(repr=False)
+    idempotency_key: str | None
+    deadline_in: float
+    """Seconds left until the deadline when the attempt started."""
+    _committed: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def mark_committed(self) -> None:
+        """Say the commit boundary has been crossed: a cancel after this cannot undo it."""
+        self._committed.set()
+
+    @property
+    def committed(self) -> bool:
+        """Whether :meth:`mark_committed` was called."""
+        return self._committed.is_set()
+
+
+ToolFunction: TypeAlias = "Callable[[JSONObject, ToolContext], JSONValue | ToolOutput]"
+AsyncToolFunction: TypeAlias = (
+    "Callable[[JSONObject, ToolContext], Awaitable[JSONValue | ToolOutput]]"
+)

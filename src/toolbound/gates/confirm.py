@@ -1,0 +1,137 @@
+"""Confirmation bound to the digest (R7).
+
+A call the policy marks high-impact is parked with a :class:`ConfirmationRequest`.
+A person's answer is a :class:`Confirmation` naming the invocation *and* the
+digest they saw. :func:`check_confirmation` accepts it only when both match, it
+has not expired, and it approves; whoever holds the parked call consumes it once,
+so a confirmation never transfers to another call. Changed arguments give a new
+digest, and so need a new confirmation.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from toolbound._errors import Problem, Rejection
+
+if TYPE_CHECKING:
+    from datetime import datetime, timedelta
+
+    from toolbound._model import JSONObject, Subject
+
+__all__ = ["Confirmation", "ConfirmationRequest", "check_confirmation"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfirmationRequest:
+    """What a person is asked to approve: one invocation, shown by its digest."""
+
+    invocation_id: str
+    digest: str
+    tool: str
+    subject: Subject
+    arguments: JSONObject = field(hash=False)
+    reason: str
+    requested_at: datetime
+    expires_at: datetime
+
+    def approve(self, *, approver: str, at: datetime, ttl: timedelta) -> Confirmation:
+        """A person's approval of exactly this request."""
+        return Confirmation(
+            confirmation_id=secrets.token_hex(8),
+            invocation_id=self.invocation_id,
+            digest=self.digest,
+            approved=True,
+            approver=approver,
+            at=at,
+            expires_at=min(at + ttl, self.expires_at),
+        )
+
+    def deny(self, *, approver: str, at: datetime) -> Confirmation:
+        """A person's refusal of this request."""
+        return Confirmation(
+            confirmation_id=secrets.token_hex(8),
+            invocation_id=self.invocation_id,
+            digest=self.digest,
+            approved=False,
+            approver=approver,
+            at=at,
+            expires_at=at,
+        )
+
+    def as_json(self) -> dict[str, object]:
+        """The request as the human projection and the trace show it."""
+        return {
+            "invocation_id": self.invocation_id,
+            "digest": self.digest,
+            "tool": self.tool,
+            "subject": {"id": self.subject.id, "tenant": self.subject.tenant},
+            "arguments": self.arguments,
+            "reason": self.reason,
+            "requested_at": self.requested_at.isoformat(),
+            "expires_at": self.expires_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Confirmation:
+    """A person's decision on one invocation digest: who, when, until when."""
+
+    confirmation_id: str
+    invocation_id: str
+    digest: str
+    approved: bool
+    approver: str
+    at: datetime
+    expires_at: datetime
+
+    def as_json(self) -> dict[str, object]:
+        """The record as the trace keeps it."""
+        return {
+            "confirmation_id": self.confirmation_id,
+            "invocation_id": self.invocation_id,
+            "digest": self.digest,
+            "approved": self.approved,
+            "approver": self.approver,
+            "at": self.at.isoformat(),
+            "expires_at": self.expires_at.isoformat(),
+        }
+
+
+def check_confirmation(
+    request: ConfirmationRequest, confirmation: Confirmation, *, now: datetime
+) -> None:
+    """Accept ``confirmation`` for ``request`` or raise :class:`Rejection`."""
+    if confirmation.invocation_id != request.invocation_id:
+        # R7: a confirmation never transfers to another call.
+        raise Rejection(
+            _problem(
+                "confirmation_for_other_call",
+                "the confirmation was given for another invocation",
+            )
+        )
+    if confirmation.digest != request.digest:
+        # R7: changed arguments → new digest → confirm again.
+        raise Rejection(
+            _problem(
+                "digest_mismatch",
+                "the confirmed arguments differ from this call's arguments",
+                hint="show the person the current arguments and ask again",
+            )
+        )
+    if not confirmation.approved:
+        raise Rejection(_problem("denied_by_person", f"{confirmation.approver} denied the call"))
+    if now > confirmation.expires_at or now > request.expires_at:
+        raise Rejection(
+            _problem(
+                "confirmation_expired",
+                "the confirmation expired before the call could run",
+                hint="ask the person again",
+            )
+        )
+
+
+def _problem(code: str, message: str, *, hint: str | None = None) -> Problem:
+    return Problem(kind="confirmation", code=code, message=message, recoverable=False, hint=hint)

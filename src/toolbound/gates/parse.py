@@ -1,0 +1,556 @@
+# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
+r"""The parse gate (R3): argument bytes in, one strict JSON object out.
+
+:func:`parse_arguments` is the first gate a proposal meets. It never changes the raw
+bytes (the :class:`~toolbound.Proposal` keeps them); it only decides whether they are
+exactly one JSON object under the runtime's limits, and returns that object. Anything
+else raises :class:`~toolbound._errors.Rejection` carrying a ``kind="parse"``
+:class:`~toolbound._errors.Problem` whose ``code`` says precisely why:
+
+==========================  ===================================================
+``too_large``               more bytes than ``ParseLimits.max_bytes``
+``byte_order_mark``         the bytes start with a UTF-8 byte order mark
+``invalid_utf8``            the bytes are not strict UTF-8
+``not_an_object``           empty, or the top-level value is not an object
+``too_deep``                nesting deeper than ``ParseLimits.max_depth``
+``truncated``               the input ends in the middle of the object
+``invalid_json``            any other syntax error (the message gives the byte)
+``trailing_data``           something follows the object
+``duplicate_key``           a key repeated in one object, at any depth
+``non_finite_number``       ``NaN``, ``Infinity``, ``-Infinity``, or a numeral
+                            too large for a float (``1e400``)
+``number_out_of_range``     an integer longer than Python will convert
+``lone_surrogate``          a ``\uD800``-style escape that is not half of a pair
+==========================  ===================================================
+
+Every rejection is recoverable: the model can send a corrected proposal, and the
+``hint`` says how.
+
+The gate sits on the hot path of every call, so it is the C-accelerated stdlib
+scanner plus checks that cost nothing unless the bytes could fail them: each
+expensive scan is behind a cheap test that rules it out for ordinary input.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from itertools import accumulate
+from json import JSONDecodeError, JSONDecoder
+from json.scanner import make_scanner
+from typing import TYPE_CHECKING, Final, Literal, cast
+
+from toolbound._errors import ConfigurationError, Problem, Rejection
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from toolbound._model import JSONObject, JSONValue
+
+__all__ = ["DEFAULT_LIMITS", "ParseLimits", "parse_arguments"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParseLimits:
+    """How much argument data the parse gate accepts (R3).
+
+    ``max_bytes`` bounds the raw argument bytes; ``max_depth`` bounds nesting, where
+    the top-level object is depth 1 and every object or array inside adds one.
+    """
+
+    max_bytes: int = 1_048_576
+    max_depth: int = 64
+
+    def __post_init__(self) -> None:
+        """Refuse limits that would reject every object."""
+        if self.max_bytes < 2:  # noqa: PLR2004 - "{}" is the smallest object
+            msg = f"ParseLimits.max_bytes must be at least 2, got {self.max_bytes}"
+            raise ConfigurationError(msg)
+        if self.max_depth < 1:
+            msg = f"ParseLimits.max_depth must be at least 1, got {self.max_depth}"
+            raise ConfigurationError(msg)
+
+
+DEFAULT_LIMITS: Final = ParseLimits()
+"""The limits :func:`parse_arguments` applies when none are given: 1 MiB, 64 levels."""
+
+_Code = Literal[
+    "too_large",
+    "byte_order_mark",
+    "invalid_utf8",
+    "not_an_object",
+    "too_deep",
+    "truncated",
+    "invalid_json",
+    "trailing_data",
+    "duplicate_key",
+    "non_finite_number",
+    "number_out_of_range",
+    "lone_surrogate",
+]
+
+_HINTS: Final[dict[_Code, str]] = {
+    "too_large": "Send smaller arguments: refer to large content instead of inlining it.",
+    "byte_order_mark": "Send the JSON object without a byte order mark.",
+    "invalid_utf8": "Send the arguments as UTF-8 text.",
+    "not_an_object": 'Send the arguments as one JSON object, e.g. {"name": "value"}.',
+    "too_deep": "Flatten the arguments: nest objects and arrays less deeply.",
+    "truncated": "The arguments were cut off; send the complete JSON object.",
+    "invalid_json": "Send one syntactically valid JSON object (RFC 8259).",
+    "trailing_data": "Send exactly one JSON object and nothing after it.",
+    "duplicate_key": "Send each key once per object.",
+    "non_finite_number": "Use finite numbers; NaN and Infinity are not JSON.",
+    "number_out_of_range": "Send a smaller integer.",
+    "lone_surrogate": (
+        "Write characters as UTF-8, or escape one outside the BMP as a surrogate pair "
+        "(\\ud83d\\ude00)."
+    ),
+}
+
+
+def _reject(*, code: _Code, message: str, pointer: str | None = None) -> Rejection:
+    return Rejection(
+        Problem(
+            kind="parse",
+            code=code,
+            message=message,
+            recoverable=True,
+            hint=_HINTS[code],
+            pointer=pointer,
+        )
+    )
+
+
+# --- the scanner ---------------------------------------------------------------------
+
+
+class _DuplicateKeyError(Exception):
+    """Raised out of the C scanner by the object hook; located afterwards."""
+
+
+class _NonFiniteError(Exception):
+    """Raised out of the C scanner for NaN/Infinity or an overflowing numeral."""
+
+
+def _object(pairs: list[tuple[str, JSONValue]]) -> JSONObject:
+    # R3: a repeated key would silently keep the last value; compare sizes instead of
+    # tracking keys, so the cost is one dict build, which json.loads pays anyway.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _DuplicateKeyError
+    return obj
+
+
+def _reject_constant(name: str) -> float:
+    # R3: the stdlib accepts NaN, Infinity and -Infinity by default; JSON does not.
+    raise _NonFiniteError(name)
+
+
+def _finite_float(numeral: str) -> float:
+    # R3: "1e400" is Infinity spelled as a numeral. A Python call per float costs
+    # less than any scan of the bytes for exponents, since arguments hold few floats.
+    value = float(numeral)
+    if -_FLOAT_MAX <= value <= _FLOAT_MAX:
+        return value
+    raise _NonFiniteError(numeral)
+
+
+_FLOAT_MAX: Final = sys.float_info.max
+
+# The scanner reads its settings off any JSONDecoder (typeshed names only its own
+# class). Calling it directly skips raw_decode's wrapper on every call.
+_scan: Final[Callable[[str, int], tuple[object, int]]] = make_scanner(
+    JSONDecoder(  # type: ignore[arg-type]
+        object_pairs_hook=_object, parse_constant=_reject_constant, parse_float=_finite_float
+    )
+)
+
+_WHITESPACE: Final = " \t\n\r"  # RFC 8259's four; str.strip() would take more
+_NOT_WS: Final = re.compile(r"[^ \t\n\r]")
+
+
+def _skip_ws(text: str, pos: int = 0) -> int:
+    """Return the index of the first non-whitespace character at or after ``pos``."""
+    found = _NOT_WS.search(text, pos)
+    return found.start() if found else len(text)
+
+
+# --- the gate ------------------------------------------------------------------------
+
+
+def parse_arguments(data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> JSONObject:
+    """Parse argument bytes as one strict JSON object (R3).
+
+    Returns the object. Raises :class:`~toolbound._errors.Rejection` with a
+    ``kind="parse"``, recoverable :class:`~toolbound._errors.Problem` whose ``code``
+    is one of those in this module's docstring; no other exception escapes for any
+    input. ``data`` is only read, never altered.
+    """
+    # R3: size first, so an oversized payload costs nothing more than len().
+    if len(data) > limits.max_bytes:
+        msg = f"arguments are {len(data)} bytes; the limit is {limits.max_bytes}"
+        raise _reject(code="too_large", message=msg)
+    try:
+        text = data.decode("utf-8")  # strict: also refuses encoded surrogates
+    except UnicodeDecodeError as exc:
+        raise _utf8_rejection(data, exc, limits) from None
+    return _parse_text(text, data, limits)
+
+
+def _parse_text(text: str, data: bytes, limits: ParseLimits) -> JSONObject:
+    start = 0 if text.startswith("{") else _start_of_object(text)
+    # Nesting can pass max_depth only if there are more openers than that; only then
+    # is it worth finding which openers are outside strings.
+    limit = limits.max_depth
+    if ((openers := data.count(b"{")) > limit or openers + data.count(b"[") > limit) and _too_deep(
+        data, limit
+    ):
+        msg = f"arguments nest deeper than {limit} levels"
+        raise _reject(code="too_deep", message=msg)
+    try:
+        value, end = _scan(text, start)
+    except JSONDecodeError as exc:
+        raise _syntax_rejection(text, exc.pos, exc.msg) from None
+    except StopIteration as exc:  # the C scanner's way of saying "Expecting value"
+        raise _syntax_rejection(text, exc.value, "Expecting value") from None
+    except _DuplicateKeyError:
+        raise _duplicate_rejection(text) from None
+    except _NonFiniteError as exc:
+        raise _non_finite_rejection(text, str(exc)) from None
+    except RecursionError:
+        # Only reachable when max_depth exceeds what the interpreter can recurse.
+        msg = "arguments nest deeper than the parser can follow"
+        raise _reject(code="too_deep", message=msg) from None
+    except ValueError as exc:  # int() refusing a numeral over sys.int_info's limit
+        raise _number_rejection(text, exc) from None
+    if end != len(text) and _skip_ws(text, end) != len(text):
+        msg = f"unexpected data after the object at byte {_byte_at(text, end)}"
+        raise _reject(code="trailing_data", message=msg)
+    obj = cast("JSONObject", value)  # it began with "{" and parsed
+    # A lone surrogate can only come from a \u escape: strict UTF-8 refused the rest.
+    if b"\\" in data and b"\\u" in data and _may_hold_lone_surrogate(data):
+        _check_surrogates(obj)
+    return obj
+
+
+def _start_of_object(text: str) -> int:
+    """Return where the object starts after leading whitespace; reject anything else."""
+    start = _skip_ws(text)
+    first = text[start : start + 1]
+    if first == "{":
+        return start
+    if text.startswith("\ufeff"):
+        raise _reject(
+            code="byte_order_mark", message="arguments start with a UTF-8 byte order mark"
+        )
+    if not first:
+        raise _reject(code="not_an_object", message="arguments are empty; expected a JSON object")
+    kind = _VALUE_KINDS.get(first)
+    if kind is None:
+        msg = f"invalid JSON at byte {_byte_at(text, start)}: expected '{{'"
+        raise _reject(code="invalid_json", message=msg)
+    raise _reject(code="not_an_object", message=f"arguments are {kind}; expected a JSON object")
+
+
+_VALUE_KINDS: Final = {
+    "[": "an array",
+    '"': "a string",
+    "t": "a boolean",
+    "f": "a boolean",
+    "n": "null",
+    "N": "NaN",
+    "I": "Infinity",
+    "-": "a number",
+    **dict.fromkeys("0123456789", "a number"),
+}
+
+
+def _byte_at(text: str, pos: int) -> int:
+    """Return the byte offset of character ``pos``: messages cite the bytes sent."""
+    return pos if text.isascii() else len(text[:pos].encode())
+
+
+# --- depth ---------------------------------------------------------------------------
+
+_NOT_MARKS: Final = bytes(b for b in range(256) if b not in b'"[]{}')
+_AS_PARENS: Final = bytes.maketrans(b"[{]}", b"(())")
+_STEP: Final = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+
+
+def _too_deep(data: bytes, limit: int) -> bool:
+    """Tell whether brackets outside strings nest deeper than ``limit``.
+
+    Works on bytes with C-speed bytes methods only: UTF-8 never puts a quote, a
+    backslash or a bracket inside a multi-byte character.
+    """
+    if b"\\" in data:
+        # Drop escapes so every quote left opens or closes a string: first escaped
+        # backslashes, then escaped quotes; left to right, as a JSON reader pairs them.
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    marks = data.translate(None, _NOT_MARKS)  # only " [ ] { } remain
+    # Strings without brackets are now adjacent quote pairs. Counting pairs left to
+    # right, as replace() would remove them, tells whether every quote is in one.
+    if marks.count(b'""') * 2 == marks.count(b'"'):
+        brackets = marks.translate(None, b'"')
+    else:  # some string holds a bracket (or never closes): keep what lies between
+        brackets = b"".join(marks.split(b'"')[::2])
+    parens = brackets.translate(_AS_PARENS)
+    if b"(" * (limit + 1) in parens:  # a plain chain of openers, the usual attack
+        return True
+    # Each pass removes every innermost pair, so a balanced document is empty after
+    # exactly as many passes as it is deep; ordinary documents need a handful.
+    for _ in range(limit):
+        peeled = parens.replace(b"()", b"")
+        if len(peeled) == len(parens):
+            break
+        parens = peeled
+    if not parens:
+        return False
+    if b"()" in parens:
+        return True
+    # Unbalanced (truncated or broken): count the running depth exactly.
+    return max(accumulate(map(_STEP.__getitem__, brackets))) > limit
+
+
+# --- syntax errors -------------------------------------------------------------------
+
+_PARTIAL_VALUE: Final = re.compile(
+    r"""
+    t(?:ru?)? | f(?:a(?:ls?)?)? | n(?:ul?)?          # a literal, cut short
+    | -?(?:0|[1-9][0-9]*)                            # a number, possibly cut short
+      (?:\.(?:[0-9]+(?:[eE][-+]?[0-9]*)?)? | [eE][-+]?[0-9]*)?
+    | -
+    """,
+    re.VERBOSE,
+)
+_PARTIAL_ESCAPE: Final = re.compile(r"u[0-9a-fA-F]{0,4}")
+_NUMBER_CHARS: Final = frozenset("-+0123456789.eE")
+
+
+def _syntax_rejection(text: str, pos: int, reason: str) -> Rejection:
+    if _is_cut_off(text, pos, reason):
+        msg = f"arguments end after {_byte_at(text, len(text))} bytes, inside the object"
+        return _reject(code="truncated", message=msg)
+    # The stdlib's wording, minus its dangling "at"/"starting at" (we give the byte).
+    what = reason.removesuffix(" at").removesuffix(" starting")
+    msg = f"invalid JSON at byte {_byte_at(text, pos)}: {what[:1].lower()}{what[1:]}"
+    return _reject(code="invalid_json", message=msg)
+
+
+def _is_cut_off(text: str, pos: int, reason: str) -> bool:
+    r"""Tell whether the scanner failed only because the input stopped (R3: truncated).
+
+    The scanner reports most such errors at the end of the input, but a few at the
+    start of the token that was cut: a string, a ``\u`` escape, a literal or number.
+    """
+    if reason.startswith("Unterminated string"):
+        return True  # no closing quote anywhere after it
+    if reason.startswith("Invalid \\uXXXX escape"):
+        return _PARTIAL_ESCAPE.fullmatch(text, pos) is not None
+    if pos >= len(text.rstrip(_WHITESPACE)):
+        return True
+    if reason == "Expecting value":
+        return _PARTIAL_VALUE.fullmatch(text, pos) is not None
+    if reason.startswith("Expecting ','"):
+        # "1." or "1e+" at the end: the scanner took "1" and stumbled on the rest.
+        start = pos
+        while start > 0 and text[start - 1] in _NUMBER_CHARS:
+            start -= 1
+        return start < pos and _PARTIAL_VALUE.fullmatch(text, start) is not None
+    return False
+
+
+def _utf8_rejection(data: bytes, exc: UnicodeDecodeError, limits: ParseLimits) -> Rejection:
+    if exc.reason == "unexpected end of data" and exc.end == len(data):
+        # A stream cut inside a character: if the text before it is a string that
+        # never closes, the arguments were truncated rather than mis-encoded.
+        try:
+            _parse_text(data[: exc.start].decode(), data[: exc.start], limits)
+        except Rejection as inner:
+            if inner.problem.code == "truncated":
+                msg = f"arguments end after {len(data)} bytes, inside a character of a string"
+                return _reject(code="truncated", message=msg)
+    msg = f"arguments are not valid UTF-8 at byte {exc.start}: {exc.reason}"
+    return _reject(code="invalid_utf8", message=msg)
+
+
+# --- locating errors the hooks raise (rare path: a second, path-tracking walk) ---------
+
+_ATOM: Final = re.compile(r'[^ \t\n\r,:\[\]{}"]+')
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+_Event = tuple[Literal["duplicate", "atom"], list[str | int], str]
+
+
+def _events(text: str) -> Iterator[_Event]:
+    """Walk the text in document order, tracking the path of the current member.
+
+    Yields ``("duplicate", path of the object, key)`` for each repeated key and
+    ``("atom", path of the value, token)`` for each number or literal. It only runs
+    after the scanner has read the text up to the error being located, so the part
+    it needs is well-formed; it stops at the first thing it cannot read.
+    """
+    # Start inside the top-level object, which _start_of_object found, and stop when
+    # it closes.
+    path: list[str | int] = [""]  # the member being read in each open container
+    keys: list[set[str] | None] = [set()]  # keys seen per open object; None for arrays
+    expect_key = True
+    i = _skip_gap(text, text.index("{") + 1)
+    while keys and i < len(text):
+        char = text[i]
+        if char in "{[":
+            expect_key = char == "{"
+            keys.append(set() if expect_key else None)
+            path.append("" if expect_key else 0)
+            i += 1
+        elif char in "}]":
+            keys.pop()
+            path.pop()
+            expect_key = False
+            i += 1
+        elif char == ",":
+            expect_key = keys[-1] is not None
+            if not expect_key:
+                path[-1] = int(path[-1]) + 1
+            i += 1
+        elif char == '"':
+            string, i = _scan(text, i)
+            seen = keys[-1]
+            if expect_key and seen is not None:
+                key = str(string)
+                if key in seen:
+                    yield ("duplicate", path[:-1], key)
+                seen.add(key)
+                path[-1] = key
+                expect_key = False
+        else:
+            atom = _ATOM.match(text, i)
+            if atom is None:
+                return
+            yield ("atom", list(path), atom.group())
+            i = atom.end()
+        i = _skip_gap(text, i)
+
+
+_NOT_GAP: Final = re.compile(r"[^ \t\n\r:]")
+
+
+def _skip_gap(text: str, pos: int) -> int:
+    # The walk knows keys by position, so it can pass over colons like whitespace.
+    found = _NOT_GAP.search(text, pos)
+    return found.start() if found else len(text)
+
+
+def _first(text: str, kind: Literal["duplicate", "atom"], test: Callable[[str], bool]) -> _Event:
+    try:
+        for event in _events(text):
+            if event[0] == kind and test(event[2]):
+                return event
+    except (ValueError, StopIteration, IndexError):
+        pass  # a malformed stretch before the error: report it without a path
+    return (kind, [], "")
+
+
+def _pointer(path: list[str | int]) -> str:
+    """Return an RFC 6901 JSON Pointer; lone surrogates become U+FFFD to stay encodable."""
+    tokens = (str(part).replace("~", "~0").replace("/", "~1") for part in path)
+    return "".join("/" + _SURROGATE.sub("\ufffd", token) for token in tokens)
+
+
+def _where(pointer: str) -> str:
+    return f"at {pointer}" if pointer else "at the top level"
+
+
+def _show(key: str) -> str:
+    shown = json.dumps(key)  # ASCII escapes: a key with a lone surrogate still prints
+    return shown if len(shown) <= 60 else shown[:56] + '..."'  # noqa: PLR2004
+
+
+def _duplicate_rejection(text: str) -> Rejection:
+    _, path, key = _first(text, "duplicate", lambda _: True)
+    pointer = _pointer(path)
+    msg = f"duplicate key {_show(key)} in the object {_where(pointer)}"
+    return _reject(code="duplicate_key", message=msg, pointer=pointer)
+
+
+def _non_finite_rejection(text: str, token: str) -> Rejection:
+    _, path, _ = _first(text, "atom", token.__eq__)
+    pointer = _pointer(path)
+    shown = token if len(token) <= 40 else token[:37] + "..."  # noqa: PLR2004
+    msg = f"{shown} {_where(pointer)} is not a finite number"
+    return _reject(code="non_finite_number", message=msg, pointer=pointer)
+
+
+def _int_overflows(atom: str) -> bool:
+    if not atom.lstrip("-").isdigit():
+        return False
+    try:
+        int(atom)
+    except ValueError:
+        return True
+    return False
+
+
+def _number_rejection(text: str, exc: ValueError) -> Rejection:
+    _, path, atom = _first(text, "atom", _int_overflows)
+    if not atom:  # no other ValueError is known to come out of the scanner
+        return _reject(code="invalid_json", message=f"invalid JSON: {exc}")
+    pointer = _pointer(path)
+    limit = sys.get_int_max_str_digits()
+    msg = f"the integer {_where(pointer)} has {len(atom.lstrip('-'))} digits; the limit is {limit}"
+    return _reject(code="number_out_of_range", message=msg, pointer=pointer)
+
+
+# --- lone surrogates -----------------------------------------------------------------
+
+# Precise when no escaped backslash is present: then every \u is a real escape, and a
+# high half must be followed by a low half, a low half preceded by a high half.
+_LONE_SURROGATE_ESCAPE: Final = re.compile(
+    rb"""
+    \\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})
+    | (?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}
+    """,
+    re.VERBOSE,
+)
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _may_hold_lone_surrogate(data: bytes) -> bool:
+    if b"\\\\" in data:  # "\\uD800" is not an escape; let the walk decide
+        return _SURROGATE_ESCAPE.search(data) is not None
+    return _LONE_SURROGATE_ESCAPE.search(data) is not None
+
+
+def _check_surrogates(value: JSONObject) -> None:
+    """Reject the first string or key holding a lone surrogate, in document order.
+
+    The scanner joins valid pairs into one character, so any surrogate left in the
+    parsed value is a lone one (R3).
+    """
+    stack: list[tuple[str, JSONValue]] = [("", value)]
+    while stack:
+        pointer, node = stack.pop()
+        if isinstance(node, str):
+            found = _SURROGATE.search(node)
+            if found:
+                raise _lone_surrogate(found.group(), f"the string {_where(pointer)}", pointer)
+        elif isinstance(node, dict):
+            for key in node:
+                found = _SURROGATE.search(key)
+                if found:
+                    where = f"a key in the object {_where(pointer)}"
+                    raise _lone_surrogate(found.group(), where, pointer)
+            stack.extend(
+                (f"{pointer}/{_pointer([key])[1:]}", item) for key, item in reversed(node.items())
+            )
+        elif isinstance(node, list):
+            stack.extend(
+                (f"{pointer}/{index}", node[index]) for index in reversed(range(len(node)))
+            )
+
+
+def _lone_surrogate(char: str, where: str, pointer: str) -> Rejection:
+    msg = f"{where} holds the unpaired surrogate \\u{ord(char):04x}"
+    return _reject(code="lone_surrogate", message=msg, pointer=pointer)

@@ -1,0 +1,1 @@
+"""Example tool packs from the seeds: orders, calendar, weather, files, and the demo."""

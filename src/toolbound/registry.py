@@ -1,0 +1,198 @@
+"""Registering tools and choosing what one request may see (R1, R2, R4).
+
+A :class:`Registry` holds every known ``(name, version)`` with its implementation.
+Registration is where a bad spec fails: names, limits and both schemas are checked
+(the schemas against the 2020-12 meta-schema) and compiled once. A request never
+sees the registry, only a :class:`ToolSet` cut from it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from toolbound._errors import SpecError
+from toolbound.gates.validate import CompiledSchema
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from toolbound._model import ToolSpec
+    from toolbound.execution.tool import AsyncToolFunction, ToolFunction
+
+__all__ = ["RegisteredTool", "Registry", "ToolSet"]
+
+# Dots name families (orders.get); providers accept at most 64 of [A-Za-z0-9_-],
+# adapters map dots where a provider needs it.
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,31}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisteredTool:
+    """A spec with its implementation and compiled schemas."""
+
+    spec: ToolSpec
+    function: ToolFunction | AsyncToolFunction
+    is_async: bool
+    inline: bool
+    input: CompiledSchema
+    output: CompiledSchema | None
+
+
+class Registry:
+    """Every tool version this runtime can run."""
+
+    __slots__ = ("_assert_format", "_tools")
+
+    def __init__(self, *, assert_format: bool = True) -> None:
+        """Start empty.
+
+        ``assert_format=False`` makes ``format`` an annotation only (R4 allows
+        either); tools must then check formats they rely on themselves, and the
+        setting is recorded in every trace.
+        """
+        self._tools: dict[tuple[str, str], RegisteredTool] = {}
+        self._assert_format = assert_format
+
+    def register(
+        self,
+        spec: ToolSpec,
+        function: ToolFunction | AsyncToolFunction,
+        *,
+        inline: bool = False,
+    ) -> RegisteredTool:
+        """Check, compile and add one tool version.
+
+        ``inline=True`` runs a sync tool on the caller's thread instead of a worker:
+        faster, but its deadline can then only be checked after it returns, so it is
+        allowed only for ``pure`` and ``read`` tools.
+        """
+        _check_spec(spec)
+        if spec.key in self._tools:
+            msg = f"{spec.ref} is already registered"
+            raise SpecError(msg)
+        if not callable(function):
+            msg = f"{spec.ref}: the implementation is not callable"
+            raise SpecError(msg)
+        is_async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+            getattr(function, "__call__", None)  # noqa: B004 - async callable objects
+        )
+        if inline and (is_async or spec.is_write):
+            msg = f"{spec.ref}: only sync pure/read tools can run inline"
+            raise SpecError(msg)
+        tool = RegisteredTool(
+            spec=spec,
+            function=function,
+            is_async=is_async,
+            inline=inline,
+            input=CompiledSchema.compile(
+                spec.input_schema,
+                assert_format=self._assert_format,
+                where=f"{spec.ref} input_schema",
+            ),
+            output=None
+            if spec.output_schema is None
+            else CompiledSchema.compile(
+                spec.output_schema,
+                assert_format=self._assert_format,
+                where=f"{spec.ref} output_schema",
+            ),
+        )
+        self._tools[spec.key] = tool
+        return tool
+
+    def get(self, name: str, version: str) -> RegisteredTool | None:
+        """The tool registered as ``name@version``, if any."""
+        return self._tools.get((name, version))
+
+    def versions(self, name: str) -> list[str]:
+        """The registered versions of ``name``."""
+        return [v for (n, v) in self._tools if n == name]
+
+    def toolset(self, *refs: str) -> ToolSet:
+        """The tools one request may see, by ``name@version`` (or ``name`` if unique).
+
+        With no refs, every registered tool (one version per name required).
+        """
+        chosen: list[RegisteredTool] = []
+        for ref in refs or [t.spec.ref for t in self._tools.values()]:
+            name, _, version = ref.partition("@")
+            if not version:
+                versions = self.versions(name)
+                if len(versions) != 1:
+                    msg = f"{name}: say which version ({', '.join(versions) or 'none registered'})"
+                    raise SpecError(msg)
+                version = versions[0]
+            tool = self.get(name, version)
+            if tool is None:
+                msg = f"{name}@{version} is not registered"
+                raise SpecError(msg)
+            chosen.append(tool)
+        return ToolSet(chosen)
+
+    def __iter__(self) -> Iterator[RegisteredTool]:
+        return iter(tuple(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+class ToolSet:
+    """The tool versions visible to one request: at most one version per name (R2)."""
+
+    __slots__ = ("_by_name",)
+
+    def __init__(self, tools: Iterable[RegisteredTool]) -> None:
+        self._by_name: dict[str, RegisteredTool] = {}
+        for tool in tools:
+            if tool.spec.name in self._by_name:
+                msg = f"two versions of {tool.spec.name} in one tool set"
+                raise SpecError(msg)
+            self._by_name[tool.spec.name] = tool
+
+    def lookup(self, name: str, version: str | None = None) -> RegisteredTool | None:
+        """Exact lookup: no fuzzy matching, no other version (R17 row 1)."""
+        tool = self._by_name.get(name)
+        if tool is None or (version is not None and tool.spec.version != version):
+            return None
+        return tool
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The specs, as the model is shown them."""
+        return tuple(t.spec for t in self._by_name.values())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterator[RegisteredTool]:
+        return iter(tuple(self._by_name.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+
+def _check_spec(spec: ToolSpec) -> None:
+    problems: list[str] = []
+    if not _NAME.match(spec.name):
+        problems.append(f"name {spec.name!r} must match {_NAME.pattern}")
+    if not _VERSION.match(spec.version):
+        problems.append(f"version {spec.version!r} must match {_VERSION.pattern}")
+    if not spec.description.strip():
+        problems.append("description is empty")
+    if spec.input_schema.get("type") != "object":
+        problems.append('input_schema must declare "type": "object"')
+    if not spec.timeout > 0:
+        problems.append("timeout must be positive")
+    if spec.max_attempts < 1:
+        problems.append("max_attempts must be at least 1")
+    if spec.result_budget < 256:  # noqa: PLR2004 - room for the envelope itself
+        problems.append("result_budget must be at least 256 bytes")
+    if spec.is_write and spec.capabilities == ():
+        problems.append("a write tool must require at least one capability")
+    if problems:
+        msg = f"{spec.name}@{spec.version}: " + "; ".join(problems)
+        raise SpecError(msg)

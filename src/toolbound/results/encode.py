@@ -1,0 +1,276 @@
+"""Results back to the model and to people: two projections of one observation (R11, R12).
+
+The **model projection** is a small JSON envelope, byte-budgeted, that marks the
+tool's data as untrusted (``"trust": "untrusted_tool_data"``): the model reads it as
+data, never as instructions. Success and error have distinct shapes (``tool_result``
+and ``tool_error``); errors carry kind, code, recoverable, message and hint; empty
+results say what emptiness means; an oversized result is truncated with
+``truncated: true`` and a continuation handle. The **human projection** keeps the
+structured details. Both name the same invocation and record what was cut; the raw
+observation stays the source of truth, and neither decides admission.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from toolbound.results.redact import Cut
+
+if TYPE_CHECKING:
+    from toolbound._errors import Problem
+    from toolbound._model import Attempt, CommitStatus, JSONObject, JSONValue
+
+__all__ = [
+    "TRUST_MARK",
+    "HumanProjection",
+    "ModelProjection",
+    "dumps",
+    "model_error",
+    "model_result",
+    "page",
+]
+
+TRUST_MARK = "untrusted_tool_data"
+"""R11: the value of ``trust`` on every envelope that carries tool output."""
+
+DEFAULT_EMPTY_MEANING = "the tool found nothing matching these arguments"
+
+
+def dumps(value: object) -> bytes:
+    """Compact JSON bytes, UTF-8, no NaN/Infinity."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelProjection:
+    """What goes back to the model for one call, byte for byte (``content``)."""
+
+    invocation_id: str
+    proposal_id: str
+    payload: JSONObject = field(hash=False)
+    content: bytes
+    is_error: bool
+    truncated: bool = False
+    cuts: tuple[Cut, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """``content`` as text, for provider tool-message fields."""
+        return self.content.decode()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HumanProjection:
+    """The evidence a person reviews: the whole (secret-free) observation, structured."""
+
+    invocation_id: str
+    tool: str
+    state: str
+    commit_status: CommitStatus | None
+    arguments: JSONObject | None = field(default=None, hash=False)
+    digest: str | None = None
+    value: JSONValue = field(default=None, hash=False)
+    problem: Problem | None = None
+    external_resource_id: str | None = None
+    attempts: tuple[Attempt, ...] = ()
+    cuts: tuple[Cut, ...] = ()
+
+    def as_json(self) -> dict[str, object]:
+        """The projection as a JSON object."""
+        return {
+            "invocation_id": self.invocation_id,
+            "tool": self.tool,
+            "state": self.state,
+            "commit_status": self.commit_status,
+            "arguments": self.arguments,
+            "digest": self.digest,
+            "value": self.value,
+            "problem": None if self.problem is None else self.problem.as_json(),
+            "external_resource_id": self.external_resource_id,
+            "attempts": [
+                {
+                    "attempt_id": a.attempt_id,
+                    "number": a.number,
+                    "outcome": a.outcome,
+                    "started_at": a.started_at.isoformat(),
+                    "ended_at": a.ended_at.isoformat(),
+                    "detail": a.detail,
+                }
+                for a in self.attempts
+            ],
+            "cuts": [c.as_json() for c in self.cuts],
+        }
+
+
+def model_result(
+    *,
+    invocation_id: str,
+    proposal_id: str,
+    tool: str,
+    value: JSONValue,
+    budget: int,
+    empty_meaning: str | None = None,
+    cuts: tuple[Cut, ...] = (),
+) -> ModelProjection:
+    """The success envelope for ``value``, truncated to ``budget`` bytes if needed."""
+    head: JSONObject = {
+        "type": "tool_result",
+        "call_id": proposal_id,
+        "tool": tool,
+        "status": "ok",
+        "trust": TRUST_MARK,
+    }
+    if value in (None, [], {}, ""):
+        # R11: empty results carry meaning, so the model does not read "nothing" as "failed".
+        head["empty"] = True
+        head["meaning"] = empty_meaning or DEFAULT_EMPTY_MEANING
+    payload: JSONObject = {**head, "data": value, "truncated": False}
+    content = dumps(payload)
+    if len(content) <= budget:
+        return ModelProjection(
+            invocation_id=invocation_id,
+            proposal_id=proposal_id,
+            payload=payload,
+            content=content,
+            is_error=False,
+            cuts=cuts,
+        )
+    full = len(dumps(value))
+    payload = {
+        **head,
+        "data": None,
+        "truncated": True,
+        "continuation": {"handle": f"{invocation_id}:0", "total_bytes": full},
+    }
+    room = budget - len(dumps(payload))
+    data, cut = _fit(value, room, "")
+    payload["data"] = data
+    content = dumps(payload)
+    return ModelProjection(
+        invocation_id=invocation_id,
+        proposal_id=proposal_id,
+        payload=payload,
+        content=content,
+        is_error=False,
+        truncated=True,
+        cuts=(*cuts, *cut),
+    )
+
+
+def model_error(
+    *,
+    invocation_id: str,
+    proposal_id: str,
+    tool: str,
+    problem: Problem,
+    commit_status: CommitStatus,
+) -> ModelProjection:
+    """The error envelope: kind, code, recoverable, message, hint and commit status."""
+    payload: JSONObject = {
+        "type": "tool_error",
+        "call_id": proposal_id,
+        "tool": tool,
+        "status": "error",
+        "commit_status": commit_status,
+        "error": problem.as_json(),  # type: ignore[dict-item]
+    }
+    return ModelProjection(
+        invocation_id=invocation_id,
+        proposal_id=proposal_id,
+        payload=payload,
+        content=dumps(payload),
+        is_error=True,
+    )
+
+
+def page(
+    *, invocation_id: str, proposal_id: str, tool: str, value: JSONValue, offset: int, size: int
+) -> ModelProjection:
+    """One page of the full serialized result, for a continuation handle.
+
+    Pages are slices of the result's compact JSON text on UTF-8 character
+    boundaries; ``next`` is the handle of the following page, or ``None``.
+    """
+    text = dumps(value)
+    end = min(len(text), offset + max(size, 1))
+    while end < len(text) and (text[end] & 0xC0) == 0x80:  # noqa: PLR2004 - UTF-8 continuation
+        end -= 1
+    chunk = text[offset:end].decode()
+    nxt = f"{invocation_id}:{end}" if end < len(text) else None
+    payload: JSONObject = {
+        "type": "tool_result_page",
+        "call_id": proposal_id,
+        "tool": tool,
+        "trust": TRUST_MARK,
+        "offset": offset,
+        "json_text": chunk,
+        "next": nxt,
+    }
+    return ModelProjection(
+        invocation_id=invocation_id,
+        proposal_id=proposal_id,
+        payload=payload,
+        content=dumps(payload),
+        is_error=False,
+        truncated=nxt is not None,
+    )
+
+
+def _size(value: object) -> int:
+    return len(dumps(value))
+
+
+def _fit(  # noqa: C901, PLR0912 - one branch per JSON type reads best
+    value: JSONValue, room: int, pointer: str
+) -> tuple[JSONValue, list[Cut]]:
+    """Shrink ``value`` until its JSON fits in ``room`` bytes, recording each cut."""
+    if _size(value) <= room:
+        return value, []
+    if isinstance(value, str):
+        lo, hi = 0, len(value)
+        while lo < hi:  # longest prefix that fits
+            mid = (lo + hi + 1) // 2
+            if _size(value[:mid]) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        return value[:lo], [
+            _cut(pointer, f"kept {lo} of {len(value)} characters"),
+        ]
+    if isinstance(value, list):
+        lo, hi = 0, len(value)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _size(value[:mid]) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        # Whole items only: a cut-off item would read as a real, different one.
+        return value[:lo], [_cut(pointer, f"kept {lo} of {len(value)} items")]
+    if isinstance(value, dict):
+        out = dict(value)
+        cuts = []
+        # Shrink the largest members first; a member that cannot shrink enough goes.
+        for key in sorted(out, key=lambda k: _size(out[k]), reverse=True):
+            excess = _size(out) - room
+            if excess <= 0:
+                break
+            member = out[key]
+            target = _size(member) - excess
+            child = f"{pointer}/{key.replace('~', '~0').replace('/', '~1')}"
+            if target > len('""') and isinstance(member, str | list | dict):
+                out[key], sub = _fit(member, target, child)
+                cuts.extend(sub)
+            else:
+                del out[key]
+                cuts.append(_cut(child, "member omitted"))
+        if _size(out) > room:
+            return None, [_cut(pointer, "value omitted")]
+        return out, cuts
+    return None, [_cut(pointer, "value omitted")]
+
+
+def _cut(pointer: str, detail: str) -> Cut:
+    return Cut(pointer=pointer, reason="truncated", detail=detail)

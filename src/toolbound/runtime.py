@@ -1,0 +1,1264 @@
+"""The runtime: one proposal in, one typed outcome out, every gate in between.
+
+Pipeline (each stage a state change in the call's :class:`~toolbound._state.Lifecycle`
+and an event in its trace)::
+
+    parse (R3) → look up in the visible tool set (R2) → validate (R4) → normalize and
+    digest (R5) → semantic check (R6) → authorize (R6) → [confirm (R7)] → target check
+    (R6) → idempotency claim (R8) → execute with a deadline (R9) → validate the
+    result (R11) → redact and project (R11, R12)
+
+The gates are pure functions over frozen values; only execution, the ledger and the
+stores do I/O. :meth:`Runtime.run` is the synchronous entry point and
+:meth:`Runtime.arun` the asynchronous one; both share every step but the waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Self, TypedDict, TypeVar, cast
+
+from toolbound._clock import Clock, SystemClock
+from toolbound._errors import ConfirmationMismatch, Problem, Rejection
+from toolbound._model import Attempt, Invocation, NormalizationContext, Result
+from toolbound._outcome import (
+    AwaitingConfirmation,
+    Cancelled,
+    Failed,
+    Observed,
+    Outcome,
+    OutcomeUnknown,
+    Rejected,
+)
+from toolbound._state import Lifecycle, State
+from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolContext, ToolOutput
+from toolbound.gates.authorize import AuthzRequest, Deny, Policy, authorize
+from toolbound.gates.confirm import Confirmation, ConfirmationRequest, check_confirmation
+from toolbound.gates.normalize import canonical_json, digest, normalize
+from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits, parse_arguments
+from toolbound.ledger.store import (
+    Claim,
+    InFlight,
+    KeyReused,
+    Ledger,
+    LedgerKey,
+    MemoryLedger,
+    Replay,
+)
+from toolbound.results.encode import (
+    HumanProjection,
+    ModelProjection,
+    dumps,
+    model_error,
+    model_result,
+    page,
+)
+from toolbound.results.redact import Redactor
+from toolbound.trace import Trace, TraceSink
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Iterable, Mapping, Sequence
+
+    from toolbound._model import CommitStatus, JSONObject, JSONValue, Proposal, Subject
+    from toolbound.execution.tool import SecretProvider
+    from toolbound.registry import RegisteredTool, ToolSet
+    from toolbound.results.redact import Cut
+
+__all__ = ["CallContext", "Runtime"]
+
+_T = TypeVar("_T")
+_POLL = 0.05  # seconds between looks at a cancel event while a tool runs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """What the runtime — never the model — knows about one request.
+
+    ``subject`` is the authenticated caller; ``tools`` the tool set the model was
+    shown; ``timezone``/``locale``/``reference_time`` the frame for normalization;
+    ``timeout`` the request's budget in seconds (the deadline is the earlier of it
+    and the tool's own timeout); ``idempotency_key`` a caller-chosen key for a
+    write (by default the runtime derives one from the digest); ``cancel`` an event
+    that cancels the call cooperatively.
+    """
+
+    subject: Subject
+    tools: ToolSet
+    timezone: str = "UTC"
+    locale: str = "en"
+    reference_time: datetime | None = None
+    timeout: float | None = None
+    idempotency_key: str | None = None
+    cancel: threading.Event | None = None
+    trace_id: str | None = None
+
+
+@dataclass(slots=True)
+class _Call:
+    """The mutable working state of one call inside the runtime."""
+
+    proposal: Proposal
+    ctx: CallContext
+    life: Lifecycle
+    started: float
+    tool: RegisteredTool | None = None
+    invocation: Invocation | None = None
+    ledger_key: LedgerKey | None = None
+    attempt_id: str = ""
+
+
+class _CommonFields(TypedDict):
+    invocation_id: str
+    proposal_id: str
+    tool: str
+    path: tuple[State, ...]
+    trace: Trace
+    message: ModelProjection
+    human: HumanProjection
+
+
+@dataclass(slots=True)
+class _Raw:
+    """What happened while a tool ran, before it is classified."""
+
+    started_at: datetime
+    ended_at: datetime | None = None
+    value: object = None
+    error: BaseException | None = None
+    timed_out: bool = False
+    cancelled: bool = False
+    marked: bool = False
+
+
+@dataclass(slots=True)
+class _Parked:
+    call: _Call
+    request: ConfirmationRequest
+
+
+@dataclass(slots=True)
+class _Kept:
+    tool: str
+    proposal_id: str
+    value: JSONValue = field(repr=False)
+
+
+class Runtime:
+    """Runs proposals against registered tools under a policy.
+
+    One runtime serves many requests and threads. It owns a worker pool for sync
+    tools (so a deadline can abandon a tool that overruns: its thread runs on until
+    the function returns, and whatever it returns then is discarded — a write
+    abandoned this way is OUTCOME_UNKNOWN) and, when sync callers use async tools, an
+    event loop thread. Close it with :meth:`close` or use it as a context manager.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        ledger: Ledger | None = None,
+        secrets: SecretProvider | None = None,
+        clock: Clock | None = None,
+        parse_limits: ParseLimits = DEFAULT_LIMITS,
+        redactor: Redactor | None = None,
+        sinks: Sequence[TraceSink] = (),
+        confirmation_ttl: timedelta = timedelta(minutes=15),
+        max_workers: int = 8,
+        kept_results: int = 1024,
+    ) -> None:
+        self.policy = policy
+        self.ledger: Ledger = ledger if ledger is not None else MemoryLedger()
+        self._secrets = secrets
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._limits = parse_limits
+        self._redactor = redactor if redactor is not None else Redactor()
+        self._sinks = tuple(sinks)
+        self._ttl = confirmation_ttl
+        self._max_workers = max_workers
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._parked: dict[str, _Parked] = {}
+        self._issued: dict[str, Confirmation] = {}
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
+        self._kept_max = kept_results
+
+    # -- public API -------------------------------------------------------------
+
+    def run(self, proposal: Proposal, context: CallContext) -> Outcome:
+        """Take ``proposal`` through every gate and, if admitted, execute it."""
+        admitted = self._admit(proposal, context)
+        if not isinstance(admitted, _Call):
+            return admitted
+        return self._execute_sync(admitted)
+
+    async def arun(self, proposal: Proposal, context: CallContext) -> Outcome:
+        """:meth:`run` for async callers: async tools run on the caller's loop."""
+        admitted = self._admit(proposal, context)
+        if not isinstance(admitted, _Call):
+            return admitted
+        return await self._execute_async(admitted)
+
+    def pending(self) -> list[ConfirmationRequest]:
+        """The calls waiting for a person, oldest first."""
+        with self._lock:
+            return [p.request for p in self._parked.values()]
+
+    def issue(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        approver: str,
+        approved: bool = True,
+        ttl: timedelta | None = None,
+    ) -> Confirmation:
+        """Record a person's decision on the call they were shown, by its digest.
+
+        The runtime is the only issuer: :meth:`confirm` accepts only confirmations
+        issued here, each for the one invocation and digest it names (R7).
+        """
+        with self._lock:
+            parked = self._parked.get(invocation_id)
+        if parked is None:
+            msg = f"no call {invocation_id} is waiting for confirmation"
+            raise ConfirmationMismatch(msg, code="not_pending")
+        # Built from what the person saw (digest), so a changed call cannot match.
+        request = replace(parked.request, digest=digest)
+        now = self.clock.now()
+        confirmation = (
+            request.approve(approver=approver, at=now, ttl=ttl or self._ttl)
+            if approved
+            else request.deny(approver=approver, at=now)
+        )
+        with self._lock:
+            self._issued[confirmation.confirmation_id] = confirmation
+        return confirmation
+
+    def approve(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        approver: str,
+        ttl: timedelta | None = None,
+        timeout: float | None = None,
+    ) -> Outcome:
+        """A person approves the call they were shown (by its digest); run it now."""
+        confirmation = self.issue(invocation_id, digest=digest, approver=approver, ttl=ttl)
+        return self.confirm(confirmation, timeout=timeout)
+
+    async def aapprove(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        approver: str,
+        ttl: timedelta | None = None,
+        timeout: float | None = None,
+    ) -> Outcome:
+        """:meth:`approve` for async callers."""
+        confirmation = self.issue(invocation_id, digest=digest, approver=approver, ttl=ttl)
+        return await self.aconfirm(confirmation, timeout=timeout)
+
+    def deny(self, invocation_id: str, *, digest: str, approver: str) -> Outcome:
+        """A person refuses the call: it ends AUTHORIZATION_REJECTED."""
+        return self.confirm(
+            self.issue(invocation_id, digest=digest, approver=approver, approved=False)
+        )
+
+    def confirm(self, confirmation: Confirmation, *, timeout: float | None = None) -> Outcome:
+        """Resume a parked call with a decision :meth:`issue` recorded (R7).
+
+        Raises :class:`~toolbound.ConfirmationMismatch` (and leaves the call parked)
+        when the confirmation was not issued here, names no parked call, another
+        call, or other arguments.
+        """
+        resumed = self._resume(confirmation, timeout)
+        if not isinstance(resumed, _Call):
+            return resumed
+        return self._execute_sync(resumed)
+
+    async def aconfirm(
+        self, confirmation: Confirmation, *, timeout: float | None = None
+    ) -> Outcome:
+        """:meth:`confirm` for async callers."""
+        resumed = self._resume(confirmation, timeout)
+        if not isinstance(resumed, _Call):
+            return resumed
+        return await self._execute_async(resumed)
+
+    def cancel_pending(self, invocation_id: str) -> Outcome:
+        """Cancel a parked call: CANCELLED_BEFORE_COMMIT, nothing executed."""
+        with self._lock:
+            parked = self._parked.pop(invocation_id, None)
+        if parked is None:
+            msg = f"no call {invocation_id} is waiting for confirmation"
+            raise ConfirmationMismatch(msg, code="not_pending")
+        return self._cancelled(parked.call, "cancelled while waiting for confirmation")
+
+    def continue_result(self, handle: str, *, size: int | None = None) -> ModelProjection:
+        """The next page of a truncated result, from its continuation handle (R11)."""
+        invocation_id, _, offset = handle.rpartition(":")
+        with self._lock:
+            kept = self._kept.get(invocation_id)
+        if kept is None or not offset.isdigit():
+            msg = f"no kept result for handle {handle!r}"
+            raise KeyError(msg)
+        return page(
+            invocation_id=invocation_id,
+            proposal_id=kept.proposal_id,
+            tool=kept.tool,
+            value=kept.value,
+            offset=int(offset),
+            size=size or 16_384,
+        )
+
+    def close(self) -> None:
+        """Stop the worker pool and loop thread (running tools are not interrupted)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        if self._loop is not None:
+            loop, self._loop = self._loop, None
+            loop.call_soon_threadsafe(loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=1.0)
+                self._loop_thread = None
+            if not loop.is_running():
+                loop.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- admission: the pure gates ----------------------------------------------
+
+    def _admit(  # noqa: PLR0911 - one return per gate that can reject
+        self, proposal: Proposal, ctx: CallContext
+    ) -> _Call | Outcome:
+        """Parse, look up, validate, normalize, digest, check and authorize."""
+        invocation_id = os.urandom(16).hex()
+        trace = Trace(
+            invocation_id=invocation_id,
+            trace_id=ctx.trace_id or os.urandom(16).hex(),
+            clock=self.clock,
+            sinks=self._sinks,
+        )
+        life = Lifecycle(trace)
+        call = _Call(proposal=proposal, ctx=ctx, life=life, started=self.clock.monotonic())
+        trace.record(
+            "proposal",
+            state=State.PROPOSED,
+            name=proposal.name,
+            version=proposal.version,
+            proposal_id=proposal.proposal_id,
+            model_call_id=proposal.model_call_id,
+            arguments=proposal.arguments,
+            visible=[t.spec.ref for t in ctx.tools],
+        )
+        try:
+            arguments = parse_arguments(proposal.arguments, self._limits)
+        except Rejection as r:
+            return self._reject(call, State.PARSE_REJECTED, r.problem)
+        life.advance(State.PARSED, parsed=arguments)
+
+        tool = ctx.tools.lookup(proposal.name, proposal.version)
+        if tool is None:
+            # R17 row 1: no fuzzy matching; a hidden tool is rejected like an unknown one.
+            wanted = proposal.name + (f"@{proposal.version}" if proposal.version else "")
+            return self._reject(
+                call,
+                State.VALIDATION_REJECTED,
+                Problem(
+                    kind="unknown_tool",
+                    code="unknown_tool",
+                    message=f"no tool {wanted} is available in this request",
+                    recoverable=True,
+                    hint="call only the tools you were given, by their exact names",
+                ),
+            )
+        call.tool = tool
+        spec = tool.spec
+        nctx = NormalizationContext(
+            reference_time=ctx.reference_time or self.clock.now(),
+            timezone=ctx.timezone,
+            locale=ctx.locale,
+        )
+        try:
+            tool.input.validate(arguments)
+            if spec.normalizers:
+                arguments = normalize(arguments, spec.normalizers, nctx)
+                tool.input.validate(arguments)  # normalizers must keep the contract
+            if spec.semantic_check is not None:
+                problem = spec.semantic_check(arguments, nctx)
+                if problem is not None:
+                    raise Rejection(problem)  # noqa: TRY301 - one rejection path for all checks
+            canonical = canonical_json(arguments)
+        except Rejection as r:
+            return self._reject(call, State.VALIDATION_REJECTED, r.problem, spec=spec.ref)
+        d = digest(
+            tenant=ctx.subject.tenant,
+            tool_name=spec.name,
+            tool_version=spec.version,
+            canonical=canonical,
+        )
+        life.advance(
+            State.VALIDATED,
+            spec=spec.ref,
+            validator=tool.input.info,
+            normalized=arguments,
+            canonical=canonical,
+            digest=d,
+        )
+        try:
+            resources = tuple(spec.resources(arguments)) if spec.resources is not None else ()
+        except Exception as exc:  # noqa: BLE001 - a failing lookup must fail closed
+            return self._reject(
+                call,
+                State.AUTHORIZATION_REJECTED,
+                Problem(
+                    kind="authorization",
+                    code="resource_lookup_failed",
+                    message=f"could not determine what the call touches ({type(exc).__name__})",
+                    recoverable=False,
+                ),
+            )
+        now = nctx.reference_time if ctx.reference_time is None else self.clock.now()
+        decision = authorize(
+            self.policy,
+            AuthzRequest(
+                subject=ctx.subject,
+                spec=spec,
+                arguments=arguments,
+                resources=resources,
+                now=now,
+            ),
+        )
+        if isinstance(decision, Deny):
+            return self._reject(call, State.AUTHORIZATION_REJECTED, decision.problem)
+        timeout = spec.timeout if ctx.timeout is None else min(spec.timeout, ctx.timeout)
+        call.invocation = Invocation(
+            invocation_id=invocation_id,
+            proposal_id=proposal.proposal_id,
+            model_call_id=proposal.model_call_id,
+            tool_name=spec.name,
+            tool_version=spec.version,
+            arguments=arguments,
+            canonical=canonical,
+            digest=d,
+            subject=ctx.subject,
+            granted_capabilities=decision.capabilities,
+            resources=resources,
+            idempotency_key=self._key(ctx, d, write=spec.is_write),
+            deadline=now + timedelta(seconds=timeout),
+            trace_id=trace.trace_id,
+        )
+        life.advance(
+            State.AUTHORIZED,
+            decision=decision.kind,
+            reason=decision.reason,
+            subject={"id": ctx.subject.id, "tenant": ctx.subject.tenant},
+            capabilities=decision.capabilities,
+        )
+        if decision.kind == "confirm":
+            return self._park(call, decision.reason, now)
+        return self._prepare(call)
+
+    def _key(self, ctx: CallContext, d: str, *, write: bool) -> str | None:
+        if not write:
+            return None
+        # R8: a provider's call id changes every turn, so the default key is the digest.
+        return ctx.idempotency_key or f"tb:{d}"
+
+    def _park(self, call: _Call, reason: str, now: datetime) -> AwaitingConfirmation:
+        inv = _must(call.invocation)
+        request = ConfirmationRequest(
+            invocation_id=inv.invocation_id,
+            digest=inv.digest,
+            tool=_must(call.tool).spec.ref,
+            subject=inv.subject,
+            arguments=inv.arguments,
+            reason=reason,
+            requested_at=now,
+            expires_at=now + self._ttl,
+        )
+        call.life.advance(State.AWAITING_CONFIRMATION, request=request)
+        with self._lock:
+            self._parked[inv.invocation_id] = _Parked(call=call, request=request)
+        payload: JSONObject = {
+            "type": "tool_pending",
+            "call_id": inv.proposal_id,
+            "tool": request.tool,
+            "status": "awaiting_confirmation",
+            "message": "a person must confirm this call before it runs",
+        }
+        message = ModelProjection(
+            invocation_id=inv.invocation_id,
+            proposal_id=inv.proposal_id,
+            payload=payload,
+            content=dumps(payload),
+            is_error=False,
+        )
+        return AwaitingConfirmation(
+            **self._common(call, message),
+            invocation=inv,
+            request=request,
+        )
+
+    def _resume(self, confirmation: Confirmation, timeout: float | None) -> _Call | Outcome:
+        now = self.clock.now()
+        with self._lock:
+            if self._issued.get(confirmation.confirmation_id) != confirmation:
+                msg = "this confirmation was not issued by this runtime"
+                raise ConfirmationMismatch(msg, code="not_issued")
+            parked = self._parked.get(confirmation.invocation_id)
+            if parked is None:
+                msg = f"no call {confirmation.invocation_id} is waiting for confirmation"
+                raise ConfirmationMismatch(msg, code="not_pending")
+            try:
+                check_confirmation(parked.request, confirmation, now=now)
+            except Rejection as r:
+                if r.problem.code in {"digest_mismatch", "confirmation_for_other_call"}:
+                    raise ConfirmationMismatch(r.problem.message, code=r.problem.code) from None
+                del self._parked[confirmation.invocation_id]
+                del self._issued[confirmation.confirmation_id]
+                call = parked.call
+                call.life.trace.record("confirmation", record=confirmation)
+                return self._reject(call, State.AUTHORIZATION_REJECTED, r.problem)
+            # R7: one confirmation, one call, once.
+            del self._parked[confirmation.invocation_id]
+            del self._issued[confirmation.confirmation_id]
+        call = parked.call
+        call.life.trace.record("confirmation", record=confirmation)
+        inv = _must(call.invocation)
+        # Waiting for a person takes time: authority is checked again, and the
+        # deadline starts anew from now.
+        decision = authorize(
+            self.policy,
+            AuthzRequest(
+                subject=inv.subject,
+                spec=_must(call.tool).spec,
+                arguments=inv.arguments,
+                resources=inv.resources,
+                now=now,
+                recheck=True,
+            ),
+        )
+        if isinstance(decision, Deny):
+            return self._reject(call, State.AUTHORIZATION_REJECTED, decision.problem)
+        spec = _must(call.tool).spec
+        budget = spec.timeout if timeout is None else min(spec.timeout, timeout)
+        call.invocation = replace(inv, deadline=now + timedelta(seconds=budget))
+        call.started = self.clock.monotonic()
+        call.ctx = replace(call.ctx, timeout=budget)
+        return self._prepare(call)
+
+    def _prepare(self, call: _Call) -> _Call | Outcome:
+        """Target check, idempotency claim, PREPARED."""
+        tool = _must(call.tool)
+        inv = _must(call.invocation)
+        if self._cancel_requested(call):
+            return self._cancelled(call, "cancelled before execution")
+        if tool.spec.target_check is not None:
+            problem = tool.spec.target_check(inv)
+            if problem is not None:
+                return self._failed_before(call, problem)
+        claim: Claim | None = None
+        if inv.idempotency_key is not None:
+            key = LedgerKey(inv.subject.tenant, tool.spec.ref, inv.idempotency_key)
+            claim = self.ledger.claim(key, digest=inv.digest, invocation_id=inv.invocation_id)
+            if isinstance(claim, KeyReused):
+                return self._failed_before(
+                    call,
+                    Problem(
+                        kind="idempotency",
+                        code="key_reused",
+                        message="this idempotency key was used for different arguments",
+                        recoverable=False,
+                        hint="a new call needs a new key",
+                    ),
+                )
+            if isinstance(claim, InFlight):
+                return self._failed_before(
+                    call,
+                    Problem(
+                        kind="idempotency",
+                        code="in_progress" if claim.phase == "executing" else "outcome_unknown",
+                        message=f"the same call ({claim.invocation_id}) is {claim.phase}",
+                        recoverable=True,
+                        hint="wait for the earlier call; do not send it again",
+                    ),
+                )
+            if not isinstance(claim, Replay):
+                call.ledger_key = key
+        call.life.advance(
+            State.PREPARED, deadline=inv.deadline.isoformat(), idempotency_key=inv.idempotency_key
+        )
+        if isinstance(claim, Replay):
+            return self._replay(call, claim)
+        return call
+
+    # -- execution: the only waiting --------------------------------------------
+
+    def _execute_sync(self, call: _Call) -> Outcome:
+        tool = _must(call.tool)
+        tctx, budget, early = self._start(call)
+        if early is not None:
+            return early
+        raw = _Raw(started_at=self.clock.now())
+        args = _must(call.invocation).arguments
+        if tool.inline:
+            _run_inline(tool, args, tctx, budget, raw)
+        else:
+            if tool.is_async:
+                coro: Awaitable[object] = tool.function(args, tctx)  # type: ignore[assignment]
+                fut: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
+                    coro,  # type: ignore[arg-type]
+                    self._background_loop(),
+                )
+            else:
+                fut = self._workers().submit(tool.function, args, tctx)
+            self._wait_sync(fut, budget, call.ctx.cancel, raw)
+        raw.marked = tctx.committed
+        raw.ended_at = self.clock.now()
+        return self._settle(call, raw)
+
+    async def _execute_async(self, call: _Call) -> Outcome:
+        tool = _must(call.tool)
+        tctx, budget, early = self._start(call)
+        if early is not None:
+            return early
+        raw = _Raw(started_at=self.clock.now())
+        args = _must(call.invocation).arguments
+        if tool.inline:
+            _run_inline(tool, args, tctx, budget, raw)
+        else:
+            loop = asyncio.get_running_loop()
+            if tool.is_async:
+                fut: asyncio.Future[object] = asyncio.ensure_future(
+                    tool.function(args, tctx)  # type: ignore[arg-type]
+                )
+            else:
+                fut = loop.run_in_executor(self._workers(), tool.function, args, tctx)
+            try:
+                await self._wait_async(fut, budget, call.ctx.cancel, raw)
+            except asyncio.CancelledError:
+                # The caller's task was cancelled: settle the call truthfully, then
+                # let the cancellation go on as asyncio expects.
+                fut.cancel()
+                raw.cancelled = True
+                raw.marked = tctx.committed
+                raw.ended_at = self.clock.now()
+                self._settle(call, raw)
+                raise
+        raw.marked = tctx.committed
+        raw.ended_at = self.clock.now()
+        return self._settle(call, raw)
+
+    def _start(self, call: _Call) -> tuple[ToolContext, float, Outcome | None]:
+        """EXECUTING, with the attempt's context; or an outcome if it cannot start."""
+        inv = _must(call.invocation)
+        spec = _must(call.tool).spec
+        elapsed = self.clock.monotonic() - call.started
+        budget = spec.timeout if call.ctx.timeout is None else min(spec.timeout, call.ctx.timeout)
+        budget -= elapsed
+        secrets: dict[str, str] = {}
+        for name in spec.secrets:
+            try:
+                if self._secrets is None:
+                    raise KeyError(name)  # noqa: TRY301 - same path as a missing secret
+                secrets[name] = self._secrets.get(name)
+            except KeyError:
+                early = self._failed_before(
+                    call,
+                    Problem(
+                        kind="execution",
+                        code="secret_unavailable",
+                        message=f"the credential {name!r} this tool needs is not configured",
+                        recoverable=False,
+                    ),
+                )
+                return _dummy_context(inv), 0.0, early
+        if budget <= 0:
+            early = self._failed_before(
+                call,
+                Problem(
+                    kind="timeout",
+                    code="deadline_exceeded",
+                    message="the deadline passed before the tool could start",
+                    recoverable=True,
+                ),
+            )
+            return _dummy_context(inv), 0.0, early
+        call.attempt_id = os.urandom(8).hex()
+        call.life.advance(State.EXECUTING, attempt_id=call.attempt_id, attempt=1, budget_s=budget)
+        tctx = ToolContext(
+            invocation=inv,
+            attempt=1,
+            secrets=secrets,
+            idempotency_key=inv.idempotency_key,
+            deadline_in=budget,
+        )
+        return tctx, budget, None
+
+    def _wait_sync(
+        self,
+        fut: concurrent.futures.Future[object],
+        budget: float,
+        cancel: threading.Event | None,
+        raw: _Raw,
+    ) -> None:
+        # Waiting is real time whatever clock records events: a deadline bounds the wall.
+        end = time.monotonic() + budget
+        try:
+            if cancel is None:
+                raw.value = fut.result(timeout=budget)
+                return
+            while True:
+                left = end - time.monotonic()
+                done, _ = concurrent.futures.wait([fut], timeout=max(0.0, min(_POLL, left)))
+                if done:
+                    raw.value = fut.result()
+                    return
+                if cancel.is_set():
+                    fut.cancel()
+                    raw.cancelled = True
+                    return
+                if left <= 0:
+                    raise TimeoutError  # noqa: TRY301 - joins the deadline path below
+        except TimeoutError as exc:
+            if fut.done() and not fut.cancelled() and fut.exception() is exc:
+                raw.error = exc  # the tool's own timeout, not our deadline
+            else:
+                fut.cancel()
+                raw.timed_out = True
+        except Exception as exc:  # noqa: BLE001 - classified in _settle
+            raw.error = exc
+
+    async def _wait_async(  # noqa: C901 - deadline, cancel event and caller cancel
+        self,
+        fut: asyncio.Future[object],
+        budget: float,
+        cancel: threading.Event | None,
+        raw: _Raw,
+    ) -> None:
+        timer = asyncio.timeout(budget)
+        try:
+            async with timer:
+                if cancel is None:
+                    raw.value = await fut
+                    return
+                while True:
+                    done, _ = await asyncio.wait({fut}, timeout=_POLL)
+                    if done:
+                        raw.value = fut.result()
+                        return
+                    if cancel.is_set():
+                        fut.cancel()
+                        raw.cancelled = True
+                        return
+        except TimeoutError as exc:
+            if timer.expired():
+                raw.timed_out = True
+            else:
+                raw.error = exc
+        except asyncio.CancelledError:
+            if fut.cancelled() and not timer.expired():
+                # Only the tool's own task was cancelled, not ours.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                raw.cancelled = True
+                return
+            raise
+        except Exception as exc:  # noqa: BLE001 - classified in _settle
+            raw.error = exc
+
+    def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=self._max_workers, thread_name_prefix="toolbound-tool"
+                    )
+                pool = self._pool
+        return pool
+
+    def _background_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None:
+            with self._lock:
+                if self._loop is None:
+                    new = asyncio.new_event_loop()
+                    self._loop_thread = threading.Thread(
+                        target=new.run_forever, name="toolbound-loop", daemon=True
+                    )
+                    self._loop_thread.start()
+                    self._loop = new
+                loop = self._loop
+        return loop
+
+    # -- settling: where the commit boundary stands -----------------------------
+
+    def _settle(self, call: _Call, raw: _Raw) -> Outcome:  # noqa: C901, PLR0911 - one arm per R9 case
+        """Classify what happened against the tool's commit boundary (R9)."""
+        spec = _must(call.tool).spec
+        # Without a commit mark, an interrupted write may have committed.
+        interrupt_is_safe = not spec.is_write or spec.marks_commit
+        if raw.cancelled:
+            if raw.marked:
+                return self._committed_then_cancelled(call, raw)
+            if interrupt_is_safe:
+                self._attempt(call, raw, "cancelled", "cancelled before the commit boundary")
+                return self._cancelled(call, "cancelled before the commit boundary")
+            return self._unknown(
+                call,
+                raw,
+                Problem(
+                    kind="cancelled",
+                    code="cancelled_during_write",
+                    message="the call was cancelled while the write was running",
+                    recoverable=False,
+                    hint="do not repeat it; its outcome will be reconciled",
+                ),
+            )
+        if raw.timed_out:
+            problem = Problem(
+                kind="timeout",
+                code="deadline_exceeded",
+                message=f"{spec.ref} did not finish within its deadline",
+                recoverable=True,
+            )
+            if raw.marked:
+                return self._committed_without_result(call, raw, problem)
+            if interrupt_is_safe:
+                return self._failed_before(call, problem, raw)
+            return self._unknown(call, raw, replace(problem, recoverable=False))
+        error = raw.error
+        if error is None:
+            return self._observe(call, raw)
+        if isinstance(error, CommitUnknown):
+            problem = Problem(
+                kind="execution",
+                code="commit_unknown",
+                message=error.message,
+                recoverable=False,
+                hint="do not repeat the call; its outcome will be reconciled",
+            )
+            return self._unknown(call, raw, problem)
+        if isinstance(error, NotCommitted) and not raw.marked:
+            problem = Problem(
+                kind="execution",
+                code=error.code,
+                message=error.message,
+                recoverable=error.recoverable,
+                hint=error.hint,
+            )
+            return self._failed_before(call, problem, raw)
+        # An exception nobody classified: its text may hold internals, so the
+        # model is told only its type; the human projection keeps the text.
+        problem = Problem(
+            kind="execution",
+            code="tool_error",
+            message=f"{spec.ref} raised {type(error).__name__}",
+            recoverable=False,
+        )
+        call.life.trace.record("tool_exception", type=type(error).__name__, text=str(error))
+        if raw.marked:
+            return self._committed_without_result(call, raw, problem)
+        if interrupt_is_safe:
+            return self._failed_before(call, problem, raw)
+        return self._unknown(call, raw, problem)
+
+    def _observe(self, call: _Call, raw: _Raw) -> Outcome:
+        """COMMITTED, then the output contract, then OBSERVED (R11)."""
+        tool = _must(call.tool)
+        inv = _must(call.invocation)
+        value = raw.value
+        external = None
+        if isinstance(value, ToolOutput):
+            external = value.external_resource_id
+            value = value.value
+        attempts = self._attempt(call, raw, "committed", None)
+        committed = Result(
+            invocation_id=inv.invocation_id,
+            status="ok",
+            value=None,
+            commit_status="committed",
+            external_resource_id=external,
+            observed_at=_must(raw.ended_at),
+            attempts=attempts,
+        )
+        call.life.advance(State.COMMITTED, external_resource_id=external)
+        problem = _output_problem(tool, value)
+        if problem is not None:
+            self._ledger_settle(call, "committed", committed)
+            call.life.trace.record("output_rejected", problem=problem)
+            return self._failed_after(call, problem, committed)
+        secrets = self._injected(tool)
+        checked = cast("JSONValue", value)  # _output_problem proved it is JSON
+        clean, secret_cuts = self._redactor.redact(checked, secrets=secrets, personal=False)
+        for_model, personal_cuts = self._redactor.redact(clean, secrets={}, personal=True)
+        result = replace(committed, value=clean)
+        self._ledger_settle(call, "committed", result)
+        message = model_result(
+            invocation_id=inv.invocation_id,
+            proposal_id=inv.proposal_id,
+            tool=tool.spec.ref,
+            value=for_model,
+            budget=tool.spec.result_budget,
+            empty_meaning=tool.spec.empty_result,
+            cuts=(*secret_cuts, *personal_cuts),
+        )
+        if message.truncated:
+            self._keep(inv.invocation_id, tool.spec.ref, inv.proposal_id, for_model)
+        call.life.advance(State.OBSERVED, result=clean, cuts=message.cuts)
+        return self._finish_observed(call, result, message, secret_cuts)
+
+    def _finish_observed(
+        self,
+        call: _Call,
+        result: Result,
+        message: ModelProjection,
+        human_cuts: tuple[Cut, ...],
+        replayed_from: str | None = None,
+    ) -> Observed:
+        return Observed(
+            **self._common(
+                call,
+                message,
+                commit="committed",
+                result=result,
+                value=result.value,
+                cuts=human_cuts,
+            ),
+            invocation=_must(call.invocation),
+            result=result,
+            replayed_from=replayed_from,
+        )
+
+    def _replay(self, call: _Call, claim: Replay) -> Outcome:
+        """R8: the same call already committed — return its result, no second effect."""
+        tool = _must(call.tool)
+        inv = _must(call.invocation)
+        call.life.advance(State.COMMITTED, replayed_from=claim.invocation_id)
+        result = replace(claim.result, invocation_id=inv.invocation_id)
+        for_model, cuts = self._redactor.redact(result.value, secrets={}, personal=True)
+        message = model_result(
+            invocation_id=inv.invocation_id,
+            proposal_id=inv.proposal_id,
+            tool=tool.spec.ref,
+            value=for_model,
+            budget=tool.spec.result_budget,
+            empty_meaning=tool.spec.empty_result,
+            cuts=cuts,
+        )
+        call.life.advance(State.OBSERVED, result=result.value, replayed_from=claim.invocation_id)
+        return self._finish_observed(call, result, message, (), replayed_from=claim.invocation_id)
+
+    # -- the other endings ------------------------------------------------------
+
+    def _reject(self, call: _Call, state: State, problem: Problem, **data: object) -> Rejected:
+        call.life.advance(state, problem=problem, **data)
+        message = self._error_message(call, problem, "not_committed")
+        return Rejected(
+            **self._common(call, message, problem=problem, commit="not_committed"),
+            problem=problem,
+            invocation=call.invocation,
+        )
+
+    def _failed_before(self, call: _Call, problem: Problem, raw: _Raw | None = None) -> Failed:
+        inv = _must(call.invocation)
+        attempts = () if raw is None else self._attempt(call, raw, "not_committed", problem.code)
+        result = self._error_result(inv, problem, "not_committed", raw, attempts)
+        call.life.advance(State.FAILED_BEFORE_COMMIT, problem=problem)
+        self._ledger_settle(call, "failed", result)
+        message = self._error_message(call, problem, "not_committed")
+        return Failed(
+            **self._common(call, message, problem=problem, commit="not_committed", result=result),
+            problem=problem,
+            invocation=inv,
+            result=result,
+        )
+
+    def _failed_after(self, call: _Call, problem: Problem, committed: Result) -> Failed:
+        result = replace(committed, status="error", error=problem)
+        call.life.advance(State.FAILED_AFTER_COMMIT, problem=problem)
+        message = self._error_message(call, problem, "committed")
+        return Failed(
+            **self._common(call, message, problem=problem, commit="committed", result=result),
+            problem=problem,
+            invocation=_must(call.invocation),
+            result=result,
+        )
+
+    def _committed_without_result(self, call: _Call, raw: _Raw, problem: Problem) -> Failed:
+        """The tool crossed its commit mark but gave no usable result."""
+        inv = _must(call.invocation)
+        attempts = self._attempt(call, raw, "committed", problem.code)
+        committed = self._error_result(inv, problem, "committed", raw, attempts)
+        call.life.advance(State.COMMITTED, mark=True)
+        self._ledger_settle(call, "committed", committed)
+        lost = replace(problem, code="result_lost", hint="the effect happened; do not repeat it")
+        return self._failed_after(call, lost, committed)
+
+    def _committed_then_cancelled(self, call: _Call, raw: _Raw) -> Cancelled:
+        """R9: cancel after the commit boundary — the effect stands, later steps stop."""
+        inv = _must(call.invocation)
+        attempts = self._attempt(call, raw, "committed", "cancelled after commit")
+        problem = Problem(
+            kind="cancelled",
+            code="cancelled_after_commit",
+            message="the call was cancelled after its effect was committed",
+            recoverable=False,
+            hint="the effect happened; do not repeat it",
+        )
+        result = self._error_result(inv, problem, "committed", raw, attempts)
+        call.life.advance(State.COMMITTED, cancelled=True)
+        self._ledger_settle(call, "committed", result)
+        message = self._error_message(call, problem, "committed")
+        return Cancelled(
+            **self._common(call, message, problem=problem, commit="committed", result=result),
+            commit_status="committed",
+            invocation=inv,
+            result=result,
+        )
+
+    def _cancelled(self, call: _Call, why: str) -> Cancelled:
+        inv = _must(call.invocation)
+        problem = Problem(kind="cancelled", code="cancelled", message=why, recoverable=False)
+        call.life.advance(State.CANCELLED_BEFORE_COMMIT, reason=why)
+        result = self._error_result(inv, problem, "not_committed", None, ())
+        self._ledger_settle(call, "failed", result)
+        message = self._error_message(call, problem, "not_committed")
+        return Cancelled(
+            **self._common(call, message, problem=problem, commit="not_committed", result=result),
+            commit_status="not_committed",
+            invocation=inv,
+            result=result,
+        )
+
+    def _unknown(self, call: _Call, raw: _Raw, problem: Problem) -> OutcomeUnknown:
+        """R9: a write that may have happened. Recorded as such, never as 'not executed'."""
+        inv = _must(call.invocation)
+        attempts = self._attempt(call, raw, "unknown", problem.code)
+        result = self._error_result(inv, problem, "unknown", raw, attempts)
+        evidence = raw.error.evidence if isinstance(raw.error, CommitUnknown) else {}
+        call.life.advance(State.OUTCOME_UNKNOWN, problem=problem, evidence=evidence)
+        self._ledger_settle(call, "unknown", result)
+        message = self._error_message(call, problem, "unknown")
+        return OutcomeUnknown(
+            **self._common(call, message, problem=problem, commit="unknown", result=result),
+            problem=problem,
+            invocation=inv,
+            result=result,
+        )
+
+    # -- small shared pieces ----------------------------------------------------
+
+    def _cancel_requested(self, call: _Call) -> bool:
+        return call.ctx.cancel is not None and call.ctx.cancel.is_set()
+
+    def _attempt(
+        self, call: _Call, raw: _Raw, outcome: CommitStatus | str, detail: str | None
+    ) -> tuple[Attempt, ...]:
+        attempt = Attempt(
+            attempt_id=call.attempt_id,
+            number=1,
+            started_at=raw.started_at,
+            ended_at=raw.ended_at or raw.started_at,
+            outcome=outcome,  # type: ignore[arg-type]
+            detail=detail,
+        )
+        call.life.trace.record(
+            "attempt",
+            attempt_id=attempt.attempt_id,
+            number=attempt.number,
+            outcome=attempt.outcome,
+            started_at=attempt.started_at.isoformat(),
+            ended_at=attempt.ended_at.isoformat(),
+            detail=detail,
+        )
+        return (attempt,)
+
+    def _error_result(
+        self,
+        inv: Invocation,
+        problem: Problem,
+        commit: CommitStatus,
+        raw: _Raw | None,
+        attempts: tuple[Attempt, ...],
+    ) -> Result:
+        return Result(
+            invocation_id=inv.invocation_id,
+            status="error",
+            error=problem,
+            commit_status=commit,
+            observed_at=(raw.ended_at if raw is not None else None) or self.clock.now(),
+            attempts=attempts,
+        )
+
+    def _ledger_settle(self, call: _Call, phase: str, result: Result) -> None:
+        if call.ledger_key is None:
+            return
+        self.ledger.settle(
+            call.ledger_key,
+            invocation_id=_must(call.invocation).invocation_id,
+            phase=phase,  # type: ignore[arg-type]
+            result=result,
+        )
+
+    def _error_message(
+        self, call: _Call, problem: Problem, commit: CommitStatus
+    ) -> ModelProjection:
+        return model_error(
+            invocation_id=call.life.trace.invocation_id,
+            proposal_id=call.proposal.proposal_id,
+            tool=call.tool.spec.ref if call.tool is not None else call.proposal.name,
+            problem=problem,
+            commit_status=commit,
+        )
+
+    def _record_message(self, call: _Call, message: ModelProjection) -> None:
+        # R14: the exact bytes sent back to the model.
+        call.life.trace.record(
+            "tool_message",
+            content=message.content,
+            is_error=message.is_error,
+            truncated=message.truncated,
+            cuts=message.cuts,
+        )
+
+    def _common(
+        self,
+        call: _Call,
+        message: ModelProjection,
+        *,
+        problem: Problem | None = None,
+        commit: CommitStatus | None = None,
+        result: Result | None = None,
+        value: JSONValue = None,
+        cuts: tuple[Cut, ...] = (),
+    ) -> _CommonFields:
+        """The fields every outcome has; records the bytes sent back (R14)."""
+        self._record_message(call, message)
+        return {
+            "invocation_id": call.life.trace.invocation_id,
+            "proposal_id": call.proposal.proposal_id,
+            "tool": call.tool.spec.ref if call.tool is not None else call.proposal.name,
+            "path": tuple(call.life.path),
+            "trace": call.life.trace,
+            "message": message,
+            "human": self._human(
+                call, value=value, problem=problem, commit=commit, result=result, cuts=cuts
+            ),
+        }
+
+    def _human(
+        self,
+        call: _Call,
+        *,
+        value: JSONValue,
+        problem: Problem | None,
+        commit: CommitStatus | None,
+        result: Result | None,
+        cuts: tuple[Cut, ...],
+    ) -> HumanProjection:
+        inv = call.invocation
+        return HumanProjection(
+            invocation_id=call.life.trace.invocation_id,
+            tool=call.tool.spec.ref if call.tool is not None else call.proposal.name,
+            state=call.life.state.value,
+            commit_status=commit,
+            arguments=None if inv is None else inv.arguments,
+            digest=None if inv is None else inv.digest,
+            value=value,
+            problem=problem,
+            external_resource_id=None if result is None else result.external_resource_id,
+            attempts=() if result is None else result.attempts,
+            cuts=cuts,
+        )
+
+    def _injected(self, tool: RegisteredTool) -> Mapping[str, str]:
+        if not tool.spec.secrets or self._secrets is None:
+            return {}
+        out: dict[str, str] = {}
+        for name in tool.spec.secrets:
+            try:
+                out[name] = self._secrets.get(name)
+            except KeyError:
+                continue
+        return out
+
+    def _keep(self, invocation_id: str, tool: str, proposal_id: str, value: JSONValue) -> None:
+        with self._lock:
+            self._kept[invocation_id] = _Kept(tool=tool, proposal_id=proposal_id, value=value)
+            while len(self._kept) > self._kept_max:
+                self._kept.popitem(last=False)
+
+    def parked(self) -> Iterable[str]:
+        """The invocation ids waiting for confirmation."""
+        with self._lock:
+            return tuple(self._parked)
+
+
+def _output_problem(tool: RegisteredTool, value: object) -> Problem | None:
+    """R11: the result must be JSON and satisfy the output schema, or it is rejected."""
+    try:
+        dumps(value)
+    except (TypeError, ValueError) as exc:
+        return Problem(
+            kind="output",
+            code="output_not_json",
+            message=f"the tool returned a value that is not JSON ({exc})",
+            recoverable=False,
+        )
+    if tool.output is None:
+        return None
+    try:
+        tool.output.validate(value)
+    except Rejection as r:
+        return Problem(
+            kind="output",
+            code="output_rejected",
+            message=f"the tool's result broke its output contract: {r.problem.message}",
+            recoverable=False,
+            pointer=r.problem.pointer,
+        )
+    return None
+
+
+def _run_inline(
+    tool: RegisteredTool, args: JSONObject, tctx: ToolContext, budget: float, raw: _Raw
+) -> None:
+    """A quick pure/read tool on the caller's thread: the deadline is checked on return."""
+    t0 = time.monotonic()
+    try:
+        raw.value = tool.function(args, tctx)
+    except Exception as exc:  # noqa: BLE001 - classified in _settle
+        raw.error = exc
+    raw.timed_out = time.monotonic() - t0 > budget
+
+
+def _dummy_context(inv: Invocation) -> ToolContext:
+    return ToolContext(invocation=inv, attempt=0, secrets={}, idempotency_key=None, deadline_in=0.0)
+
+
+def _must(value: _T | None) -> _T:
+    if value is None:  # pragma: no cover - a bug in the pipeline's ordering
+        msg = "pipeline step ran out of order"
+        raise AssertionError(msg)
+    return value

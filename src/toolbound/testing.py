@@ -1,0 +1,74 @@
+"""Test doubles for code that uses toolbound: a scriptable tool and a fixed clock.
+
+:class:`FakeTool` is a real tool implementation (not a mock): it counts its calls,
+keeps the arguments it saw, and does what its script says — return a value, raise
+one of the commit-boundary signals, or take its time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from toolbound._clock import FixedClock
+from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolOutput
+from toolbound.ledger.store import MemoryLedger
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from toolbound._model import JSONObject, JSONValue
+    from toolbound.execution.tool import ToolContext
+
+__all__ = ["FakeTool", "FixedClock", "MemoryLedger"]
+
+
+@dataclass
+class FakeTool:
+    """A sync tool that does what it is told and remembers every call.
+
+    ``returns`` is the value (or a function of the arguments); ``raises`` an
+    exception to raise instead; ``delay`` seconds to sleep first; ``commit_at``
+    ``"before_delay"`` / ``"after_delay"`` calls ``ctx.mark_committed()`` there.
+    """
+
+    returns: JSONValue | ToolOutput | Callable[[JSONObject], JSONValue | ToolOutput] = None
+    raises: BaseException | None = None
+    delay: float = 0.0
+    commit_at: str | None = None
+    calls: list[JSONObject] = field(default_factory=list)
+    effects: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __call__(self, arguments: JSONObject, ctx: ToolContext) -> JSONValue | ToolOutput:
+        """Run the script."""
+        with self._lock:
+            self.calls.append(arguments)
+        if self.commit_at == "before_delay":
+            self._commit(ctx)
+        if self.delay:
+            time.sleep(self.delay)
+        if self.commit_at == "after_delay":
+            self._commit(ctx)
+        if self.raises is not None:
+            raise self.raises
+        if callable(self.returns):
+            return self.returns(arguments)
+        return self.returns
+
+    def _commit(self, ctx: ToolContext) -> None:
+        with self._lock:
+            self.effects += 1
+        ctx.mark_committed()
+
+    @staticmethod
+    def not_committed(message: str = "refused", **kw: object) -> NotCommitted:
+        """The signal for a failure before the commit boundary."""
+        return NotCommitted(message, **kw)  # type: ignore[arg-type]
+
+    @staticmethod
+    def commit_unknown(message: str = "response lost") -> CommitUnknown:
+        """The signal for a lost outcome."""
+        return CommitUnknown(message)

@@ -1,0 +1,135 @@
+"""The append-only trace of one call (R14).
+
+A :class:`Trace` answers, for one proposal: which ToolSpec the model saw, the raw
+argument bytes, what parser, validator and normalizer produced, who authorized it
+with which capability and whether a person confirmed, each execution attempt, the
+commit status, and the exact bytes sent back to the model. Events are only ever
+appended; :attr:`Trace.events` is a snapshot tuple.
+
+Secrets never enter a trace: credentials are injected at execution only, and
+results are redacted before they are recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from toolbound._clock import Clock
+    from toolbound._state import State
+
+__all__ = ["Trace", "TraceEvent", "TraceSink"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceEvent:
+    """One thing that happened to a call. ``data`` holds JSON-friendly detail."""
+
+    seq: int
+    at: float
+    kind: str
+    state: State | None = None
+    data: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def timestamp(self) -> datetime:
+        """``at`` as a UTC datetime."""
+        return datetime.fromtimestamp(self.at, UTC)
+
+    def as_json(self) -> dict[str, object]:
+        """The event as a JSON-friendly dict (bytes become text where UTF-8, else hex)."""
+        return {
+            "seq": self.seq,
+            "at": self.timestamp.isoformat(),
+            "kind": self.kind,
+            "state": None if self.state is None else self.state.value,
+            "data": {k: _jsonable(v) for k, v in self.data.items()},
+        }
+
+
+class TraceSink(Protocol):
+    """Receives every event as it is appended (a log, an OpenTelemetry bridge, a store)."""
+
+    def emit(self, invocation_id: str, event: TraceEvent) -> None:
+        """Take one event; must not raise for ordinary events."""
+        ...
+
+
+class Trace:
+    """The events of one call, in order, never rewritten."""
+
+    __slots__ = ("_clock", "_events", "_sinks", "invocation_id", "trace_id")
+
+    def __init__(
+        self,
+        *,
+        invocation_id: str,
+        trace_id: str,
+        clock: Clock,
+        sinks: tuple[TraceSink, ...] = (),
+    ) -> None:
+        self.invocation_id = invocation_id
+        self.trace_id = trace_id
+        self._clock = clock
+        self._sinks = sinks
+        self._events: list[TraceEvent] = []
+
+    def record(self, kind: str, /, state: State | None = None, **data: object) -> TraceEvent:
+        """Append one event and hand it to every sink."""
+        event = TraceEvent(
+            seq=len(self._events), at=self._clock.time(), kind=kind, state=state, data=data
+        )
+        self._events.append(event)
+        for sink in self._sinks:
+            sink.emit(self.invocation_id, event)
+        return event
+
+    @property
+    def events(self) -> tuple[TraceEvent, ...]:
+        """A snapshot of the events so far."""
+        return tuple(self._events)
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return iter(tuple(self._events))
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def of_kind(self, kind: str) -> list[TraceEvent]:
+        """The events of one kind, in order."""
+        return [e for e in self._events if e.kind == kind]
+
+    def as_json(self) -> dict[str, object]:
+        """The whole trace as a JSON-friendly dict."""
+        return {
+            "invocation_id": self.invocation_id,
+            "trace_id": self.trace_id,
+            "events": [e.as_json() for e in self._events],
+        }
+
+
+def _jsonable(value: object) -> object:  # noqa: PLR0911 - one return per JSON shape
+    """Render trace detail for JSON: bytes stay exact (text if UTF-8, else hex)."""
+    from toolbound._state import State  # noqa: PLC0415 - avoid an import cycle
+
+    if isinstance(value, bytes):
+        try:
+            return {"utf8": value.decode("utf-8")}
+        except UnicodeDecodeError:
+            return {"hex": value.hex()}
+    if isinstance(value, State):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | frozenset | set):
+        items = sorted(value, key=str) if isinstance(value, frozenset | set) else value
+        return [_jsonable(v) for v in items]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    as_json = getattr(value, "as_json", None)
+    if callable(as_json):
+        return as_json()
+    return repr(value)

@@ -1,0 +1,178 @@
+"""R7: confirmation bound to the digest, one call, once, before it expires."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from conftest import Harness, grant, spec
+from toolbound import ConfirmationMismatch, State
+from toolbound.gates.confirm import check_confirmation
+from toolbound.testing import FakeTool
+
+S = State
+
+
+@pytest.fixture
+def confirming(clock) -> Harness:
+    h = Harness(clock, grant(confirm=True), confirmation_ttl=timedelta(minutes=10))
+    h.tool = FakeTool(returns={"text": "done"})
+    h.registry.register(spec("write", effect="reversible_write"), h.tool)
+    yield h
+    h.close()
+
+
+def test_confirm_decision_parks_the_call(confirming):
+    """A confirm decision parks the call in AWAITING_CONFIRMATION; nothing runs."""
+    out = confirming.run("write", {"text": "x"})
+    assert out.kind == "awaiting_confirmation"
+    assert out.path[-2:] == (S.AUTHORIZED, S.AWAITING_CONFIRMATION)
+    assert out.request.digest == out.invocation.digest
+    assert confirming.runtime.pending() == [out.request]
+    assert confirming.tool.calls == []
+    assert out.message.payload["status"] == "awaiting_confirmation"
+
+
+def test_approval_of_the_shown_digest_resumes(confirming):
+    """Approving the digest the person saw runs the call to OBSERVED."""
+    parked = confirming.run("write", {"text": "x"})
+    done = confirming.runtime.approve(
+        parked.invocation_id, digest=parked.request.digest, approver="ana"
+    )
+    assert done.kind == "observed"
+    assert done.path[-5:] == (
+        S.AWAITING_CONFIRMATION,
+        S.PREPARED,
+        S.EXECUTING,
+        S.COMMITTED,
+        S.OBSERVED,
+    )
+    record = done.trace.of_kind("confirmation")[0].data["record"]
+    assert record.approver == "ana"
+    assert record.digest == parked.request.digest
+    assert confirming.tool.calls == [{"text": "x"}]
+    assert confirming.runtime.pending() == []
+
+
+def test_changed_arguments_need_a_new_confirmation(confirming):
+    """Different arguments give a different digest; the old approval does not fit (R17 row 5)."""
+    first = confirming.run("write", {"text": "9:00"})
+    second = confirming.run("write", {"text": "23:00"})
+    assert first.request.digest != second.request.digest
+    with pytest.raises(ConfirmationMismatch) as err:
+        confirming.runtime.approve(
+            second.invocation_id, digest=first.request.digest, approver="ana"
+        )
+    assert err.value.code == "digest_mismatch"
+    assert confirming.tool.calls == []
+    # the call stays parked for a matching decision
+    assert second.invocation_id in {r.invocation_id for r in confirming.runtime.pending()}
+
+
+def test_confirmation_never_transfers_to_another_call(confirming):
+    """A confirmation made for one invocation is refused for another."""
+    first = confirming.run("write", {"text": "a"})
+    second = confirming.run("write", {"text": "a"})
+    assert first.request.digest == second.request.digest  # same arguments, same digest
+    approval = confirming.runtime.issue(
+        first.invocation_id, digest=first.request.digest, approver="ana"
+    )
+    from dataclasses import replace
+
+    moved = replace(approval, invocation_id=second.invocation_id)
+    with pytest.raises(ConfirmationMismatch) as err:
+        confirming.runtime.confirm(moved)
+    assert err.value.code == "not_issued"
+    assert confirming.tool.calls == []
+    # a confirmation made outside the runtime is refused as well
+    forged = first.request.approve(
+        approver="x", at=confirming.clock.now(), ttl=timedelta(minutes=1)
+    )
+    with pytest.raises(ConfirmationMismatch):
+        confirming.runtime.confirm(forged)
+    assert confirming.tool.calls == []
+
+
+def test_confirmation_used_once(confirming):
+    """The same confirmation cannot run a call twice."""
+    parked = confirming.run("write", {"text": "x"})
+    approval = confirming.runtime.issue(
+        parked.invocation_id, digest=parked.request.digest, approver="ana"
+    )
+    assert confirming.runtime.confirm(approval).kind == "observed"
+    with pytest.raises(ConfirmationMismatch) as err:
+        confirming.runtime.confirm(approval)
+    assert err.value.code == "not_issued"
+    assert len(confirming.tool.calls) == 1
+
+
+def test_expired_confirmation_rejects(confirming):
+    """An approval past its expiry ends the call AUTHORIZATION_REJECTED, unexecuted."""
+    parked = confirming.run("write", {"text": "x"})
+    approval = confirming.runtime.issue(
+        parked.invocation_id,
+        digest=parked.request.digest,
+        approver="ana",
+        ttl=timedelta(seconds=30),
+    )
+    confirming.clock.advance(31)
+    out = confirming.runtime.confirm(approval)
+    assert out.kind == "rejected"
+    assert out.state is S.AUTHORIZATION_REJECTED
+    assert out.problem.code == "confirmation_expired"
+    assert confirming.tool.calls == []
+
+
+def test_request_expiry_bounds_any_approval(confirming):
+    """A parked call expires with its request, however long the approval's own TTL."""
+    parked = confirming.run("write", {"text": "x"})
+    confirming.clock.advance(11 * 60)
+    out = confirming.runtime.approve(
+        parked.invocation_id, digest=parked.request.digest, approver="ana", ttl=timedelta(hours=1)
+    )
+    assert out.problem.code == "confirmation_expired"
+
+
+def test_denial_ends_the_call(confirming):
+    """A person's denial ends the call AUTHORIZATION_REJECTED."""
+    parked = confirming.run("write", {"text": "x"})
+    out = confirming.runtime.deny(
+        parked.invocation_id, digest=parked.request.digest, approver="ana"
+    )
+    assert out.state is S.AUTHORIZATION_REJECTED
+    assert out.problem.code == "denied_by_person"
+    assert confirming.tool.calls == []
+
+
+def test_authority_rechecked_after_waiting(confirming):
+    """A grant withdrawn while the call waited denies it on resume."""
+    parked = confirming.run("write", {"text": "x"})
+    from toolbound import GrantPolicy
+
+    confirming.runtime.policy = GrantPolicy([])
+    out = confirming.runtime.approve(
+        parked.invocation_id, digest=parked.request.digest, approver="ana"
+    )
+    assert out.state is S.AUTHORIZATION_REJECTED
+    assert out.problem.code == "capability_missing"
+    assert confirming.tool.calls == []
+
+
+def test_cancel_parked_call(confirming):
+    """A parked call can be cancelled: CANCELLED_BEFORE_COMMIT."""
+    parked = confirming.run("write", {"text": "x"})
+    out = confirming.runtime.cancel_pending(parked.invocation_id)
+    assert out.state is S.CANCELLED_BEFORE_COMMIT
+    assert confirming.runtime.pending() == []
+
+
+def test_check_confirmation_denied_flag(confirming):
+    """check_confirmation refuses a decision that does not approve."""
+    from toolbound import Rejection
+
+    parked = confirming.run("write", {"text": "x"})
+    no = parked.request.deny(approver="ana", at=confirming.clock.now())
+    with pytest.raises(Rejection) as err:
+        check_confirmation(parked.request, no, now=confirming.clock.now())
+    assert err.value.problem.code == "denied_by_person"
