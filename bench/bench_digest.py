@@ -2,8 +2,9 @@
 
 Every call pays for ``canonical_json`` and ``digest`` on its hot path. The baseline
 is what a non-canonical shortcut would cost: ``json.dumps(sort_keys=True)`` and one
-SHA-256. ``rfc8785 only`` shows the pure-Python canonicalizer without the json-module
-fast path, and the ``*floats`` rows force that slow path (floats need ES6 formatting).
+SHA-256. ``rfc8785`` is the same digest with the pure-Python canonicalizer doing all
+the work (no json-module fast path); ``medium+2.0s`` carries integral floats, which
+take that slow path in ``canonical_json`` too.
 """
 
 from __future__ import annotations
@@ -49,12 +50,16 @@ LARGE = {
         for i in range(500)
     ]
 }
-MEDIUM_FLOATS = {**MEDIUM, "total": 129.95, "weights": [0.5 * i for i in range(20)]}
+# Non-integral floats in 1e-4..1e16 stay on the fast path; integral ones ("2.0"
+# parses as a float) need ES6 formatting, which sends the whole value to rfc8785.
+MEDIUM_DECIMALS = {**MEDIUM, "total": 129.95, "weights": [0.25 + i for i in range(20)]}
+MEDIUM_FLOATS = {**MEDIUM, "total": 130.0, "weights": [float(i) for i in range(20)]}
 CASES = {
     "small": SMALL,
     "medium": MEDIUM,
     "large": LARGE,
-    "medium+floats": MEDIUM_FLOATS,
+    "medium+0.25s": MEDIUM_DECIMALS,
+    "medium+2.0s": MEDIUM_FLOATS,
 }
 
 

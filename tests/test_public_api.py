@@ -21,7 +21,7 @@ def test_all_matches_exports():
 def test_readme_example_runs(capsys):
     """The README's example runs and prints what its comments say."""
     text = (ROOT / "README.md").read_text()
-    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
     namespace: dict[str, object] = {}
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README
     out = capsys.readouterr().out.splitlines()

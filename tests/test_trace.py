@@ -21,7 +21,7 @@ def test_trace_answers_r14(harness: Harness):
     t = out.trace
     proposal = t.of_kind("proposal")[0]
     assert proposal.data["arguments"] == raw
-    assert proposal.data["visible"] == ["echo@v1"]
+    assert proposal.data["visible"] == ("echo@v1",)
     transitions = {e.state: e for e in t.of_kind("transition")}
     assert transitions[State.PARSED].data["parsed"] == {"text": "hi"}
     validated = transitions[State.VALIDATED].data
@@ -36,9 +36,9 @@ def test_trace_answers_r14(harness: Harness):
     authorized = transitions[State.AUTHORIZED].data
     assert authorized["decision"] == "allow"
     assert authorized["capabilities"] == frozenset({"test:use"})
-    attempt = t.of_kind("attempt")[0].data
-    assert attempt["outcome"] == "committed"
-    assert attempt["attempt_id"] == transitions[State.EXECUTING].data["attempt_id"]
+    attempt = t.of_kind("attempt")[0].data["attempt"]
+    assert attempt.outcome == "committed"
+    assert attempt.attempt_id == transitions[State.EXECUTING].data["attempt_id"]
     assert State.COMMITTED in transitions
     (message,) = t.of_kind("tool_message")
     assert message.data["content"] == out.message.content

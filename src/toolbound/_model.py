@@ -217,6 +217,17 @@ class Attempt:
     outcome: CommitStatus | Literal["cancelled"]
     detail: str | None = None
 
+    def as_json(self) -> dict[str, object]:
+        """The attempt as a JSON object."""
+        return {
+            "attempt_id": self.attempt_id,
+            "number": self.number,
+            "outcome": self.outcome,
+            "started_at": self.started_at.isoformat(),
+            "ended_at": self.ended_at.isoformat(),
+            "detail": self.detail,
+        }
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:

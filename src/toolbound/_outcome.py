@@ -14,10 +14,12 @@ the human projection. Match on ``kind`` exhaustively::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, Result
     from toolbound._state import State
@@ -45,7 +47,13 @@ class _Common:
     trace: Trace
     message: ModelProjection
     """Exactly what goes back to the model for this call."""
-    human: HumanProjection
+    evidence: Callable[[], HumanProjection] = field(repr=False, compare=False)
+    """Builds :attr:`human` on demand: most callers never look at it."""
+
+    @property
+    def human(self) -> HumanProjection:
+        """The human evidence projection of this call (R12)."""
+        return self.evidence()
 
     @property
     def state(self) -> State:

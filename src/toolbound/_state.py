@@ -27,6 +27,10 @@ __all__ = ["REJECTED", "TERMINAL", "TRANSITIONS", "Lifecycle", "State"]
 class State(enum.Enum):
     """Where one call stands."""
 
+    # Members are singletons: identity hashing is exact and avoids Enum's
+    # Python-level __hash__ on every transition check.
+    __hash__ = object.__hash__
+
     PROPOSED = "proposed"
     PARSED = "parsed"
     VALIDATED = "validated"

@@ -143,7 +143,7 @@ class Registry:
 class ToolSet:
     """The tool versions visible to one request: at most one version per name (R2)."""
 
-    __slots__ = ("_by_name",)
+    __slots__ = ("_by_name", "refs")
 
     def __init__(self, tools: Iterable[RegisteredTool]) -> None:
         self._by_name: dict[str, RegisteredTool] = {}
@@ -152,6 +152,8 @@ class ToolSet:
                 msg = f"two versions of {tool.spec.name} in one tool set"
                 raise SpecError(msg)
             self._by_name[tool.spec.name] = tool
+        self.refs: tuple[str, ...] = tuple(t.spec.ref for t in self._by_name.values())
+        """``name@version`` of each visible tool, as the trace records them."""
 
     def lookup(self, name: str, version: str | None = None) -> RegisteredTool | None:
         """Exact lookup: no fuzzy matching, no other version (R17 row 1)."""

@@ -23,6 +23,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Self, TypedDict, TypeVar, cast
 
 from toolbound._clock import Clock, SystemClock
@@ -64,7 +65,7 @@ from toolbound.results.redact import Redactor
 from toolbound.trace import Trace, TraceSink
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Iterable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
     from toolbound._model import CommitStatus, JSONObject, JSONValue, Proposal, Subject
     from toolbound.execution.tool import SecretProvider
@@ -121,7 +122,7 @@ class _CommonFields(TypedDict):
     path: tuple[State, ...]
     trace: Trace
     message: ModelProjection
-    human: HumanProjection
+    evidence: Callable[[], HumanProjection]
 
 
 @dataclass(slots=True)
@@ -366,7 +367,7 @@ class Runtime:
             proposal_id=proposal.proposal_id,
             model_call_id=proposal.model_call_id,
             arguments=proposal.arguments,
-            visible=[t.spec.ref for t in ctx.tools],
+            visible=ctx.tools.refs,
         )
         try:
             arguments = parse_arguments(proposal.arguments, self._limits)
@@ -604,7 +605,7 @@ class Runtime:
             if not isinstance(claim, Replay):
                 call.ledger_key = key
         call.life.advance(
-            State.PREPARED, deadline=inv.deadline.isoformat(), idempotency_key=inv.idempotency_key
+            State.PREPARED, deadline=inv.deadline, idempotency_key=inv.idempotency_key
         )
         if isinstance(claim, Replay):
             return self._replay(call, claim)
@@ -893,36 +894,53 @@ class Runtime:
             external = value.external_resource_id
             value = value.value
         attempts = self._attempt(call, raw, "committed", None)
-        committed = Result(
+        call.life.advance(State.COMMITTED, external_resource_id=external)
+        problem = _output_problem(tool, value)
+        if problem is None:
+            checked = cast("JSONValue", value)
+            clean, secret_cuts = self._redactor.redact(
+                checked, secrets=self._injected(tool), personal=False
+            )
+            for_model, personal_cuts = self._redactor.redact(clean, secrets={}, personal=True)
+            try:
+                message = model_result(
+                    invocation_id=inv.invocation_id,
+                    proposal_id=inv.proposal_id,
+                    tool=tool.spec.ref,
+                    value=for_model,
+                    budget=tool.spec.result_budget,
+                    empty_meaning=tool.spec.empty_result,
+                    cuts=(*secret_cuts, *personal_cuts),
+                )
+            except (TypeError, ValueError) as exc:
+                problem = Problem(
+                    kind="output",
+                    code="output_not_json",
+                    message=f"the tool returned a value that is not JSON ({exc})",
+                    recoverable=False,
+                )
+        if problem is not None:
+            committed = Result(
+                invocation_id=inv.invocation_id,
+                status="ok",
+                commit_status="committed",
+                external_resource_id=external,
+                observed_at=_must(raw.ended_at),
+                attempts=attempts,
+            )
+            self._ledger_settle(call, "committed", committed)
+            call.life.trace.record("output_rejected", problem=problem)
+            return self._failed_after(call, problem, committed)
+        result = Result(
             invocation_id=inv.invocation_id,
             status="ok",
-            value=None,
+            value=clean,
             commit_status="committed",
             external_resource_id=external,
             observed_at=_must(raw.ended_at),
             attempts=attempts,
         )
-        call.life.advance(State.COMMITTED, external_resource_id=external)
-        problem = _output_problem(tool, value)
-        if problem is not None:
-            self._ledger_settle(call, "committed", committed)
-            call.life.trace.record("output_rejected", problem=problem)
-            return self._failed_after(call, problem, committed)
-        secrets = self._injected(tool)
-        checked = cast("JSONValue", value)  # _output_problem proved it is JSON
-        clean, secret_cuts = self._redactor.redact(checked, secrets=secrets, personal=False)
-        for_model, personal_cuts = self._redactor.redact(clean, secrets={}, personal=True)
-        result = replace(committed, value=clean)
         self._ledger_settle(call, "committed", result)
-        message = model_result(
-            invocation_id=inv.invocation_id,
-            proposal_id=inv.proposal_id,
-            tool=tool.spec.ref,
-            value=for_model,
-            budget=tool.spec.result_budget,
-            empty_meaning=tool.spec.empty_result,
-            cuts=(*secret_cuts, *personal_cuts),
-        )
         if message.truncated:
             self._keep(inv.invocation_id, tool.spec.ref, inv.proposal_id, for_model)
         call.life.advance(State.OBSERVED, result=clean, cuts=message.cuts)
@@ -1083,15 +1101,7 @@ class Runtime:
             outcome=outcome,  # type: ignore[arg-type]
             detail=detail,
         )
-        call.life.trace.record(
-            "attempt",
-            attempt_id=attempt.attempt_id,
-            number=attempt.number,
-            outcome=attempt.outcome,
-            started_at=attempt.started_at.isoformat(),
-            ended_at=attempt.ended_at.isoformat(),
-            detail=detail,
-        )
+        call.life.trace.record("attempt", attempt=attempt)
         return (attempt,)
 
     def _error_result(
@@ -1162,8 +1172,15 @@ class Runtime:
             "path": tuple(call.life.path),
             "trace": call.life.trace,
             "message": message,
-            "human": self._human(
-                call, value=value, problem=problem, commit=commit, result=result, cuts=cuts
+            "evidence": partial(
+                self._human,
+                call,
+                value=value,
+                problem=problem,
+                commit=commit,
+                result=result,
+                cuts=cuts,
+                state=call.life.state,
             ),
         }
 
@@ -1176,12 +1193,13 @@ class Runtime:
         commit: CommitStatus | None,
         result: Result | None,
         cuts: tuple[Cut, ...],
+        state: State,
     ) -> HumanProjection:
         inv = call.invocation
         return HumanProjection(
             invocation_id=call.life.trace.invocation_id,
             tool=call.tool.spec.ref if call.tool is not None else call.proposal.name,
-            state=call.life.state.value,
+            state=state.value,
             commit_status=commit,
             arguments=None if inv is None else inv.arguments,
             digest=None if inv is None else inv.digest,
@@ -1216,16 +1234,10 @@ class Runtime:
 
 
 def _output_problem(tool: RegisteredTool, value: object) -> Problem | None:
-    """R11: the result must be JSON and satisfy the output schema, or it is rejected."""
-    try:
-        dumps(value)
-    except (TypeError, ValueError) as exc:
-        return Problem(
-            kind="output",
-            code="output_not_json",
-            message=f"the tool returned a value that is not JSON ({exc})",
-            recoverable=False,
-        )
+    """R11: the result must satisfy the output schema, or it is rejected.
+
+    (That it is JSON at all is proved when the model projection is encoded.)
+    """
     if tool.output is None:
         return None
     try:

@@ -13,9 +13,8 @@ results are redacted before they are recorded.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from toolbound._clock import Clock
@@ -24,15 +23,18 @@ if TYPE_CHECKING:
 __all__ = ["Trace", "TraceEvent", "TraceSink"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TraceEvent:
-    """One thing that happened to a call. ``data`` holds JSON-friendly detail."""
+class TraceEvent(NamedTuple):
+    """One thing that happened to a call. Immutable; ``data`` holds the detail.
+
+    A named tuple rather than a dataclass: one is built for every step of every
+    call, and a tuple is the cheapest immutable record Python has.
+    """
 
     seq: int
     at: float
     kind: str
-    state: State | None = None
-    data: Mapping[str, object] = field(default_factory=dict)
+    state: State | None
+    data: Mapping[str, object]
 
     @property
     def timestamp(self) -> datetime:
@@ -79,9 +81,7 @@ class Trace:
 
     def record(self, kind: str, /, state: State | None = None, **data: object) -> TraceEvent:
         """Append one event and hand it to every sink."""
-        event = TraceEvent(
-            seq=len(self._events), at=self._clock.time(), kind=kind, state=state, data=data
-        )
+        event = TraceEvent(len(self._events), self._clock.time(), kind, state, data)
         self._events.append(event)
         for sink in self._sinks:
             sink.emit(self.invocation_id, event)
@@ -129,6 +129,8 @@ def _jsonable(value: object) -> object:  # noqa: PLR0911 - one return per JSON s
         return [_jsonable(v) for v in items]
     if value is None or isinstance(value, str | int | float | bool):
         return value
+    if isinstance(value, datetime):
+        return value.isoformat()
     as_json = getattr(value, "as_json", None)
     if callable(as_json):
         return as_json()

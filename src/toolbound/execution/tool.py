@@ -19,7 +19,6 @@ Credentials arrive in :attr:`ToolContext.secrets`, never in the arguments.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
@@ -122,16 +121,17 @@ class ToolContext:
     idempotency_key: str | None
     deadline_in: float
     """Seconds left until the deadline when the attempt started."""
-    _committed: threading.Event = field(default_factory=threading.Event, repr=False)
+    # A plain flag: one store, visible to the runtime's thread under the GIL.
+    _committed: bool = field(default=False, repr=False)
 
     def mark_committed(self) -> None:
         """Say the commit boundary has been crossed: a cancel after this cannot undo it."""
-        self._committed.set()
+        self._committed = True
 
     @property
     def committed(self) -> bool:
         """Whether :meth:`mark_committed` was called."""
-        return self._committed.is_set()
+        return self._committed
 
 
 ToolFunction: TypeAlias = "Callable[[JSONObject, ToolContext], JSONValue | ToolOutput]"

@@ -195,7 +195,7 @@ def parse_arguments(data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> JSONOb
     try:
         text = data.decode("utf-8")  # strict: also refuses encoded surrogates
     except UnicodeDecodeError as exc:
-        raise _utf8_rejection(data, exc, limits) from None
+        raise _utf8_rejection(data, exc) from None
     return _parse_text(text, data, limits)
 
 
@@ -362,16 +362,26 @@ def _is_cut_off(text: str, pos: int, reason: str) -> bool:
     return False
 
 
-def _utf8_rejection(data: bytes, exc: UnicodeDecodeError, limits: ParseLimits) -> Rejection:
+def _ends_in_string(text: str, start: int) -> bool:
+    try:
+        _scan(text, start)
+    except JSONDecodeError as exc:
+        in_string = exc.msg.startswith(("Unterminated string", "Invalid \\uXXXX escape"))
+        return in_string and _is_cut_off(text, exc.pos, exc.msg)
+    except (StopIteration, _DuplicateKeyError, _NonFiniteError, RecursionError, ValueError):
+        return False  # it went wrong before the cut: the cut is not the reason
+    return False
+
+
+def _utf8_rejection(data: bytes, exc: UnicodeDecodeError) -> Rejection:
+    # A stream cut inside a character of a string that never closes was truncated,
+    # not mis-encoded. Only a string may hold the character, so ask the scanner.
     if exc.reason == "unexpected end of data" and exc.end == len(data):
-        # A stream cut inside a character: if the text before it is a string that
-        # never closes, the arguments were truncated rather than mis-encoded.
-        try:
-            _parse_text(data[: exc.start].decode(), data[: exc.start], limits)
-        except Rejection as inner:
-            if inner.problem.code == "truncated":
-                msg = f"arguments end after {len(data)} bytes, inside a character of a string"
-                return _reject(code="truncated", message=msg)
+        before = data[: exc.start].decode()
+        start = _skip_ws(before)
+        if before.startswith("{", start) and _ends_in_string(before, start):
+            msg = f"arguments end after {len(data)} bytes, inside a character of a string"
+            return _reject(code="truncated", message=msg)
     msg = f"arguments are not valid UTF-8 at byte {exc.start}: {exc.reason}"
     return _reject(code="invalid_utf8", message=msg)
 

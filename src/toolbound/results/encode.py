@@ -38,9 +38,13 @@ TRUST_MARK = "untrusted_tool_data"
 DEFAULT_EMPTY_MEANING = "the tool found nothing matching these arguments"
 
 
+# Built once: json.dumps with options would build a new encoder on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: object) -> bytes:
     """Compact JSON bytes, UTF-8, no NaN/Infinity."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    return _ENCODER.encode(value).encode()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,17 +93,7 @@ class HumanProjection:
             "value": self.value,
             "problem": None if self.problem is None else self.problem.as_json(),
             "external_resource_id": self.external_resource_id,
-            "attempts": [
-                {
-                    "attempt_id": a.attempt_id,
-                    "number": a.number,
-                    "outcome": a.outcome,
-                    "started_at": a.started_at.isoformat(),
-                    "ended_at": a.ended_at.isoformat(),
-                    "detail": a.detail,
-                }
-                for a in self.attempts
-            ],
+            "attempts": [a.as_json() for a in self.attempts],
             "cuts": [c.as_json() for c in self.cuts],
         }
 
