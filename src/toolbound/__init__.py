@@ -67,7 +67,8 @@ from toolbound.gates.confirm import Confirmation, ConfirmationRequest
 from toolbound.gates.normalize import canonical_json, date_fields, digest, normalize_date
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.gates.validate import CompiledSchema, ValidatorInfo
-from toolbound.ledger.store import Ledger, MemoryLedger
+from toolbound.ledger.memory import MemoryLedger
+from toolbound.ledger.store import Ledger
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.results.encode import HumanProjection, ModelProjection
 from toolbound.results.redact import EMAIL, PAYMENT_CARD, Redactor

@@ -44,13 +44,16 @@ from toolbound.gates.authorize import AuthzRequest, Deny, Policy, authorize
 from toolbound.gates.confirm import Confirmation, ConfirmationRequest, check_confirmation
 from toolbound.gates.normalize import canonical_json, digest, normalize
 from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits, parse_arguments
+from toolbound.ledger.memory import MemoryLedger
 from toolbound.ledger.store import (
     Claim,
+    Expired,
     InFlight,
+    Intent,
     KeyReused,
     Ledger,
+    LedgerError,
     LedgerKey,
-    MemoryLedger,
     Replay,
 )
 from toolbound.results.encode import (
@@ -69,6 +72,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import CommitStatus, JSONObject, JSONValue, Proposal, Subject
     from toolbound.execution.tool import SecretProvider
+    from toolbound.ledger.store import Phase
     from toolbound.registry import RegisteredTool, ToolSet
     from toolbound.results.redact import Cut
 
@@ -579,29 +583,13 @@ class Runtime:
         claim: Claim | None = None
         if inv.idempotency_key is not None:
             key = LedgerKey(inv.subject.tenant, tool.spec.ref, inv.idempotency_key)
-            claim = self.ledger.claim(key, digest=inv.digest, invocation_id=inv.invocation_id)
-            if isinstance(claim, KeyReused):
-                return self._failed_before(
-                    call,
-                    Problem(
-                        kind="idempotency",
-                        code="key_reused",
-                        message="this idempotency key was used for different arguments",
-                        recoverable=False,
-                        hint="a new call needs a new key",
-                    ),
-                )
-            if isinstance(claim, InFlight):
-                return self._failed_before(
-                    call,
-                    Problem(
-                        kind="idempotency",
-                        code="in_progress" if claim.phase == "executing" else "outcome_unknown",
-                        message=f"the same call ({claim.invocation_id}) is {claim.phase}",
-                        recoverable=True,
-                        hint="wait for the earlier call; do not send it again",
-                    ),
-                )
+            try:
+                claim = self.ledger.claim(self._intent(key, inv, tool), now=self.clock.now())
+            except LedgerError as exc:
+                return self._failed_before(call, _ledger_problem(exc))
+            problem = _claim_problem(claim)
+            if problem is not None:
+                return self._failed_before(call, problem)
             if not isinstance(claim, Replay):
                 call.ledger_key = key
         call.life.advance(
@@ -703,6 +691,11 @@ class Runtime:
                 ),
             )
             return _dummy_context(inv), 0.0, early
+        try:
+            self._ledger_settle(call, "executing")
+        except LedgerError as exc:
+            # R9: intent must be durable as 'executing' before any side effect.
+            return _dummy_context(inv), 0.0, self._failed_before(call, _ledger_problem(exc))
         call.attempt_id = os.urandom(8).hex()
         call.life.advance(State.EXECUTING, attempt_id=call.attempt_id, attempt=1, budget_s=budget)
         tctx = ToolContext(
@@ -1121,15 +1114,46 @@ class Runtime:
             attempts=attempts,
         )
 
-    def _ledger_settle(self, call: _Call, phase: str, result: Result) -> None:
+    def _intent(self, key: LedgerKey, inv: Invocation, tool: RegisteredTool) -> Intent:
+        return Intent(
+            key=key,
+            digest=inv.digest,
+            invocation_id=inv.invocation_id,
+            tool=tool.spec.ref,
+            canonical=inv.canonical,
+            subject={
+                "id": inv.subject.id,
+                "tenant": inv.subject.tenant,
+                "session": inv.subject.session,
+            },
+            deadline=inv.deadline,
+        )
+
+    def _ledger_settle(
+        self,
+        call: _Call,
+        phase: Phase,
+        result: Result | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> None:
+        """Record the call's phase in the ledger (R9: durable before the next step)."""
         if call.ledger_key is None:
             return
-        self.ledger.settle(
-            call.ledger_key,
-            invocation_id=_must(call.invocation).invocation_id,
-            phase=phase,  # type: ignore[arg-type]
-            result=result,
-        )
+        try:
+            self.ledger.advance(
+                call.ledger_key,
+                invocation_id=_must(call.invocation).invocation_id,
+                phase=phase,
+                now=self.clock.now(),
+                result=result,
+                evidence=evidence,
+            )
+        except LedgerError as exc:
+            # The outcome stands as observed; the record stays in its last durable
+            # phase, and a sweep turns an abandoned 'executing' into 'unknown'.
+            call.life.trace.record("ledger_write_failed", phase=phase, code=exc.code)
+            if phase == "executing":
+                raise
 
     def _error_message(
         self, call: _Call, problem: Problem, commit: CommitStatus
@@ -1251,6 +1275,47 @@ def _output_problem(tool: RegisteredTool, value: object) -> Problem | None:
             pointer=r.problem.pointer,
         )
     return None
+
+
+def _claim_problem(claim: Claim) -> Problem | None:
+    """R8: what a refused idempotency claim tells the model."""
+    match claim:
+        case KeyReused():
+            return Problem(
+                kind="idempotency",
+                code="key_reused",
+                message="this idempotency key was used for different arguments",
+                recoverable=False,
+                hint="a new call needs a new key",
+            )
+        case InFlight():
+            return Problem(
+                kind="idempotency",
+                code="outcome_unknown" if claim.phase == "unknown" else "in_progress",
+                message=f"the same call ({claim.invocation_id}) is {claim.phase}",
+                recoverable=True,
+                hint="wait for the earlier call; do not send it again",
+            )
+        case Expired():
+            return Problem(
+                kind="idempotency",
+                code="key_expired",
+                message="this idempotency key's record is past its retention window",
+                recoverable=False,
+                hint="a new call needs a new key",
+            )
+        case _:
+            return None
+
+
+def _ledger_problem(exc: LedgerError) -> Problem:
+    return Problem(
+        kind="execution",
+        code="ledger_unavailable",
+        message=f"the idempotency ledger could not record the call ({exc.code})",
+        recoverable=True,
+        hint="try again later",
+    )
 
 
 def _run_inline(

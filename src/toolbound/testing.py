@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from toolbound._clock import FixedClock
 from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolOutput
-from toolbound.ledger.store import MemoryLedger
+from toolbound.ledger.memory import MemoryLedger
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -1,39 +1,93 @@
-"""The idempotency ledger's contract (R8) and its in-memory store.
+"""The idempotency ledger's contract (R8, R9, R19).
 
-Records are keyed by ``(scope, tool version, key)`` and hold the invocation digest,
-the phase and, once committed, the stored result. :meth:`Ledger.claim` answers the
-four cases of R8:
+A ledger remembers which writes happened. Records are keyed by
+``(scope, tool version, key)`` and hold the invocation digest, the phase, the
+canonical arguments (so an unknown outcome can be reconciled later) and, once
+committed, the stored result. Every phase is durable before the next step runs::
 
-* no record (or one that failed before commit) → :class:`Claimed`: go ahead;
+    intent ──▶ executing ──▶ committed
+       │           ├──────▶ failed        (before the commit boundary)
+       └─▶ failed  └──────▶ unknown ──▶ committed | failed   (reconciliation)
+
+:meth:`Ledger.claim` answers the four cases of R8:
+
+* no record, or a failed one for the same digest → :class:`Claimed` (intent written);
 * same digest, committed → :class:`Replay` of the original result, no second effect;
-* same digest, still executing or outcome unknown → :class:`InFlight`;
-* different digest → :class:`KeyReused`: rejected, never treated as the original.
+* same digest, intent / executing / unknown → :class:`InFlight`;
+* different digest → :class:`KeyReused`;
 
-Durable stores (SQLite, PostgreSQL) implement the same protocol.
+and a record past the retention window follows the configured policy: ``"reject"``
+(:class:`Expired`) or ``"new"`` (the old record is replaced) — never a guess.
+
+Stores: :class:`~toolbound.ledger.memory.MemoryLedger` (tests),
+:class:`~toolbound.ledger.sqlite.SQLiteLedger` (the embedded default) and
+:class:`~toolbound.ledger.postgres.PostgresLedger` (several replicas, one ledger). One
+conformance suite runs against all of them.
 """
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from toolbound._errors import Problem, ToolboundError
+from toolbound._model import Attempt, Result
+
 if TYPE_CHECKING:
-    from toolbound._model import Result
+    from contextlib import AbstractContextManager
+
+    from toolbound._model import JSONObject
 
 __all__ = [
+    "PHASE_EDGES",
     "Claim",
     "Claimed",
+    "Expired",
+    "ExpiredPolicy",
     "InFlight",
+    "Intent",
     "KeyReused",
     "Ledger",
+    "LedgerError",
     "LedgerKey",
-    "MemoryLedger",
+    "LedgerRecord",
+    "LedgerTransaction",
     "Phase",
     "Replay",
+    "check_edge",
+    "dumps_result",
+    "loads_result",
+    "result_from_json",
+    "result_to_json",
 ]
 
-Phase = Literal["executing", "committed", "unknown", "failed"]
+Phase = Literal["intent", "executing", "committed", "failed", "unknown"]
+
+PHASE_EDGES: dict[Phase, frozenset[Phase]] = {
+    "intent": frozenset({"executing", "failed"}),
+    "executing": frozenset({"committed", "failed", "unknown"}),
+    # R2: OUTCOME_UNKNOWN leaves only through reconciliation with evidence.
+    "unknown": frozenset({"committed", "failed"}),
+    "committed": frozenset(),
+    "failed": frozenset(),
+}
+"""The ledger's own transitions; a store refuses any other with :class:`LedgerError`."""
+
+ExpiredPolicy = Literal["reject", "new"]
+
+
+class LedgerError(ToolboundError):
+    """The ledger could not do what was asked: storage failed, or the call was wrong.
+
+    ``code`` says which: ``storage_unavailable``, ``corrupt_store``, ``storage_full``,
+    ``not_holder`` (this invocation does not hold the key), ``illegal_phase``,
+    ``unsupported_schema`` (a database written by another version).
+    """
+
+    code = "ledger_error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +100,42 @@ class LedgerKey:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Intent:
+    """What the runtime writes before any side effect."""
+
+    key: LedgerKey
+    digest: str
+    invocation_id: str
+    tool: str
+    """``name@version``."""
+    canonical: bytes
+    """The RFC 8785 arguments, for reconciliation."""
+    subject: Mapping[str, str | None] = field(hash=False)
+    """``{"id", "tenant", "session"}`` of the runtime subject."""
+    deadline: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerRecord:
+    """One stored record, as a store returns it."""
+
+    key: LedgerKey
+    digest: str
+    invocation_id: str
+    tool: str
+    canonical: bytes
+    subject: Mapping[str, str | None] = field(hash=False)
+    phase: Phase
+    deadline: datetime
+    created_at: datetime
+    updated_at: datetime
+    result: Result | None = None
+    evidence: tuple[Mapping[str, object], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Claimed:
-    """The key is ours: execute."""
+    """The key is ours: intent is recorded, execute."""
 
     kind: Literal["claimed"] = "claimed"
 
@@ -63,7 +151,7 @@ class Replay:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InFlight:
-    """The same call is executing, or its outcome is unknown and awaits reconciliation."""
+    """The same call is in intent or executing, or its outcome is unknown."""
 
     kind: Literal["in_flight"] = "in_flight"
     invocation_id: str
@@ -78,58 +166,179 @@ class KeyReused:
     invocation_id: str
 
 
-Claim = Claimed | Replay | InFlight | KeyReused
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expired:
+    """The key's record is past retention and the policy is ``"reject"``."""
+
+    kind: Literal["expired"] = "expired"
+    invocation_id: str
+
+
+Claim = Claimed | Replay | InFlight | KeyReused | Expired
+
+
+class LedgerTransaction(Protocol):
+    """One transaction for ledger records and a tool's own writes.
+
+    They commit together, or not at all (R8: same database, one transaction).
+
+    ``connection`` is the store's DB-API connection (``None`` for the memory store):
+    a tool with ``transactional=True`` writes its business rows through it.
+    """
+
+    @property
+    def connection(self) -> object:
+        """The connection the tool's own writes go through."""
+        ...
+
+    def claim(self, intent: Intent, *, now: datetime) -> Claim:
+        """:meth:`Ledger.claim` inside this transaction."""
+        ...
+
+    def advance(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> None:
+        """:meth:`Ledger.advance` inside this transaction."""
+        ...
 
 
 class Ledger(Protocol):
-    """Durable memory of which writes happened (R8, R9)."""
+    """Durable memory of which writes happened.
 
-    def claim(self, key: LedgerKey, *, digest: str, invocation_id: str) -> Claim:
-        """Atomically look up ``key`` and, if free, record intent to execute."""
+    Safe across threads; the SQL stores are safe across processes too.
+    """
+
+    retention: timedelta
+    expired: ExpiredPolicy
+
+    def claim(self, intent: Intent, *, now: datetime) -> Claim:
+        """Atomically look the key up and, if free, record the intent (durably)."""
         ...
 
-    def settle(self, key: LedgerKey, *, invocation_id: str, phase: Phase, result: Result) -> None:
-        """Record how the claimed execution ended."""
+    def advance(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> None:
+        """Move the record held by ``invocation_id`` to ``phase``.
+
+        Only along :data:`PHASE_EDGES`; stores ``result`` and appends ``evidence``.
+        """
+        ...
+
+    def get(self, key: LedgerKey) -> LedgerRecord | None:
+        """The record at ``key``, if any."""
+        ...
+
+    def find(self, invocation_id: str) -> LedgerRecord | None:
+        """The record an invocation holds, if any."""
+        ...
+
+    def unresolved(self) -> list[LedgerRecord]:
+        """Every record whose outcome is unknown, oldest first."""
+        ...
+
+    def sweep(self, *, now: datetime, grace: timedelta) -> list[LedgerRecord]:
+        """Settle records abandoned by a dead process (past deadline + grace).
+
+        ``intent`` → ``failed`` (the tool was never started); ``executing`` →
+        ``unknown`` (it may have committed). Returns the records changed.
+        """
+        ...
+
+    def atomic(self) -> AbstractContextManager[LedgerTransaction]:
+        """A transaction shared by ledger records and a tool's own writes."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
         ...
 
 
-@dataclass(slots=True)
-class _Record:
-    digest: str
-    invocation_id: str
-    phase: Phase
-    result: Result | None = None
+# -- how results are stored ---------------------------------------------------------
 
 
-class MemoryLedger:
-    """A ledger in a dict: for tests and single-process use. Thread-safe."""
+def result_to_json(result: Result) -> JSONObject:
+    """A :class:`Result` as JSON, for the SQL stores (round-trips exactly)."""
+    out: JSONObject = {
+        "invocation_id": result.invocation_id,
+        "status": result.status,
+        "value": result.value,
+        "commit_status": result.commit_status,
+        "external_resource_id": result.external_resource_id,
+        "observed_at": result.observed_at.isoformat(),
+        "attempts": [a.as_json() for a in result.attempts],  # type: ignore[misc]
+        "error": None if result.error is None else result.error.as_json(),  # type: ignore[dict-item]
+    }
+    return out
 
-    __slots__ = ("_lock", "_records")
 
-    def __init__(self) -> None:
-        self._records: dict[LedgerKey, _Record] = {}
-        self._lock = threading.Lock()
+def result_from_json(data: Mapping[str, object]) -> Result:
+    """The inverse of :func:`result_to_json`."""
+    error = data.get("error")
+    attempts = data.get("attempts") or []
+    assert isinstance(attempts, list)  # noqa: S101 - written by result_to_json
+    return Result(
+        invocation_id=str(data["invocation_id"]),
+        status="ok" if data["status"] == "ok" else "error",
+        value=data.get("value"),  # type: ignore[arg-type]
+        commit_status=data["commit_status"],  # type: ignore[arg-type]
+        external_resource_id=_opt_str(data.get("external_resource_id")),
+        observed_at=datetime.fromisoformat(str(data["observed_at"])),
+        attempts=tuple(
+            Attempt(
+                attempt_id=str(a["attempt_id"]),
+                number=int(a["number"]),
+                started_at=datetime.fromisoformat(str(a["started_at"])),
+                ended_at=datetime.fromisoformat(str(a["ended_at"])),
+                outcome=a["outcome"],
+                detail=_opt_str(a.get("detail")),
+            )
+            for a in attempts
+        ),
+        error=None
+        if not isinstance(error, Mapping)
+        else Problem(
+            kind=error["kind"],
+            code=str(error["code"]),
+            message=str(error["message"]),
+            recoverable=bool(error["recoverable"]),
+            hint=_opt_str(error.get("hint")),
+            pointer=_opt_str(error.get("pointer")),
+        ),
+    )
 
-    def claim(self, key: LedgerKey, *, digest: str, invocation_id: str) -> Claim:
-        """See :meth:`Ledger.claim`."""
-        with self._lock:
-            record = self._records.get(key)
-            if record is None or (record.phase == "failed" and record.digest == digest):
-                # A failure before commit changed nothing; the same call may run again.
-                self._records[key] = _Record(digest, invocation_id, "executing")
-                return Claimed()
-            if record.digest != digest:
-                return KeyReused(invocation_id=record.invocation_id)
-            if record.phase == "committed" and record.result is not None:
-                return Replay(invocation_id=record.invocation_id, result=record.result)
-            return InFlight(invocation_id=record.invocation_id, phase=record.phase)
 
-    def settle(self, key: LedgerKey, *, invocation_id: str, phase: Phase, result: Result) -> None:
-        """See :meth:`Ledger.settle`."""
-        with self._lock:
-            record = self._records.get(key)
-            if record is None or record.invocation_id != invocation_id:
-                msg = f"invocation {invocation_id} does not hold {key}"
-                raise LookupError(msg)
-            record.phase = phase
-            record.result = result
+def dumps_result(result: Result) -> str:
+    """Compact JSON text of a result."""
+    return json.dumps(result_to_json(result), ensure_ascii=False, separators=(",", ":"))
+
+
+def loads_result(text: str | bytes | None) -> Result | None:
+    """Parse what :func:`dumps_result` wrote (``None`` stays ``None``)."""
+    if text is None:
+        return None
+    return result_from_json(json.loads(text))
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def check_edge(current: Phase, target: Phase) -> None:
+    """Raise :class:`LedgerError` unless ``current → target`` is in :data:`PHASE_EDGES`."""
+    if target not in PHASE_EDGES[current]:
+        msg = f"ledger phase {current} cannot become {target}"
+        raise LedgerError(msg, code="illegal_phase")

@@ -1,0 +1,181 @@
+"""The ledger in a dict: for tests and single-process use (R19)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from toolbound.ledger.store import (
+    Claim,
+    Claimed,
+    Expired,
+    ExpiredPolicy,
+    InFlight,
+    KeyReused,
+    LedgerError,
+    LedgerRecord,
+    Replay,
+    check_edge,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from datetime import datetime
+
+    from toolbound._model import Result
+    from toolbound.ledger.store import Intent, LedgerKey, Phase
+
+__all__ = ["MemoryLedger"]
+
+
+class MemoryLedger:
+    """A :class:`~toolbound.ledger.store.Ledger` kept in memory. Thread-safe.
+
+    :meth:`atomic` holds the ledger's lock for the transaction and restores the
+    records if the block raises, so business writes kept in Python objects can
+    mirror the SQL stores' all-or-nothing behaviour in tests.
+    """
+
+    def __init__(
+        self, *, retention: timedelta = timedelta(days=1), expired: ExpiredPolicy = "reject"
+    ) -> None:
+        self.retention = retention
+        self.expired: ExpiredPolicy = expired
+        self._records: dict[LedgerKey, LedgerRecord] = {}
+        self._lock = threading.RLock()
+
+    def claim(self, intent: Intent, *, now: datetime) -> Claim:
+        """See :meth:`Ledger.claim`."""
+        with self._lock:
+            record = self._records.get(intent.key)
+            if record is not None and now - record.created_at > self.retention:
+                if self.expired == "reject":
+                    return Expired(invocation_id=record.invocation_id)
+                record = None  # R8: the configured policy says treat it as new
+            if record is None or (record.phase == "failed" and record.digest == intent.digest):
+                # A failure before commit changed nothing; the same call may run again.
+                self._records[intent.key] = LedgerRecord(
+                    key=intent.key,
+                    digest=intent.digest,
+                    invocation_id=intent.invocation_id,
+                    tool=intent.tool,
+                    canonical=intent.canonical,
+                    subject=dict(intent.subject),
+                    phase="intent",
+                    deadline=intent.deadline,
+                    created_at=now,
+                    updated_at=now,
+                )
+                return Claimed()
+            if record.digest != intent.digest:
+                return KeyReused(invocation_id=record.invocation_id)
+            if record.phase == "committed" and record.result is not None:
+                return Replay(invocation_id=record.invocation_id, result=record.result)
+            return InFlight(invocation_id=record.invocation_id, phase=record.phase)
+
+    def advance(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> None:
+        """See :meth:`Ledger.advance`."""
+        with self._lock:
+            record = self._records.get(key)
+            if record is None or record.invocation_id != invocation_id:
+                msg = f"invocation {invocation_id} does not hold {key}"
+                raise LedgerError(msg, code="not_holder")
+            check_edge(record.phase, phase)
+            self._records[key] = replace(
+                record,
+                phase=phase,
+                updated_at=now,
+                result=result if result is not None else record.result,
+                evidence=record.evidence if evidence is None else (*record.evidence, evidence),
+            )
+
+    def get(self, key: LedgerKey) -> LedgerRecord | None:
+        """See :meth:`Ledger.get`."""
+        with self._lock:
+            return self._records.get(key)
+
+    def find(self, invocation_id: str) -> LedgerRecord | None:
+        """See :meth:`Ledger.find`."""
+        with self._lock:
+            return next(
+                (r for r in self._records.values() if r.invocation_id == invocation_id), None
+            )
+
+    def unresolved(self) -> list[LedgerRecord]:
+        """See :meth:`Ledger.unresolved`."""
+        with self._lock:
+            found = [r for r in self._records.values() if r.phase == "unknown"]
+        return sorted(found, key=lambda r: r.created_at)
+
+    def sweep(self, *, now: datetime, grace: timedelta) -> list[LedgerRecord]:
+        """See :meth:`Ledger.sweep`."""
+        changed: list[LedgerRecord] = []
+        with self._lock:
+            for key, record in list(self._records.items()):
+                if now <= record.deadline + grace:
+                    continue
+                if record.phase == "intent":
+                    new = replace(record, phase="failed", updated_at=now)
+                elif record.phase == "executing":
+                    new = replace(record, phase="unknown", updated_at=now)
+                else:
+                    continue
+                new = replace(new, evidence=(*record.evidence, {"swept": record.phase}))
+                self._records[key] = new
+                changed.append(new)
+        return changed
+
+    @contextmanager
+    def atomic(self) -> Iterator[_MemoryTransaction]:
+        """See :meth:`Ledger.atomic`."""
+        with self._lock:
+            saved = copy.copy(self._records)
+            try:
+                yield _MemoryTransaction(self)
+            except BaseException:
+                self._records = saved
+                raise
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class _MemoryTransaction:
+    __slots__ = ("_ledger",)
+
+    def __init__(self, ledger: MemoryLedger) -> None:
+        self._ledger = ledger
+
+    @property
+    def connection(self) -> object:
+        return None
+
+    def claim(self, intent: Intent, *, now: datetime) -> Claim:
+        return self._ledger.claim(intent, now=now)
+
+    def advance(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> None:
+        self._ledger.advance(
+            key, invocation_id=invocation_id, phase=phase, now=now, result=result, evidence=evidence
+        )
