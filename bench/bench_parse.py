@@ -1,4 +1,3 @@
-# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
 """Time the parse gate (R3) against bare ``json.loads`` on the same bytes.
 
 Run: ``.venv/bin/python bench/bench_parse.py``. Prints microseconds per call (best
@@ -10,6 +9,7 @@ from __future__ import annotations
 
 import json
 import timeit
+from functools import partial
 from typing import TYPE_CHECKING
 
 from toolbound.gates.parse import parse_arguments
@@ -60,8 +60,8 @@ def main() -> None:
     print(f"{'document':<10}{'bytes':>9}{'parse µs':>12}{'loads µs':>12}{'ratio':>8}")
     for name, data in _documents().items():
         assert parse_arguments(data) == json.loads(data)  # time the same work
-        gate = _best_microseconds(lambda data=data: parse_arguments(data))
-        baseline = _best_microseconds(lambda data=data: json.loads(data))
+        gate = _best_microseconds(partial(parse_arguments, data))
+        baseline = _best_microseconds(partial(json.loads, data))
         print(f"{name:<10}{len(data):>9}{gate:>12.2f}{baseline:>12.2f}{gate / baseline:>8.2f}")
 
 

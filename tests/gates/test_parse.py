@@ -208,6 +208,13 @@ DEPTH_CASES = [
     pytest.param(b'{"a":' + b"[[]," * 70 + b"1" + b"]" * 70 + b"}", "too_deep", id="siblings"),
     pytest.param(b'{"a":[' + b",".join([b"[[[1]]]"] * 500) + b"]}", None, id="many_shallow_arrays"),
     pytest.param(b'{"a":[' + b"[" * 10 + b"}" * 3, "invalid_json", id="unbalanced_shallow"),
+    pytest.param(b'{"a":[[],' + b"[" * 62 + b"]" * 62 + b"]}", None, id="chain_at_the_limit"),
+    pytest.param(b'{"a":[[],' + b"[" * 63 + b"]" * 63 + b"]}", "too_deep", id="chain_past_it"),
+    pytest.param(b'{"a":[[],' + b"[" * 63, "too_deep", id="chain_past_it_truncated"),
+    pytest.param(b'{"a":[[],' + b"[" * 62, "truncated", id="chain_at_it_truncated"),
+    pytest.param(
+        b'{"a":[' + b",".join([b"[" * 62 + b"]" * 62] * 300) + b"]}", None, id="chains_at_the_limit"
+    ),
 ]
 
 

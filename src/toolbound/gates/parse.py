@@ -1,4 +1,3 @@
-# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
 r"""The parse gate (R3): argument bytes in, one strict JSON object out.
 
 :func:`parse_arguments` is the first gate a proposal meets. It never changes the raw
@@ -37,7 +36,6 @@ import json
 import re
 import sys
 from dataclasses import dataclass
-from itertools import accumulate
 from json import JSONDecodeError, JSONDecoder
 from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Final, Literal, cast
@@ -148,6 +146,9 @@ def _reject_constant(name: str) -> float:
     raise _NonFiniteError(name)
 
 
+_FLOAT_MAX: Final = sys.float_info.max
+
+
 def _finite_float(numeral: str) -> float:
     # R3: "1e400" is Infinity spelled as a numeral. A Python call per float costs
     # less than any scan of the bytes for exponents, since arguments hold few floats.
@@ -156,8 +157,6 @@ def _finite_float(numeral: str) -> float:
         return value
     raise _NonFiniteError(numeral)
 
-
-_FLOAT_MAX: Final = sys.float_info.max
 
 # The scanner reads its settings off any JSONDecoder (typeshed names only its own
 # class). Calling it directly skips raw_decode's wrapper on every call.
@@ -201,12 +200,10 @@ def parse_arguments(data: bytes, limits: ParseLimits = DEFAULT_LIMITS) -> JSONOb
 
 def _parse_text(text: str, data: bytes, limits: ParseLimits) -> JSONObject:
     start = 0 if text.startswith("{") else _start_of_object(text)
-    # Nesting can pass max_depth only if there are more openers than that; only then
-    # is it worth finding which openers are outside strings.
+    # Nesting can pass max_depth only with more openers than that; only then is it
+    # worth finding which openers lie outside strings.
     limit = limits.max_depth
-    if ((openers := data.count(b"{")) > limit or openers + data.count(b"[") > limit) and _too_deep(
-        data, limit
-    ):
+    if data.count(b"{") + data.count(b"[") > limit and _too_deep(data, limit):
         msg = f"arguments nest deeper than {limit} levels"
         raise _reject(code="too_deep", message=msg)
     try:
@@ -276,14 +273,16 @@ def _byte_at(text: str, pos: int) -> int:
 
 _NOT_MARKS: Final = bytes(b for b in range(256) if b not in b'"[]{}')
 _AS_PARENS: Final = bytes.maketrans(b"[{]}", b"(())")
-_STEP: Final = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
+_PEELS: Final = 8
+_RUNS: Final = re.compile(rb"\(+|\)+")
 
 
 def _too_deep(data: bytes, limit: int) -> bool:
     """Tell whether brackets outside strings nest deeper than ``limit``.
 
-    Works on bytes with C-speed bytes methods only: UTF-8 never puts a quote, a
-    backslash or a bracket inside a multi-byte character.
+    Exact for well-formed and for truncated documents; for other broken ones it may
+    say no and leave the syntax error to the scanner. Uses C-speed bytes methods:
+    UTF-8 never puts a quote, a backslash or a bracket inside a multi-byte character.
     """
     if b"\\" in data:
         # Drop escapes so every quote left opens or closes a string: first escaped
@@ -293,25 +292,41 @@ def _too_deep(data: bytes, limit: int) -> bool:
     # Strings without brackets are now adjacent quote pairs. Counting pairs left to
     # right, as replace() would remove them, tells whether every quote is in one.
     if marks.count(b'""') * 2 == marks.count(b'"'):
-        brackets = marks.translate(None, b'"')
+        parens = marks.translate(_AS_PARENS, b'"')
     else:  # some string holds a bracket (or never closes): keep what lies between
-        brackets = b"".join(marks.split(b'"')[::2])
-    parens = brackets.translate(_AS_PARENS)
+        parens = b"".join(marks.split(b'"')[::2]).translate(_AS_PARENS)
+    opens = parens.count(b"(")
+    if opens <= limit:
+        return False
     if b"(" * (limit + 1) in parens:  # a plain chain of openers, the usual attack
         return True
-    # Each pass removes every innermost pair, so a balanced document is empty after
-    # exactly as many passes as it is deep; ordinary documents need a handful.
-    for _ in range(limit):
-        peeled = parens.replace(b"()", b"")
-        if len(peeled) == len(parens):
-            break
-        parens = peeled
-    if not parens:
-        return False
-    if b"()" in parens:
-        return True
-    # Unbalanced (truncated or broken): count the running depth exactly.
-    return max(accumulate(map(_STEP.__getitem__, brackets))) > limit
+    # Close what a truncated document left open; closers at the end deepen nothing.
+    parens += b")" * (2 * opens - len(parens))
+    # Each pass removes every innermost pair, one level of a balanced document, so
+    # ordinary documents empty out in a handful of passes.
+    for peeled in range(1, min(limit, _PEELS) + 1):
+        inner = parens.replace(b"()", b"")
+        if not inner or len(inner) == len(parens):
+            return False  # empty: shallow enough; stuck: a stray closer, invalid JSON
+        parens = inner
+        if peeled == limit:
+            return b"()" in parens  # a pair is left only from a deeper level
+    # Deep chains peel slowly; the runs of what is left are few, so count those.
+    return peeled + _deepest(parens) > limit
+
+
+def _deepest(parens: bytes) -> int:
+    """Return how deep a paren string nests, or 0 if it closes more than it opened."""
+    depth = deepest = 0
+    for run in _RUNS.findall(parens):
+        if run.startswith(b"("):
+            depth += len(run)
+            deepest = max(deepest, depth)
+        else:
+            depth -= len(run)
+            if depth < 0:
+                return 0
+    return deepest
 
 
 # --- syntax errors -------------------------------------------------------------------
@@ -386,81 +401,63 @@ def _utf8_rejection(data: bytes, exc: UnicodeDecodeError) -> Rejection:
     return _reject(code="invalid_utf8", message=msg)
 
 
-# --- locating errors the hooks raise (rare path: a second, path-tracking walk) ---------
+# --- locating what the hooks raised (rare path) ---------------------------------------
 
 _ATOM: Final = re.compile(r'[^ \t\n\r,:\[\]{}"]+')
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
-_Event = tuple[Literal["duplicate", "atom"], list[str | int], str]
 
+def _locate(text: str, culprit: type[Exception]) -> tuple[list[str | int], str]:
+    """Find where the scanner raised ``culprit``: the path there, and the key or token.
 
-def _events(text: str) -> Iterator[_Event]:
-    """Walk the text in document order, tracking the path of the current member.
-
-    Yields ``("duplicate", path of the object, key)`` for each repeated key and
-    ``("atom", path of the value, token)`` for each number or literal. It only runs
-    after the scanner has read the text up to the error being located, so the part
-    it needs is well-formed; it stops at the first thing it cannot read.
+    Descends from the top-level object: the C scanner tries each member in turn, and
+    the first whose value raises is entered, until the fault is a repeated key (for
+    duplicates) or a value that is not a container (for numbers). The scanner got as
+    far as the fault, so everything read before it is well-formed.
     """
-    # Start inside the top-level object, which _start_of_object found, and stop when
-    # it closes.
-    path: list[str | int] = [""]  # the member being read in each open container
-    keys: list[set[str] | None] = [set()]  # keys seen per open object; None for arrays
-    expect_key = True
-    i = _skip_gap(text, text.index("{") + 1)
-    while keys and i < len(text):
-        char = text[i]
-        if char in "{[":
-            expect_key = char == "{"
-            keys.append(set() if expect_key else None)
-            path.append("" if expect_key else 0)
-            i += 1
-        elif char in "}]":
-            keys.pop()
-            path.pop()
-            expect_key = False
-            i += 1
-        elif char == ",":
-            expect_key = keys[-1] is not None
-            if not expect_key:
-                path[-1] = int(path[-1]) + 1
-            i += 1
-        elif char == '"':
-            string, i = _scan(text, i)
-            seen = keys[-1]
-            if expect_key and seen is not None:
-                key = str(string)
-                if key in seen:
-                    yield ("duplicate", path[:-1], key)
-                seen.add(key)
-                path[-1] = key
-                expect_key = False
-        else:
-            atom = _ATOM.match(text, i)
-            if atom is None:
-                return
-            yield ("atom", list(path), atom.group())
-            i = atom.end()
-        i = _skip_gap(text, i)
-
-
-_NOT_GAP: Final = re.compile(r"[^ \t\n\r:]")
-
-
-def _skip_gap(text: str, pos: int) -> int:
-    # The walk knows keys by position, so it can pass over colons like whitespace.
-    found = _NOT_GAP.search(text, pos)
-    return found.start() if found else len(text)
-
-
-def _first(text: str, kind: Literal["duplicate", "atom"], test: Callable[[str], bool]) -> _Event:
+    path: list[str | int] = []
+    i = _skip_ws(text)
     try:
-        for event in _events(text):
-            if event[0] == kind and test(event[2]):
-                return event
-    except (ValueError, StopIteration, IndexError):
-        pass  # a malformed stretch before the error: report it without a path
-    return (kind, [], "")
+        while True:
+            member, i, repeated = _member_at_fault(text, i, culprit)
+            if repeated:
+                return path, str(member)
+            path.append(member)
+            if text[i] not in "{[":
+                atom = _ATOM.match(text, i)
+                return path, atom.group() if atom else ""
+    except (LookupError, ValueError, StopIteration, RecursionError):
+        return path, ""  # not found after all: report the fault without its place
+
+
+def _member_at_fault(text: str, i: int, culprit: type[Exception]) -> tuple[str | int, int, bool]:
+    """In the container at ``i``, find the first member at fault.
+
+    Returns the member's key or index, where its value starts, and whether the fault
+    is the key itself, repeated.
+    """
+    in_object = text[i] == "{"
+    seen: set[str] = set()
+    index = 0
+    i = _skip_ws(text, i + 1)
+    while True:
+        member: str | int = index
+        if in_object:
+            key, i = _scan(text, i)
+            member = str(key)
+            if member in seen and culprit is _DuplicateKeyError:
+                return member, i, True
+            seen.add(member)
+            i = _skip_ws(text, _skip_ws(text, i) + 1)  # past the colon
+        try:
+            _, end = _scan(text, i)
+        except culprit:
+            return member, i, False
+        i = _skip_ws(text, end)
+        if text[i] != ",":
+            raise LookupError(i)  # the container ended and nothing in it was at fault
+        i = _skip_ws(text, i + 1)
+        index += 1
 
 
 def _pointer(path: list[str | int]) -> str:
@@ -479,14 +476,14 @@ def _show(key: str) -> str:
 
 
 def _duplicate_rejection(text: str) -> Rejection:
-    _, path, key = _first(text, "duplicate", lambda _: True)
+    path, key = _locate(text, _DuplicateKeyError)
     pointer = _pointer(path)
     msg = f"duplicate key {_show(key)} in the object {_where(pointer)}"
     return _reject(code="duplicate_key", message=msg, pointer=pointer)
 
 
 def _non_finite_rejection(text: str, token: str) -> Rejection:
-    _, path, _ = _first(text, "atom", token.__eq__)
+    path, _ = _locate(text, _NonFiniteError)
     pointer = _pointer(path)
     shown = token if len(token) <= 40 else token[:37] + "..."  # noqa: PLR2004
     msg = f"{shown} {_where(pointer)} is not a finite number"
@@ -504,8 +501,8 @@ def _int_overflows(atom: str) -> bool:
 
 
 def _number_rejection(text: str, exc: ValueError) -> Rejection:
-    _, path, atom = _first(text, "atom", _int_overflows)
-    if not atom:  # no other ValueError is known to come out of the scanner
+    path, atom = _locate(text, ValueError)
+    if not _int_overflows(atom):  # no other ValueError is known to come out of the scanner
         return _reject(code="invalid_json", message=f"invalid JSON: {exc}")
     pointer = _pointer(path)
     limit = sys.get_int_max_str_digits()
@@ -515,12 +512,13 @@ def _number_rejection(text: str, exc: ValueError) -> Rejection:
 
 # --- lone surrogates -----------------------------------------------------------------
 
-# Precise when no escaped backslash is present: then every \u is a real escape, and a
-# high half must be followed by a low half, a low half preceded by a high half.
+# Precise when no escaped backslash is present, for then every \u is a real escape:
+# a high half not followed by a low half, or a low half not preceded by a high half.
+# Both branches begin with the literal "\u", which the regex engine searches fast.
 _LONE_SURROGATE_ESCAPE: Final = re.compile(
     rb"""
-    \\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})
-    | (?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}
+    \\u[dD] (?: [89abAB][0-9a-fA-F]{2} (?!\\u[dD][c-fC-F])
+             | (?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD]) [c-fC-F][0-9a-fA-F]{2} )
     """,
     re.VERBOSE,
 )
@@ -537,28 +535,37 @@ def _check_surrogates(value: JSONObject) -> None:
     """Reject the first string or key holding a lone surrogate, in document order.
 
     The scanner joins valid pairs into one character, so any surrogate left in the
-    parsed value is a lone one (R3).
+    parsed value is a lone one (R3). Iterative, so no nesting can exhaust the stack.
     """
-    stack: list[tuple[str, JSONValue]] = [("", value)]
+    _check_keys(value, ())
+    stack: list[tuple[tuple[str | int, ...], Iterator[tuple[str | int, JSONValue]]]]
+    stack = [((), iter(value.items()))]
     while stack:
-        pointer, node = stack.pop()
-        if isinstance(node, str):
-            found = _SURROGATE.search(node)
-            if found:
-                raise _lone_surrogate(found.group(), f"the string {_where(pointer)}", pointer)
-        elif isinstance(node, dict):
-            for key in node:
-                found = _SURROGATE.search(key)
+        path, members = stack[-1]
+        for member, item in members:
+            if isinstance(item, str):
+                found = _SURROGATE.search(item)
                 if found:
-                    where = f"a key in the object {_where(pointer)}"
+                    pointer = _pointer([*path, member])
+                    where = f"the string {_where(pointer)}"
                     raise _lone_surrogate(found.group(), where, pointer)
-            stack.extend(
-                (f"{pointer}/{_pointer([key])[1:]}", item) for key, item in reversed(node.items())
-            )
-        elif isinstance(node, list):
-            stack.extend(
-                (f"{pointer}/{index}", node[index]) for index in reversed(range(len(node)))
-            )
+            elif isinstance(item, dict):
+                _check_keys(item, (*path, member))
+                stack.append(((*path, member), iter(item.items())))
+                break
+            elif isinstance(item, list):
+                stack.append(((*path, member), enumerate(item)))
+                break
+        else:
+            stack.pop()
+
+
+def _check_keys(obj: JSONObject, path: tuple[str | int, ...]) -> None:
+    found = _SURROGATE.search("".join(obj))
+    if found:
+        pointer = _pointer(list(path))
+        where = f"a key in the object {_where(pointer)}"
+        raise _lone_surrogate(found.group(), where, pointer)
 
 
 def _lone_surrogate(char: str, where: str, pointer: str) -> Rejection:
