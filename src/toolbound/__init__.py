@@ -22,6 +22,7 @@ from toolbound._model import (
     Invocation,
     NormalizationContext,
     Proposal,
+    ReadBack,
     Resource,
     Result,
     Subject,
@@ -37,6 +38,14 @@ from toolbound._outcome import (
     Rejected,
 )
 from toolbound._state import State
+from toolbound.execution.reconcile import (
+    Reconciled,
+    Reconciler,
+    RemoteCommitted,
+    RemoteNotCommitted,
+    RemoteUnknown,
+    UnknownCall,
+)
 from toolbound.execution.tool import (
     CommitUnknown,
     EnvSecrets,
@@ -68,7 +77,7 @@ from toolbound.gates.normalize import canonical_json, date_fields, digest, norma
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.gates.validate import CompiledSchema, ValidatorInfo
 from toolbound.ledger.memory import MemoryLedger
-from toolbound.ledger.store import Ledger
+from toolbound.ledger.store import Ledger, LedgerError
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.results.encode import HumanProjection, ModelProjection
 from toolbound.results.redact import EMAIL, PAYMENT_CARD, Redactor
@@ -105,6 +114,7 @@ __all__ = [
     "IllegalTransition",
     "Invocation",
     "Ledger",
+    "LedgerError",
     "MemoryLedger",
     "ModelProjection",
     "NormalizationContext",
@@ -120,11 +130,17 @@ __all__ = [
     "Problem",
     "Proposal",
     "RateLimit",
+    "ReadBack",
+    "Reconciled",
+    "Reconciler",
     "Redactor",
     "RegisteredTool",
     "Registry",
     "Rejected",
     "Rejection",
+    "RemoteCommitted",
+    "RemoteNotCommitted",
+    "RemoteUnknown",
     "Resource",
     "Result",
     "Runtime",
@@ -144,6 +160,7 @@ __all__ = [
     "Trace",
     "TraceEvent",
     "TraceSink",
+    "UnknownCall",
     "ValidatorInfo",
     "canonical_json",
     "date_fields",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from toolbound._errors import Problem
+    from toolbound.execution.reconcile import QueryAnswer, UnknownCall
 
 __all__ = [
     "Action",
@@ -29,6 +30,9 @@ __all__ = [
     "NormalizationContext",
     "Normalizer",
     "Proposal",
+    "QueryHook",
+    "ReadBack",
+    "ReadBackHook",
     "Resource",
     "ResourceExtractor",
     "Result",
@@ -111,6 +115,27 @@ TargetCheck: TypeAlias = "Callable[[Invocation], Problem | None]"
 """Checked just before execution: the target exists and any ``expected_version``
 precondition still holds (a stale one is ``version_conflict``)."""
 
+QueryHook: TypeAlias = "Callable[[UnknownCall], QueryAnswer]"
+"""Asks the remote side what happened to an idempotency key (R8, R9): used to
+resolve an unknown outcome, never to guess one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadBack:
+    """What re-observing a write's target showed (R9).
+
+    ``matches`` says whether the observed state agrees with what the call asked
+    for; a committed write whose target disagrees is a conflict, not a success.
+    """
+
+    matches: bool
+    observed: JSONValue = field(default=None, hash=False)
+    detail: str = ""
+
+
+ReadBackHook: TypeAlias = "Callable[[Invocation, JSONValue], ReadBack]"
+"""Re-observes the target after COMMITTED, given the invocation and its result."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSpec:
@@ -146,6 +171,14 @@ class ToolSpec:
     """Bytes of the model projection of a result before it is truncated (R11)."""
     empty_result: str | None = None
     """What an empty result means, told to the model (R11)."""
+    query: QueryHook | None = None
+    """Asks the remote side about a key: reconciliation and ``query_by_key`` retries."""
+    read_back: ReadBackHook | None = None
+    """Re-observes the target after a commit (R9)."""
+    transactional: bool = False
+    """The tool's effect lives in the ledger's database: it runs inside the
+    ledger's transaction (``ctx.transaction``), so effect and record commit
+    together or not at all (R8)."""
 
     @property
     def key(self) -> tuple[str, str]:

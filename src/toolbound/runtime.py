@@ -47,6 +47,7 @@ from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits, parse_arguments
 from toolbound.ledger.memory import MemoryLedger
 from toolbound.ledger.store import (
     Claim,
+    Claimed,
     Expired,
     InFlight,
     Intent,
@@ -581,7 +582,8 @@ class Runtime:
             if problem is not None:
                 return self._failed_before(call, problem)
         claim: Claim | None = None
-        if inv.idempotency_key is not None:
+        # A transactional tool claims inside its own transaction (R8).
+        if inv.idempotency_key is not None and not tool.spec.transactional:
             key = LedgerKey(inv.subject.tenant, tool.spec.ref, inv.idempotency_key)
             try:
                 claim = self.ledger.claim(self._intent(key, inv, tool), now=self.clock.now())
@@ -603,6 +605,8 @@ class Runtime:
 
     def _execute_sync(self, call: _Call) -> Outcome:
         tool = _must(call.tool)
+        if tool.spec.transactional:
+            return self._execute_transactional(call)
         tctx, budget, early = self._start(call)
         if early is not None:
             return early
@@ -626,6 +630,10 @@ class Runtime:
 
     async def _execute_async(self, call: _Call) -> Outcome:
         tool = _must(call.tool)
+        if tool.spec.transactional:
+            # One worker thread owns the whole transaction, connection and all.
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._workers(), self._execute_transactional, call)
         tctx, budget, early = self._start(call)
         if early is not None:
             return early
@@ -659,6 +667,19 @@ class Runtime:
     def _start(self, call: _Call) -> tuple[ToolContext, float, Outcome | None]:
         """EXECUTING, with the attempt's context; or an outcome if it cannot start."""
         inv = _must(call.invocation)
+        ready = self._prestart(call)
+        if not isinstance(ready, tuple):
+            return _dummy_context(inv), 0.0, ready
+        secrets, budget = ready
+        try:
+            self._ledger_settle(call, "executing")
+        except LedgerError as exc:
+            # R9: intent must be durable as 'executing' before any side effect.
+            return _dummy_context(inv), 0.0, self._failed_before(call, _ledger_problem(exc))
+        return self._begin_attempt(call, secrets, budget), budget, None
+
+    def _prestart(self, call: _Call) -> tuple[dict[str, str], float] | Outcome:
+        """The credentials and the time left, or why the tool cannot start."""
         spec = _must(call.tool).spec
         elapsed = self.clock.monotonic() - call.started
         budget = spec.timeout if call.ctx.timeout is None else min(spec.timeout, call.ctx.timeout)
@@ -670,7 +691,7 @@ class Runtime:
                     raise KeyError(name)  # noqa: TRY301 - same path as a missing secret
                 secrets[name] = self._secrets.get(name)
             except KeyError:
-                early = self._failed_before(
+                return self._failed_before(
                     call,
                     Problem(
                         kind="execution",
@@ -679,9 +700,8 @@ class Runtime:
                         recoverable=False,
                     ),
                 )
-                return _dummy_context(inv), 0.0, early
         if budget <= 0:
-            early = self._failed_before(
+            return self._failed_before(
                 call,
                 Problem(
                     kind="timeout",
@@ -690,22 +710,161 @@ class Runtime:
                     recoverable=True,
                 ),
             )
-            return _dummy_context(inv), 0.0, early
-        try:
-            self._ledger_settle(call, "executing")
-        except LedgerError as exc:
-            # R9: intent must be durable as 'executing' before any side effect.
-            return _dummy_context(inv), 0.0, self._failed_before(call, _ledger_problem(exc))
+        return secrets, budget
+
+    def _begin_attempt(
+        self,
+        call: _Call,
+        secrets: dict[str, str],
+        budget: float,
+        transaction: object = None,
+    ) -> ToolContext:
+        inv = _must(call.invocation)
         call.attempt_id = os.urandom(8).hex()
         call.life.advance(State.EXECUTING, attempt_id=call.attempt_id, attempt=1, budget_s=budget)
-        tctx = ToolContext(
+        return ToolContext(
             invocation=inv,
             attempt=1,
             secrets=secrets,
             idempotency_key=inv.idempotency_key,
             deadline_in=budget,
+            transaction=transaction,
         )
-        return tctx, budget, None
+
+    def _execute_transactional(self, call: _Call) -> Outcome:  # noqa: C901, PLR0911
+        """A tool whose effect shares the ledger's database (R8).
+
+        Claim, the tool's own writes and the commit record are one transaction:
+        either all of it commits or none of it does, so no outcome is ever
+        unknown. The tool runs on this thread (the connection is this thread's);
+        its deadline is checked when it returns, and an overrun rolls it back.
+        """
+        tool = _must(call.tool)
+        inv = _must(call.invocation)
+        ready = self._prestart(call)
+        if not isinstance(ready, tuple):
+            return ready
+        secrets, budget = ready
+        key = LedgerKey(inv.subject.tenant, tool.spec.ref, inv.idempotency_key or inv.digest)
+        raw = _Raw(started_at=self.clock.now())
+        claim: Claim | None = None
+        ran = False
+        try:
+            with self.ledger.atomic() as tx:
+                claim = tx.claim(self._intent(key, inv, tool), now=self.clock.now())
+                if isinstance(claim, Claimed):
+                    tx.advance(
+                        key, invocation_id=inv.invocation_id, phase="executing", now=raw.started_at
+                    )
+                    tctx = self._begin_attempt(call, secrets, budget, tx.connection)
+                    ran = True
+                    t0 = time.monotonic()
+                    value = tool.function(inv.arguments, tctx)
+                    if time.monotonic() - t0 > budget:
+                        raise _RolledBack(  # noqa: TRY301 - leaving the block rolls back
+                            Problem(
+                                kind="timeout",
+                                code="deadline_exceeded",
+                                message=f"{tool.spec.ref} overran its deadline; rolled back",
+                                recoverable=True,
+                            )
+                        )
+                    unwrapped = value.value if isinstance(value, ToolOutput) else value
+                    problem = _output_problem(tool, unwrapped)
+                    if problem is not None:
+                        raise _RolledBack(problem)  # noqa: TRY301 - nothing commits
+                    raw.value = value
+                    raw.ended_at = self.clock.now()
+                    tx.advance(
+                        key,
+                        invocation_id=inv.invocation_id,
+                        phase="committed",
+                        now=raw.ended_at,
+                        result=self._stored(inv, tool, raw),
+                    )
+        except _RolledBack as rb:
+            raw.ended_at = self.clock.now()
+            return self._failed_before(call, rb.problem, raw)
+        except LedgerError as exc:
+            if not ran:
+                return self._failed_before(call, _ledger_problem(exc))
+            # The commit itself failed: ask the ledger whether it happened.
+            raw.ended_at = self.clock.now()
+            return self._after_failed_commit(call, raw, exc)
+        except Exception as exc:  # noqa: BLE001 - rolled back, so nothing happened
+            raw.ended_at = self.clock.now()
+            raw.error = exc
+            return self._settle_rolled_back(call, raw)
+        if claim is not None and not isinstance(claim, Claimed):
+            problem = _claim_problem(claim)
+            if problem is not None:
+                return self._failed_before(call, problem)
+            assert isinstance(claim, Replay)  # noqa: S101 - the other claim kinds
+            return self._replay(call, claim)
+        return self._observe(call, raw)
+
+    def _settle_rolled_back(self, call: _Call, raw: _Raw) -> Outcome:
+        """A transactional tool raised: its transaction rolled back, nothing happened."""
+        error = raw.error
+        if isinstance(error, NotCommitted):
+            problem = Problem(
+                kind="execution",
+                code=error.code,
+                message=error.message,
+                recoverable=error.recoverable,
+                hint=error.hint,
+            )
+        else:
+            call.life.trace.record("tool_exception", type=type(error).__name__, text=str(error))
+            problem = Problem(
+                kind="execution",
+                code="tool_error",
+                message=f"{_must(call.tool).spec.ref} raised {type(error).__name__}; rolled back",
+                recoverable=False,
+            )
+        return self._failed_before(call, problem, raw)
+
+    def _after_failed_commit(self, call: _Call, raw: _Raw, exc: LedgerError) -> Outcome:
+        """COMMIT raised: read the ledger back to learn whether the transaction landed."""
+        inv = _must(call.invocation)
+        try:
+            record = self.ledger.find(inv.invocation_id)
+        except LedgerError:
+            record = None
+            landed: bool | None = None
+        else:
+            landed = record is not None and record.phase == "committed"
+        if landed:
+            return self._observe(call, raw)
+        if landed is False:
+            return self._failed_before(call, _ledger_problem(exc), raw)
+        problem = Problem(
+            kind="execution",
+            code="commit_unknown",
+            message="the transaction's commit could not be confirmed",
+            recoverable=False,
+            hint="do not repeat the call; its outcome will be reconciled",
+        )
+        return self._unknown(call, raw, problem)
+
+    def _stored(self, inv: Invocation, tool: RegisteredTool, raw: _Raw) -> Result:
+        """The result as the ledger keeps it: secrets redacted, for replays."""
+        value = raw.value
+        external = None
+        if isinstance(value, ToolOutput):
+            external = value.external_resource_id
+            value = value.value
+        clean, _ = self._redactor.redact(
+            cast("JSONValue", value), secrets=self._injected(tool), personal=False
+        )
+        return Result(
+            invocation_id=inv.invocation_id,
+            status="ok",
+            value=clean,
+            commit_status="committed",
+            external_resource_id=external,
+            observed_at=_must(raw.ended_at),
+        )
 
     def _wait_sync(
         self,
@@ -934,10 +1093,41 @@ class Runtime:
             attempts=attempts,
         )
         self._ledger_settle(call, "committed", result)
+        conflict = self._read_back(call, result)
+        if conflict is not None:
+            return self._failed_after(call, conflict, result)
         if message.truncated:
             self._keep(inv.invocation_id, tool.spec.ref, inv.proposal_id, for_model)
         call.life.advance(State.OBSERVED, result=clean, cuts=message.cuts)
         return self._finish_observed(call, result, message, secret_cuts)
+
+    def _read_back(self, call: _Call, result: Result) -> Problem | None:
+        """R9: re-observe the target; a success the target contradicts is a conflict."""
+        hook = _must(call.tool).spec.read_back
+        if hook is None:
+            return None
+        try:
+            seen = hook(_must(call.invocation), result.value)
+        except Exception as exc:  # noqa: BLE001 - an unreadable target is not a contradiction
+            call.life.trace.record("read_back", verified=False, error=type(exc).__name__)
+            return None
+        call.life.trace.record(
+            "read_back",
+            verified=True,
+            matches=seen.matches,
+            observed=seen.observed,
+            detail=seen.detail,
+        )
+        if seen.matches:
+            return None
+        return Problem(
+            kind="output",
+            code="readback_conflict",
+            message="the target does not show what the tool reported"
+            + (f": {seen.detail}" if seen.detail else ""),
+            recoverable=False,
+            hint="the write committed but its target disagrees; read it again before going on",
+        )
 
     def _finish_observed(
         self,
@@ -1275,6 +1465,14 @@ def _output_problem(tool: RegisteredTool, value: object) -> Problem | None:
             pointer=r.problem.pointer,
         )
     return None
+
+
+class _RolledBack(Exception):  # noqa: N818 - a control-flow signal
+    """Leave a transaction so that it rolls back, carrying why."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
 
 
 def _claim_problem(claim: Claim) -> Problem | None:

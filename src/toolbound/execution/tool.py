@@ -121,6 +121,9 @@ class ToolContext:
     idempotency_key: str | None
     deadline_in: float
     """Seconds left until the deadline when the attempt started."""
+    transaction: object = None
+    """For ``transactional`` tools: the ledger's open DB-API connection. Write the
+    business rows through it; they commit with the ledger record or not at all."""
     # A plain flag: one store, visible to the runtime's thread under the GIL.
     _committed: bool = field(default=False, repr=False)
 
