@@ -92,7 +92,8 @@ class CallContext:
     ``timeout`` the request's budget in seconds (the deadline is the earlier of it
     and the tool's own timeout); ``idempotency_key`` a caller-chosen key for a
     write (by default the runtime derives one from the digest); ``cancel`` an event
-    that cancels the call cooperatively.
+    that cancels the call cooperatively; ``result_budget`` caps the bytes of the
+    message sent back (the tool's own budget applies too).
     """
 
     subject: Subject
@@ -104,6 +105,7 @@ class CallContext:
     idempotency_key: str | None = None
     cancel: threading.Event | None = None
     trace_id: str | None = None
+    result_budget: int | None = None
 
 
 @dataclass(slots=True)
@@ -312,6 +314,48 @@ class Runtime:
             raise ConfirmationMismatch(msg, code="not_pending")
         return self._cancelled(parked.call, "cancelled while waiting for confirmation")
 
+    def reject(self, proposal: Proposal, context: CallContext, problem: Problem) -> Rejected:
+        """Refuse a proposal before parsing, for a reason found outside it.
+
+        For what a surface sees around the proposal — a duplicate call id in one
+        response, an incomplete stream — so the refusal is traced like any other.
+        """
+        call = self._begin(proposal, context)
+        return self._reject(call, State.PARSE_REJECTED, problem)
+
+    def shrink(self, outcome: Outcome, budget: int) -> Outcome:
+        """The same outcome with its model message cut to ``budget`` bytes (R16).
+
+        Only an observed result can shrink; the full value stays fetchable through
+        the continuation handle. The new bytes are recorded as sent (R14).
+        """
+        if outcome.kind != "observed" or len(outcome.message.content) <= budget:
+            return outcome
+        payload = outcome.message.payload
+        with self._lock:
+            kept = self._kept.get(outcome.invocation_id)
+        value = kept.value if kept is not None else payload.get("data")
+        message = model_result(
+            invocation_id=outcome.invocation_id,
+            proposal_id=outcome.proposal_id,
+            tool=outcome.tool,
+            value=value,
+            budget=budget,
+            empty_meaning=cast("str | None", payload.get("meaning")),
+            cuts=outcome.message.cuts,
+        )
+        if message.truncated and kept is None:
+            self._keep(outcome.invocation_id, outcome.tool, outcome.proposal_id, value)
+        outcome.trace.record(
+            "tool_message",
+            content=message.content,
+            is_error=message.is_error,
+            truncated=message.truncated,
+            cuts=message.cuts,
+            reason="batch result budget",
+        )
+        return replace(outcome, message=message)
+
     def continue_result(self, handle: str, *, size: int | None = None) -> ModelProjection:
         """The next page of a truncated result, from its continuation handle (R11)."""
         invocation_id, _, offset = handle.rpartition(":")
@@ -355,25 +399,10 @@ class Runtime:
         self, proposal: Proposal, ctx: CallContext
     ) -> _Call | Outcome:
         """Parse, look up, validate, normalize, digest, check and authorize."""
-        invocation_id = os.urandom(16).hex()
-        trace = Trace(
-            invocation_id=invocation_id,
-            trace_id=ctx.trace_id or os.urandom(16).hex(),
-            clock=self.clock,
-            sinks=self._sinks,
-        )
-        life = Lifecycle(trace)
-        call = _Call(proposal=proposal, ctx=ctx, life=life, started=self.clock.monotonic())
-        trace.record(
-            "proposal",
-            state=State.PROPOSED,
-            name=proposal.name,
-            version=proposal.version,
-            proposal_id=proposal.proposal_id,
-            model_call_id=proposal.model_call_id,
-            arguments=proposal.arguments,
-            visible=ctx.tools.refs,
-        )
+        call = self._begin(proposal, ctx)
+        life = call.life
+        trace = life.trace
+        invocation_id = trace.invocation_id
         try:
             arguments = parse_arguments(proposal.arguments, self._limits)
         except Rejection as r:
@@ -481,6 +510,28 @@ class Runtime:
         if decision.kind == "confirm":
             return self._park(call, decision.reason, now)
         return self._prepare(call)
+
+    def _begin(self, proposal: Proposal, ctx: CallContext) -> _Call:
+        """A new call in PROPOSED, its trace opened with the raw proposal (R14)."""
+        trace = Trace(
+            invocation_id=os.urandom(16).hex(),
+            trace_id=ctx.trace_id or os.urandom(16).hex(),
+            clock=self.clock,
+            sinks=self._sinks,
+        )
+        trace.record(
+            "proposal",
+            state=State.PROPOSED,
+            name=proposal.name,
+            version=proposal.version,
+            proposal_id=proposal.proposal_id,
+            model_call_id=proposal.model_call_id,
+            arguments=proposal.arguments,
+            visible=ctx.tools.refs,
+        )
+        return _Call(
+            proposal=proposal, ctx=ctx, life=Lifecycle(trace), started=self.clock.monotonic()
+        )
 
     def _key(self, ctx: CallContext, d: str, *, write: bool) -> str | None:
         if not write:
@@ -1060,7 +1111,7 @@ class Runtime:
                     proposal_id=inv.proposal_id,
                     tool=tool.spec.ref,
                     value=for_model,
-                    budget=tool.spec.result_budget,
+                    budget=_budget(tool, call.ctx),
                     empty_meaning=tool.spec.empty_result,
                     cuts=(*secret_cuts, *personal_cuts),
                 )
@@ -1163,7 +1214,7 @@ class Runtime:
             proposal_id=inv.proposal_id,
             tool=tool.spec.ref,
             value=for_model,
-            budget=tool.spec.result_budget,
+            budget=_budget(tool, call.ctx),
             empty_meaning=tool.spec.empty_result,
             cuts=cuts,
         )
@@ -1473,6 +1524,12 @@ class _RolledBack(Exception):  # noqa: N818 - a control-flow signal
     def __init__(self, problem: Problem) -> None:
         super().__init__(problem.message)
         self.problem = problem
+
+
+def _budget(tool: RegisteredTool, ctx: CallContext) -> int:
+    if ctx.result_budget is None:
+        return tool.spec.result_budget
+    return min(tool.spec.result_budget, ctx.result_budget)
 
 
 def _claim_problem(claim: Claim) -> Problem | None:

@@ -1,28 +1,32 @@
-"""Test doubles for code that uses toolbound: a scriptable tool and a fixed clock.
+"""Test doubles for code that uses toolbound: a scriptable tool, a scripted model.
 
 :class:`FakeTool` is a real tool implementation (not a mock): it counts its calls,
 keeps the arguments it saw, and does what its script says — return a value, raise
-one of the commit-boundary signals, or take its time.
+one of the commit-boundary signals, or take its time. :class:`ScriptedModel` plays
+a list of turns to a :class:`~toolbound.loop.Loop`.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from toolbound._clock import FixedClock
+from toolbound._model import Proposal
 from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolOutput
 from toolbound.ledger.memory import MemoryLedger
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
-    from toolbound._model import JSONObject, JSONValue
+    from toolbound._model import JSONObject, JSONValue, ToolSpec
     from toolbound.execution.tool import ToolContext
+    from toolbound.loop import Message, ModelTurn
 
-__all__ = ["FakeTool", "FixedClock", "MemoryLedger"]
+__all__ = ["FakeTool", "FixedClock", "MemoryLedger", "ScriptedModel", "call"]
 
 
 @dataclass
@@ -72,3 +76,35 @@ class FakeTool:
     def commit_unknown(message: str = "response lost") -> CommitUnknown:
         """The signal for a lost outcome."""
         return CommitUnknown(message)
+
+
+def call(name: str, arguments: JSONObject | bytes, call_id: str) -> Proposal:
+    """A proposal as a model would send it (``arguments`` as bytes or a JSON object)."""
+    raw = arguments if isinstance(arguments, bytes) else json.dumps(arguments).encode()
+    return Proposal(name=name, arguments=raw, proposal_id=call_id)
+
+
+class ScriptedModel:
+    """A model that plays a script: for tests of loops, like a test double.
+
+    Each entry is a :class:`~toolbound.loop.ModelTurn` or a function of the
+    transcript returning one (to react to results). ``contexts`` keeps every
+    transcript the model was given, and ``tools`` every tool list it saw.
+    """
+
+    def __init__(
+        self, script: Sequence[ModelTurn | Callable[[Sequence[Message]], ModelTurn]]
+    ) -> None:
+        self._script = list(script)
+        self.contexts: list[tuple[Message, ...]] = []
+        self.tools: list[tuple[str, ...]] = []
+
+    def __call__(self, transcript: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelTurn:
+        """The next turn of the script."""
+        self.contexts.append(tuple(transcript))
+        self.tools.append(tuple(t.ref for t in tools))
+        if not self._script:
+            msg = "the scripted model ran out of turns"
+            raise AssertionError(msg)
+        entry = self._script.pop(0)
+        return entry(transcript) if callable(entry) else entry

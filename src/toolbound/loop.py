@@ -1,0 +1,367 @@
+"""The model ↔ tool loop, under budgets the runtime enforces (R13).
+
+The loop ends because the *runtime* says so — a budget is spent, the same call keeps
+coming back without progress, or it was cancelled — or because the model answered
+without calling a tool. It never relies on the model's willingness to say "done".
+
+Budgets: model calls, tool calls, wall time, cumulative bytes of tool results sent
+back, and external cost reported by the model. The visible tool set may change from
+step to step (``tools`` may be a function of the step), and a built-in
+``request_capability`` tool lets the model ask for a tool it cannot see; that request
+is itself a tool call, authorized by the policy like any other. A model's corrected
+call after an error is simply a new proposal in the next turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from toolbound._model import Proposal, Resource, ToolSpec
+from toolbound.batch import BatchOutcome, run_batch
+from toolbound.registry import RegisteredTool, Registry, ToolSet
+
+if TYPE_CHECKING:
+    import threading
+
+    from toolbound._model import JSONObject, JSONValue, Subject
+    from toolbound.execution.tool import ToolContext
+    from toolbound.runtime import CallContext, Runtime
+
+__all__ = [
+    "REQUEST_CAPABILITY",
+    "Budgets",
+    "Loop",
+    "LoopOutcome",
+    "Message",
+    "Model",
+    "ModelTurn",
+    "Step",
+    "Usage",
+    "request_capability_spec",
+]
+
+Message = Mapping[str, object]
+"""One transcript entry, provider-neutral: ``{"role": "user" | "assistant" | "tool", …}``."""
+
+REQUEST_CAPABILITY = "request_capability"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelTurn:
+    """What one model call returned: text and/or proposals, and what it cost."""
+
+    text: str = ""
+    proposals: tuple[Proposal, ...] = ()
+    cost: float = 0.0
+    model_call_id: str | None = None
+
+
+class Model(Protocol):
+    """Anything that turns a transcript and the visible tools into a turn."""
+
+    def __call__(self, transcript: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelTurn:
+        """One model call."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budgets:
+    """Limits the runtime enforces on one loop; ``None`` means no limit."""
+
+    model_calls: int | None = 16
+    tool_calls: int | None = 64
+    wall_time: float | None = 120.0
+    result_bytes: int | None = 262_144
+    cost: float | None = None
+    repeats: int = 2
+    """How many times the same normalized call (same digest) may come back with the
+    same result before the loop stops for lack of progress."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """What the loop spent."""
+
+    model_calls: int = 0
+    tool_calls: int = 0
+    wall_time: float = 0.0
+    result_bytes: int = 0
+    cost: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """One model call and the calls it proposed.
+
+    ``context_digest`` identifies exactly the transcript the model was given (R14:
+    which context the next model call used); ``visible`` the tools it could see.
+    """
+
+    index: int
+    context_digest: str
+    visible: tuple[str, ...]
+    turn: ModelTurn
+    batch: BatchOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopOutcome:
+    """How the loop ended, typed (STYLE 5)."""
+
+    kind: Literal["finished", "budget_exhausted", "no_progress", "cancelled"]
+    reason: str
+    text: str
+    transcript: tuple[Message, ...]
+    steps: tuple[Step, ...]
+    usage: Usage
+
+
+def request_capability_spec() -> ToolSpec:
+    """The built-in tool through which a model asks for a tool it cannot see.
+
+    It is authorized like any call: a grant of ``tools:request`` with an
+    :class:`~toolbound.IdScope` over the tool names a subject may ask for.
+    """
+    return ToolSpec(
+        name=REQUEST_CAPABILITY,
+        version="v1",
+        description=(
+            "Ask for access to a tool that is not in your tool list. Name the tool "
+            "and say why you need it. The answer says whether it was granted."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "tool": {"type": "string", "minLength": 1, "maxLength": 64},
+                "reason": {"type": "string", "minLength": 1, "maxLength": 500},
+            },
+            "required": ["tool", "reason"],
+            "additionalProperties": False,
+        },
+        output_schema={
+            "type": "object",
+            "properties": {"tool": {"type": "string"}, "granted": {"type": "boolean"}},
+            "required": ["tool", "granted"],
+            "additionalProperties": False,
+        },
+        effect="pure",
+        capabilities=("tools:request",),
+        resources=lambda a: [Resource(kind="tool", id=str(a["tool"]), action="read")],
+    )
+
+
+class Loop:
+    """Runs model turns and their tool calls until the runtime ends it."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        model: Model,
+        *,
+        context: CallContext,
+        tools: ToolSet | Callable[[int], ToolSet] | None = None,
+        requestable: Registry | None = None,
+        budgets: Budgets | None = None,
+        cancel: threading.Event | None = None,
+        concurrency: int = 4,
+    ) -> None:
+        """Set the loop up.
+
+        ``context`` gives the subject and frame; ``tools`` the visible set (or a
+        function of the step index); ``requestable`` the tools a model may ask for
+        through ``request_capability`` (added to its view only when authorized).
+        """
+        self.runtime = runtime
+        self.model = model
+        self.context = context
+        self._tools = tools if tools is not None else context.tools
+        self._requestable = requestable
+        self.budgets = budgets or Budgets()
+        self.cancel = cancel
+        self._concurrency = concurrency
+        self._granted: dict[str, ToolSpec] = {}
+        self._request_tool = self._make_request_tool() if requestable is not None else None
+
+    @property
+    def subject(self) -> Subject:
+        """Who the loop runs for."""
+        return self.context.subject
+
+    def run(self, prompt: str | Sequence[Message]) -> LoopOutcome:  # noqa: C901, PLR0911
+        """Run the loop from a user prompt (or a transcript) to its end."""
+        started = time.monotonic()
+        transcript: list[Message] = (
+            [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        )
+        steps: list[Step] = []
+        usage = Usage()
+        seen: dict[str, tuple[bytes, int]] = {}
+
+        def end(kind: str, reason: str, text: str = "") -> LoopOutcome:
+            spent = replace(usage, wall_time=time.monotonic() - started)
+            return LoopOutcome(
+                kind=kind,  # type: ignore[arg-type]
+                reason=reason,
+                text=text,
+                transcript=tuple(transcript),
+                steps=tuple(steps),
+                usage=spent,
+            )
+
+        while True:
+            if self.cancel is not None and self.cancel.is_set():
+                return end("cancelled", "cancelled")
+            exhausted = self._exhausted(usage, time.monotonic() - started)
+            if exhausted is not None:
+                return end("budget_exhausted", exhausted)
+            toolset = self._visible(len(steps))
+            specs = toolset.specs
+            turn = self.model(tuple(transcript), specs)
+            usage = replace(usage, model_calls=usage.model_calls + 1, cost=usage.cost + turn.cost)
+            step = Step(
+                index=len(steps),
+                context_digest=_digest(transcript),
+                visible=toolset.refs,
+                turn=turn,
+            )
+            # Cancelled while the model was thinking: nothing after a terminal state.
+            if self.cancel is not None and self.cancel.is_set():
+                steps.append(step)
+                return end("cancelled", "cancelled")
+            transcript.append(_assistant(turn))
+            if not turn.proposals:
+                steps.append(step)
+                return end("finished", "the model answered without calling a tool", turn.text)
+            limit = self.budgets.tool_calls
+            if limit is not None and usage.tool_calls + len(turn.proposals) > limit:
+                steps.append(step)
+                return end("budget_exhausted", "tool_calls")
+            remaining = (
+                None
+                if self.budgets.result_bytes is None
+                else self.budgets.result_bytes - usage.result_bytes
+            )
+            ctx = replace(self.context, tools=toolset, cancel=self.cancel)
+            batch = run_batch(
+                self.runtime,
+                turn.proposals,
+                ctx,
+                concurrency=self._concurrency,
+                result_budget=remaining,
+            )
+            steps.append(replace(step, batch=batch))
+            usage = replace(
+                usage,
+                tool_calls=usage.tool_calls + len(turn.proposals),
+                result_bytes=usage.result_bytes + batch.result_bytes,
+            )
+            for outcome in batch.outcomes:
+                transcript.append(
+                    {
+                        "role": "tool",
+                        "call_id": outcome.proposal_id,
+                        "content": outcome.message.text,
+                    }
+                )
+                self._note_grant(outcome)
+            if self.cancel is not None and self.cancel.is_set():
+                return end("cancelled", "cancelled")
+            stuck = _repeated(batch, seen, self.budgets.repeats)
+            if stuck is not None:
+                return end("no_progress", stuck)
+
+    # -- visible tools and request_capability ------------------------------------
+
+    def _visible(self, step: int) -> ToolSet:
+        base = self._tools(step) if callable(self._tools) else self._tools
+        extra = []
+        if self._request_tool is not None and REQUEST_CAPABILITY not in base:
+            extra.append(self._request_tool)
+        if self._requestable is not None:
+            for name in self._granted:
+                tool = self._requestable.get(name, self._granted[name].version)
+                if tool is not None and name not in base:
+                    extra.append(tool)
+        return ToolSet([*base, *extra]) if extra else base
+
+    def _make_request_tool(self) -> RegisteredTool:
+        requestable = self._requestable
+        assert requestable is not None  # noqa: S101 - only called with one
+
+        def request_capability(arguments: JSONObject, _ctx: ToolContext) -> JSONValue:
+            # Reaching here means the policy authorized this request for this tool.
+            name = str(arguments["tool"])
+            versions = requestable.versions(name)
+            return {"tool": name, "granted": bool(versions)}
+
+        private = Registry()
+        return private.register(request_capability_spec(), request_capability)
+
+    def _note_grant(self, outcome: object) -> None:
+        if self._requestable is None or getattr(outcome, "kind", None) != "observed":
+            return
+        if getattr(outcome, "tool", "") != f"{REQUEST_CAPABILITY}@v1":
+            return
+        value = outcome.result.value  # type: ignore[attr-defined]
+        if isinstance(value, dict) and value.get("granted"):
+            name = str(value["tool"])
+            versions = self._requestable.versions(name)
+            if versions:
+                tool = self._requestable.get(name, max(versions))
+                if tool is not None:
+                    self._granted[name] = tool.spec
+
+    def _exhausted(self, usage: Usage, elapsed: float) -> str | None:
+        b = self.budgets
+        checks = (
+            ("model_calls", b.model_calls is not None and usage.model_calls >= b.model_calls),
+            ("wall_time", b.wall_time is not None and elapsed >= b.wall_time),
+            (
+                "result_bytes",
+                b.result_bytes is not None and usage.result_bytes >= b.result_bytes,
+            ),
+            ("cost", b.cost is not None and usage.cost >= b.cost),
+            ("tool_calls", b.tool_calls is not None and usage.tool_calls >= b.tool_calls),
+        )
+        return next((name for name, hit in checks if hit), None)
+
+
+def _assistant(turn: ModelTurn) -> Message:
+    return {
+        "role": "assistant",
+        "text": turn.text,
+        "calls": [
+            {
+                "id": p.proposal_id,
+                "name": p.name,
+                "arguments": p.arguments.decode("utf-8", errors="replace"),
+            }
+            for p in turn.proposals
+        ],
+    }
+
+
+def _digest(transcript: Sequence[Message]) -> str:
+    text = json.dumps(list(transcript), sort_keys=True, ensure_ascii=False, default=str)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _repeated(batch: BatchOutcome, seen: dict[str, tuple[bytes, int]], limit: int) -> str | None:
+    """R13: the same normalized call with the same result, again and again."""
+    for outcome in batch.outcomes:
+        invocation = getattr(outcome, "invocation", None)
+        if invocation is None:
+            continue
+        content = outcome.message.payload.get("data", outcome.message.payload.get("error"))
+        fingerprint = json.dumps(content, sort_keys=True, default=str).encode()
+        previous = seen.get(invocation.digest)
+        count = previous[1] + 1 if previous is not None and previous[0] == fingerprint else 0
+        seen[invocation.digest] = (fingerprint, count)
+        if count >= limit:
+            return f"{outcome.tool} was called {count + 1} times with the same arguments and result"
+    return None
