@@ -16,7 +16,6 @@ stores do I/O. :meth:`Runtime.run` is the synchronous entry point and
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import threading
 import time
@@ -39,6 +38,8 @@ from toolbound._outcome import (
     Rejected,
 )
 from toolbound._state import Lifecycle, State
+from toolbound.execution.executor import Executor
+from toolbound.execution.executor import RawAttempt as _Raw
 from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolContext, ToolOutput
 from toolbound.gates.authorize import AuthzRequest, Deny, Policy, authorize
 from toolbound.gates.confirm import Confirmation, ConfirmationRequest, check_confirmation
@@ -69,7 +70,7 @@ from toolbound.results.redact import Redactor
 from toolbound.trace import Trace, TraceSink
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from toolbound._model import CommitStatus, JSONObject, JSONValue, Proposal, Subject
     from toolbound.execution.tool import SecretProvider
@@ -80,7 +81,6 @@ if TYPE_CHECKING:
 __all__ = ["CallContext", "Runtime"]
 
 _T = TypeVar("_T")
-_POLL = 0.05  # seconds between looks at a cancel event while a tool runs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,19 +133,6 @@ class _CommonFields(TypedDict):
 
 
 @dataclass(slots=True)
-class _Raw:
-    """What happened while a tool ran, before it is classified."""
-
-    started_at: datetime
-    ended_at: datetime | None = None
-    value: object = None
-    error: BaseException | None = None
-    timed_out: bool = False
-    cancelled: bool = False
-    marked: bool = False
-
-
-@dataclass(slots=True)
 class _Parked:
     call: _Call
     request: ConfirmationRequest
@@ -190,10 +177,7 @@ class Runtime:
         self._redactor = redactor if redactor is not None else Redactor()
         self._sinks = tuple(sinks)
         self._ttl = confirmation_ttl
-        self._max_workers = max_workers
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread: threading.Thread | None = None
+        self._executor = Executor(max_workers=max_workers)
         self._lock = threading.Lock()
         self._parked: dict[str, _Parked] = {}
         self._issued: dict[str, Confirmation] = {}
@@ -375,17 +359,7 @@ class Runtime:
 
     def close(self) -> None:
         """Stop the worker pool and loop thread (running tools are not interrupted)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-        if self._loop is not None:
-            loop, self._loop = self._loop, None
-            loop.call_soon_threadsafe(loop.stop)
-            if self._loop_thread is not None:
-                self._loop_thread.join(timeout=1.0)
-                self._loop_thread = None
-            if not loop.is_running():
-                loop.close()
+        self._executor.close()
 
     def __enter__(self) -> Self:
         return self
@@ -662,20 +636,9 @@ class Runtime:
         if early is not None:
             return early
         raw = _Raw(started_at=self.clock.now())
-        args = _must(call.invocation).arguments
-        if tool.inline:
-            _run_inline(tool, args, tctx, budget, raw)
-        else:
-            if tool.is_async:
-                coro: Awaitable[object] = tool.function(args, tctx)  # type: ignore[assignment]
-                fut: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
-                    coro,  # type: ignore[arg-type]
-                    self._background_loop(),
-                )
-            else:
-                fut = self._workers().submit(tool.function, args, tctx)
-            self._wait_sync(fut, budget, call.ctx.cancel, raw)
-        raw.marked = tctx.committed
+        self._executor.run(
+            tool, _must(call.invocation).arguments, tctx, raw, budget=budget, cancel=call.ctx.cancel
+        )
         raw.ended_at = self.clock.now()
         return self._settle(call, raw)
 
@@ -683,37 +646,21 @@ class Runtime:
         tool = _must(call.tool)
         if tool.spec.transactional:
             # One worker thread owns the whole transaction, connection and all.
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._workers(), self._execute_transactional, call)
+            return await self._executor.in_worker(self._execute_transactional, call)
         tctx, budget, early = self._start(call)
         if early is not None:
             return early
         raw = _Raw(started_at=self.clock.now())
-        args = _must(call.invocation).arguments
-        if tool.inline:
-            _run_inline(tool, args, tctx, budget, raw)
-        else:
-            loop = asyncio.get_running_loop()
-            if tool.is_async:
-                fut: asyncio.Future[object] = asyncio.ensure_future(
-                    tool.function(args, tctx)  # type: ignore[arg-type]
-                )
-            else:
-                fut = loop.run_in_executor(self._workers(), tool.function, args, tctx)
-            try:
-                await self._wait_async(fut, budget, call.ctx.cancel, raw)
-            except asyncio.CancelledError:
-                # The caller's task was cancelled: settle the call truthfully, then
-                # let the cancellation go on as asyncio expects.
-                fut.cancel()
-                raw.cancelled = True
-                raw.marked = tctx.committed
-                raw.ended_at = self.clock.now()
-                self._settle(call, raw)
-                raise
-        raw.marked = tctx.committed
+        await self._executor.arun(
+            tool, _must(call.invocation).arguments, tctx, raw, budget=budget, cancel=call.ctx.cancel
+        )
         raw.ended_at = self.clock.now()
-        return self._settle(call, raw)
+        outcome = self._settle(call, raw)
+        if raw.caller_cancelled:
+            # The caller's task was cancelled: the call is settled truthfully above;
+            # the cancellation goes on as asyncio expects.
+            raise asyncio.CancelledError
+        return outcome
 
     def _start(self, call: _Call) -> tuple[ToolContext, float, Outcome | None]:
         """EXECUTING, with the attempt's context; or an outcome if it cannot start."""
@@ -916,104 +863,6 @@ class Runtime:
             external_resource_id=external,
             observed_at=_must(raw.ended_at),
         )
-
-    def _wait_sync(
-        self,
-        fut: concurrent.futures.Future[object],
-        budget: float,
-        cancel: threading.Event | None,
-        raw: _Raw,
-    ) -> None:
-        # Waiting is real time whatever clock records events: a deadline bounds the wall.
-        end = time.monotonic() + budget
-        try:
-            if cancel is None:
-                raw.value = fut.result(timeout=budget)
-                return
-            while True:
-                left = end - time.monotonic()
-                done, _ = concurrent.futures.wait([fut], timeout=max(0.0, min(_POLL, left)))
-                if done:
-                    raw.value = fut.result()
-                    return
-                if cancel.is_set():
-                    fut.cancel()
-                    raw.cancelled = True
-                    return
-                if left <= 0:
-                    raise TimeoutError  # noqa: TRY301 - joins the deadline path below
-        except TimeoutError as exc:
-            if fut.done() and not fut.cancelled() and fut.exception() is exc:
-                raw.error = exc  # the tool's own timeout, not our deadline
-            else:
-                fut.cancel()
-                raw.timed_out = True
-        except Exception as exc:  # noqa: BLE001 - classified in _settle
-            raw.error = exc
-
-    async def _wait_async(  # noqa: C901 - deadline, cancel event and caller cancel
-        self,
-        fut: asyncio.Future[object],
-        budget: float,
-        cancel: threading.Event | None,
-        raw: _Raw,
-    ) -> None:
-        timer = asyncio.timeout(budget)
-        try:
-            async with timer:
-                if cancel is None:
-                    raw.value = await fut
-                    return
-                while True:
-                    done, _ = await asyncio.wait({fut}, timeout=_POLL)
-                    if done:
-                        raw.value = fut.result()
-                        return
-                    if cancel.is_set():
-                        fut.cancel()
-                        raw.cancelled = True
-                        return
-        except TimeoutError as exc:
-            if timer.expired():
-                raw.timed_out = True
-            else:
-                raw.error = exc
-        except asyncio.CancelledError:
-            if fut.cancelled() and not timer.expired():
-                # Only the tool's own task was cancelled, not ours.
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise
-                raw.cancelled = True
-                return
-            raise
-        except Exception as exc:  # noqa: BLE001 - classified in _settle
-            raw.error = exc
-
-    def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
-        pool = self._pool
-        if pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=self._max_workers, thread_name_prefix="toolbound-tool"
-                    )
-                pool = self._pool
-        return pool
-
-    def _background_loop(self) -> asyncio.AbstractEventLoop:
-        loop = self._loop
-        if loop is None:
-            with self._lock:
-                if self._loop is None:
-                    new = asyncio.new_event_loop()
-                    self._loop_thread = threading.Thread(
-                        target=new.run_forever, name="toolbound-loop", daemon=True
-                    )
-                    self._loop_thread.start()
-                    self._loop = new
-                loop = self._loop
-        return loop
 
     # -- settling: where the commit boundary stands -----------------------------
 
@@ -1571,18 +1420,6 @@ def _ledger_problem(exc: LedgerError) -> Problem:
         recoverable=True,
         hint="try again later",
     )
-
-
-def _run_inline(
-    tool: RegisteredTool, args: JSONObject, tctx: ToolContext, budget: float, raw: _Raw
-) -> None:
-    """A quick pure/read tool on the caller's thread: the deadline is checked on return."""
-    t0 = time.monotonic()
-    try:
-        raw.value = tool.function(args, tctx)
-    except Exception as exc:  # noqa: BLE001 - classified in _settle
-        raw.error = exc
-    raw.timed_out = time.monotonic() - t0 > budget
 
 
 def _dummy_context(inv: Invocation) -> ToolContext:

@@ -1,0 +1,250 @@
+"""Where tools run, and how long the runtime waits for them (R9).
+
+The :class:`Executor` is the only part of the runtime that waits. It runs one attempt
+of a tool and reports what happened as a :class:`RawAttempt` — a value, an
+exception, a deadline passed, a cancellation, and whether the tool had marked its
+commit boundary — without judging it; the runtime classifies the attempt against
+the tool's commit boundary.
+
+* Sync tools run on a worker pool, so a deadline can stop *waiting* for them. A
+  Python function cannot be interrupted: an overrunning tool keeps its worker until
+  it returns, and what it returns then is discarded.
+* Async tools run on the caller's event loop (async API) or on the executor's own
+  loop thread (sync API), and are cancelled at the deadline.
+* Inline tools (quick ``pure``/``read`` functions) run on the caller's thread; their
+  deadline is checked when they return.
+
+Deadlines bound real time (``time.monotonic``), whatever clock the trace records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from datetime import datetime
+
+    from toolbound._model import JSONObject
+    from toolbound.execution.tool import ToolContext
+    from toolbound.registry import RegisteredTool
+
+__all__ = ["Executor", "RawAttempt"]
+
+_T = TypeVar("_T")
+_POLL = 0.05  # seconds between looks at a cancel event while a tool runs
+
+
+@dataclass(slots=True)
+class RawAttempt:
+    """What happened during one attempt, before it is classified."""
+
+    started_at: datetime
+    ended_at: datetime | None = None
+    value: object = None
+    error: BaseException | None = None
+    timed_out: bool = False
+    cancelled: bool = False
+    caller_cancelled: bool = False
+    """The awaiting task itself was cancelled (async API): settle, then re-raise."""
+    marked: bool = False
+
+
+class Executor:
+    """A worker pool for sync tools and, on demand, a loop thread for async ones."""
+
+    def __init__(self, *, max_workers: int = 8) -> None:
+        self._max_workers = max_workers
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(
+        self,
+        tool: RegisteredTool,
+        args: JSONObject,
+        tctx: ToolContext,
+        raw: RawAttempt,
+        *,
+        budget: float,
+        cancel: threading.Event | None,
+    ) -> None:
+        """One attempt from a sync caller; fills ``raw``."""
+        if tool.inline:
+            _run_inline(tool, args, tctx, budget, raw)
+        else:
+            if tool.is_async:
+                coro: Awaitable[object] = tool.function(args, tctx)  # type: ignore[assignment]
+                fut: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
+                    coro,  # type: ignore[arg-type]
+                    self._background_loop(),
+                )
+            else:
+                fut = self.workers().submit(tool.function, args, tctx)
+            _wait_sync(fut, budget, cancel, raw)
+        raw.marked = tctx.committed
+
+    async def arun(
+        self,
+        tool: RegisteredTool,
+        args: JSONObject,
+        tctx: ToolContext,
+        raw: RawAttempt,
+        *,
+        budget: float,
+        cancel: threading.Event | None,
+    ) -> None:
+        """One attempt from an async caller; fills ``raw``.
+
+        If the awaiting task is cancelled, ``raw.caller_cancelled`` is set and the
+        method returns normally: the caller settles the call, then re-raises.
+        """
+        if tool.inline:
+            _run_inline(tool, args, tctx, budget, raw)
+        else:
+            loop = asyncio.get_running_loop()
+            if tool.is_async:
+                fut: asyncio.Future[object] = asyncio.ensure_future(
+                    tool.function(args, tctx)  # type: ignore[arg-type]
+                )
+            else:
+                fut = loop.run_in_executor(self.workers(), tool.function, args, tctx)
+            try:
+                await _wait_async(fut, budget, cancel, raw)
+            except asyncio.CancelledError:
+                fut.cancel()
+                raw.cancelled = raw.caller_cancelled = True
+        raw.marked = tctx.committed
+
+    async def in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
+        """Run a blocking function on one worker thread, from async code."""
+        return await asyncio.get_running_loop().run_in_executor(self.workers(), fn, *args)
+
+    def workers(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The worker pool, started on first use."""
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=self._max_workers, thread_name_prefix="toolbound-tool"
+                    )
+                pool = self._pool
+        return pool
+
+    def _background_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None:
+            with self._lock:
+                if self._loop is None:
+                    new = asyncio.new_event_loop()
+                    self._loop_thread = threading.Thread(
+                        target=new.run_forever, name="toolbound-loop", daemon=True
+                    )
+                    self._loop_thread.start()
+                    self._loop = new
+                loop = self._loop
+        return loop
+
+    def close(self) -> None:
+        """Stop the pool and the loop thread (running tools are not interrupted)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        if self._loop is not None:
+            loop, self._loop = self._loop, None
+            loop.call_soon_threadsafe(loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=1.0)
+                self._loop_thread = None
+            if not loop.is_running():
+                loop.close()
+
+
+def _run_inline(
+    tool: RegisteredTool, args: JSONObject, tctx: ToolContext, budget: float, raw: RawAttempt
+) -> None:
+    t0 = time.monotonic()
+    try:
+        raw.value = tool.function(args, tctx)
+    except Exception as exc:  # noqa: BLE001 - classified by the runtime
+        raw.error = exc
+    raw.timed_out = time.monotonic() - t0 > budget
+
+
+def _wait_sync(
+    fut: concurrent.futures.Future[object],
+    budget: float,
+    cancel: threading.Event | None,
+    raw: RawAttempt,
+) -> None:
+    end = time.monotonic() + budget
+    try:
+        if cancel is None:
+            raw.value = fut.result(timeout=budget)
+            return
+        while True:
+            left = end - time.monotonic()
+            done, _ = concurrent.futures.wait([fut], timeout=max(0.0, min(_POLL, left)))
+            if done:
+                raw.value = fut.result()
+                return
+            if cancel.is_set():
+                fut.cancel()
+                raw.cancelled = True
+                return
+            if left <= 0:
+                raise TimeoutError  # noqa: TRY301 - joins the deadline path below
+    except TimeoutError as exc:
+        if fut.done() and not fut.cancelled() and fut.exception() is exc:
+            raw.error = exc  # the tool's own timeout, not our deadline
+        else:
+            fut.cancel()
+            raw.timed_out = True
+    except Exception as exc:  # noqa: BLE001 - classified by the runtime
+        raw.error = exc
+
+
+async def _wait_async(  # noqa: C901 - deadline, cancel event and caller cancel
+    fut: asyncio.Future[object],
+    budget: float,
+    cancel: threading.Event | None,
+    raw: RawAttempt,
+) -> None:
+    timer = asyncio.timeout(budget)
+    try:
+        async with timer:
+            if cancel is None:
+                raw.value = await fut
+                return
+            while True:
+                done, _ = await asyncio.wait({fut}, timeout=_POLL)
+                if done:
+                    raw.value = fut.result()
+                    return
+                if cancel.is_set():
+                    fut.cancel()
+                    raw.cancelled = True
+                    return
+    except TimeoutError as exc:
+        if timer.expired():
+            raw.timed_out = True
+        else:
+            raw.error = exc
+    except asyncio.CancelledError:
+        if fut.cancelled() and not timer.expired():
+            # Only the tool's own task was cancelled, not ours.
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            raw.cancelled = True
+            return
+        raise
+    except Exception as exc:  # noqa: BLE001 - classified by the runtime
+        raw.error = exc
