@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 
-from conftest import Harness, spec
+from harness import Harness, spec
 from toolbound.batch import arun_batch, run_batch
 from toolbound.testing import FakeTool, call
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from conftest import Harness, grant, spec
+from harness import Harness, grant, spec
 from toolbound import ConfirmationMismatch, State
 from toolbound.gates.confirm import check_confirmation
 from toolbound.testing import FakeTool

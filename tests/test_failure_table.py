@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import MIRA, Harness, grant, proposal, spec
+from harness import MIRA, Harness, grant, proposal, spec
 from toolbound import CallContext, ConfirmationMismatch, GrantPolicy, Registry, Runtime, State
 from toolbound.packs import orders, weather
 from toolbound.testing import FakeTool

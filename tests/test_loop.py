@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from conftest import Harness, grant, spec
+from harness import Harness, grant, spec
 from toolbound import IdScope, Registry
 from toolbound.loop import Budgets, Loop, ModelTurn
 from toolbound.testing import FakeTool, ScriptedModel, call

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import spec
+from harness import spec
 from toolbound import Registry, SchemaError, SpecError
 from toolbound.testing import FakeTool
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import Harness, grant, spec
+from harness import Harness, grant, spec
 from toolbound import EMAIL, Redactor, State
 from toolbound.results.encode import TRUST_MARK, model_result
 from toolbound.testing import FakeTool

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import LEO, MIRA, Harness, grant, proposal, spec
+from harness import LEO, MIRA, Harness, grant, proposal, spec
 from toolbound import (
     CommitUnknown,
     NotCommitted,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import Harness, spec
+from harness import Harness, spec
 from toolbound import State
 from toolbound.testing import FakeTool
 

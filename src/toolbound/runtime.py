@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +41,18 @@ from toolbound._outcome import (
 from toolbound._state import Lifecycle, State
 from toolbound.execution.executor import Executor
 from toolbound.execution.executor import RawAttempt as _Raw
+from toolbound.execution.reconcile import QueryAnswer, RemoteCommitted, RemoteUnknown, UnknownCall
+from toolbound.execution.retry import (
+    RetryDecision,
+    RetryPolicy,
+    Sleeper,
+    SystemSleeper,
+    classify,
+    decide,
+    policy_for,
+    reliability_of,
+    retry_after_of,
+)
 from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolContext, ToolOutput
 from toolbound.gates.authorize import AuthzRequest, Deny, Policy, authorize
 from toolbound.gates.confirm import Confirmation, ConfirmationRequest, check_confirmation
@@ -120,6 +133,7 @@ class _Call:
     invocation: Invocation | None = None
     ledger_key: LedgerKey | None = None
     attempt_id: str = ""
+    attempts: list[Attempt] = field(default_factory=list)
 
 
 class _CommonFields(TypedDict):
@@ -168,6 +182,9 @@ class Runtime:
         confirmation_ttl: timedelta = timedelta(minutes=15),
         max_workers: int = 8,
         kept_results: int = 1024,
+        retry_policy: RetryPolicy | None = None,
+        sleeper: Sleeper | None = None,
+        rng: Callable[[], float] = random.random,
     ) -> None:
         self.policy = policy
         self.ledger: Ledger = ledger if ledger is not None else MemoryLedger()
@@ -178,6 +195,9 @@ class Runtime:
         self._sinks = tuple(sinks)
         self._ttl = confirmation_ttl
         self._executor = Executor(max_workers=max_workers)
+        self._retry_policy = retry_policy
+        self._sleeper: Sleeper = sleeper if sleeper is not None else SystemSleeper()
+        self._rng = rng
         self._lock = threading.Lock()
         self._parked: dict[str, _Parked] = {}
         self._issued: dict[str, Confirmation] = {}
@@ -635,12 +655,26 @@ class Runtime:
         tctx, budget, early = self._start(call)
         if early is not None:
             return early
-        raw = _Raw(started_at=self.clock.now())
-        self._executor.run(
-            tool, _must(call.invocation).arguments, tctx, raw, budget=budget, cancel=call.ctx.cancel
-        )
-        raw.ended_at = self.clock.now()
-        return self._settle(call, raw)
+        while True:
+            raw = _Raw(started_at=self.clock.now())
+            self._executor.run(
+                tool,
+                _must(call.invocation).arguments,
+                tctx,
+                raw,
+                budget=budget,
+                cancel=call.ctx.cancel,
+            )
+            raw.ended_at = self.clock.now()
+            decision = self._retry_decision(call, raw)
+            answer = (
+                self._ask(call) if decision is not None and decision.action == "query" else None
+            )
+            step = self._after_attempt(call, raw, decision, answer)
+            if not isinstance(step, _Retry):
+                return step
+            self._sleeper.sleep(step.delay)
+            tctx, budget = self._next_attempt(call, tctx)
 
     async def _execute_async(self, call: _Call) -> Outcome:
         tool = _must(call.tool)
@@ -650,17 +684,31 @@ class Runtime:
         tctx, budget, early = self._start(call)
         if early is not None:
             return early
-        raw = _Raw(started_at=self.clock.now())
-        await self._executor.arun(
-            tool, _must(call.invocation).arguments, tctx, raw, budget=budget, cancel=call.ctx.cancel
-        )
-        raw.ended_at = self.clock.now()
-        outcome = self._settle(call, raw)
-        if raw.caller_cancelled:
-            # The caller's task was cancelled: the call is settled truthfully above;
-            # the cancellation goes on as asyncio expects.
-            raise asyncio.CancelledError
-        return outcome
+        while True:
+            raw = _Raw(started_at=self.clock.now())
+            await self._executor.arun(
+                tool,
+                _must(call.invocation).arguments,
+                tctx,
+                raw,
+                budget=budget,
+                cancel=call.ctx.cancel,
+            )
+            raw.ended_at = self.clock.now()
+            if raw.caller_cancelled:
+                # The caller's task was cancelled: settle the call truthfully, then
+                # let the cancellation go on as asyncio expects.
+                self._settle(call, raw)
+                raise asyncio.CancelledError
+            decision = self._retry_decision(call, raw)
+            answer = None
+            if decision is not None and decision.action == "query":
+                answer = await self._executor.in_worker(self._ask, call)
+            step = self._after_attempt(call, raw, decision, answer)
+            if not isinstance(step, _Retry):
+                return step
+            await self._sleeper.asleep(step.delay)
+            tctx, budget = self._next_attempt(call, tctx)
 
     def _start(self, call: _Call) -> tuple[ToolContext, float, Outcome | None]:
         """EXECUTING, with the attempt's context; or an outcome if it cannot start."""
@@ -709,6 +757,126 @@ class Runtime:
                 ),
             )
         return secrets, budget
+
+    # -- retries (R10) -------------------------------------------------------------
+
+    def _remaining(self, call: _Call) -> float:
+        spec = _must(call.tool).spec
+        total = spec.timeout if call.ctx.timeout is None else min(spec.timeout, call.ctx.timeout)
+        return total - (self.clock.monotonic() - call.started)
+
+    def _retry_decision(self, call: _Call, raw: _Raw) -> RetryDecision | None:
+        """What R10's matrix says about a failed attempt; ``None`` if it did not fail."""
+        if raw.cancelled or raw.marked or (raw.error is None and not raw.timed_out):
+            return None
+        failure = classify(raw.error) if raw.error is not None else "timeout_unknown"
+        if failure is None:
+            return None  # a plain business refusal or an unclassified error
+        spec = _must(call.tool).spec
+        decision = decide(
+            failure,
+            reliability_of(spec, key=_must(call.invocation).idempotency_key),
+            attempt=len(call.attempts) + 1,
+            policy=policy_for(spec, self._retry_policy),
+            remaining=self._remaining(call),
+            retry_after=retry_after_of(raw.error) if raw.error is not None else None,
+            rng=self._rng,
+        )
+        call.life.trace.record(
+            "retry_decision",
+            failure=failure,
+            action=decision.action,
+            delay=decision.delay,
+            reason=decision.reason,
+        )
+        return decision
+
+    def _ask(self, call: _Call) -> QueryAnswer:
+        """Ask the remote side what happened to this call's key (R10: query first)."""
+        inv = _must(call.invocation)
+        hook = _must(call.tool).spec.query
+        if hook is None or inv.idempotency_key is None:
+            return RemoteUnknown(evidence={"reason": "the tool cannot be asked"})
+        try:
+            return hook(
+                UnknownCall(
+                    invocation_id=inv.invocation_id,
+                    tool=_must(call.tool).spec.ref,
+                    idempotency_key=inv.idempotency_key,
+                    arguments=inv.arguments,
+                    subject={
+                        "id": inv.subject.id,
+                        "tenant": inv.subject.tenant,
+                        "session": inv.subject.session,
+                    },
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - a failed query proves nothing
+            return RemoteUnknown(evidence={"query_error": type(exc).__name__})
+
+    def _after_attempt(
+        self,
+        call: _Call,
+        raw: _Raw,
+        decision: RetryDecision | None,
+        answer: QueryAnswer | None,
+    ) -> Outcome | _Retry:
+        """Settle the attempt, or plan the next one (R10)."""
+        if decision is None or decision.action in {"stop", "unknown"}:
+            return self._settle(call, raw)
+        if answer is not None:
+            call.life.trace.record("query", answer=answer.kind, evidence=answer.evidence)
+            if isinstance(answer, RemoteCommitted):
+                # The remote side has it: the call committed, with the remote's result.
+                raw.error, raw.timed_out = None, False
+                raw.value = ToolOutput(answer.value, answer.external_resource_id)
+                return self._observe(call, raw)
+            if isinstance(answer, RemoteUnknown):
+                return self._settle(call, raw)
+            # Proven not committed: now it is a call that never reached the executor.
+            self._attempt(call, raw, "not_committed", "query: not committed")
+            retry = decide(
+                "not_reached",
+                reliability_of(_must(call.tool).spec, key=_must(call.invocation).idempotency_key),
+                attempt=len(call.attempts),
+                policy=policy_for(_must(call.tool).spec, self._retry_policy),
+                remaining=self._remaining(call),
+                retry_after=None,
+                rng=self._rng,
+            )
+            if retry.action != "retry" or retry.delay is None:
+                return self._failed_before(
+                    call,
+                    Problem(
+                        kind="execution",
+                        code="not_committed",
+                        message="the remote side confirmed the call did not happen",
+                        recoverable=True,
+                    ),
+                )
+            return _Retry(retry.delay)
+        outcome: CommitStatus = (
+            "unknown" if isinstance(raw.error, CommitUnknown) else "not_committed"
+        )
+        if raw.timed_out:
+            outcome = "unknown" if _must(call.tool).spec.is_write else "not_committed"
+        self._attempt(call, raw, outcome, decision.reason)
+        return _Retry(decision.delay or 0.0)
+
+    def _next_attempt(self, call: _Call, previous: ToolContext) -> tuple[ToolContext, float]:
+        budget = self._remaining(call)
+        call.attempt_id = os.urandom(8).hex()
+        number = len(call.attempts) + 1
+        call.life.trace.record("attempt_started", attempt_id=call.attempt_id, number=number)
+        tctx = ToolContext(
+            invocation=previous.invocation,
+            attempt=number,
+            secrets=previous.secrets,
+            idempotency_key=previous.idempotency_key,  # R10: the same key on every attempt
+            deadline_in=budget,
+            transaction=previous.transaction,
+        )
+        return tctx, budget
 
     def _begin_attempt(
         self,
@@ -1178,14 +1346,15 @@ class Runtime:
     ) -> tuple[Attempt, ...]:
         attempt = Attempt(
             attempt_id=call.attempt_id,
-            number=1,
+            number=len(call.attempts) + 1,
             started_at=raw.started_at,
             ended_at=raw.ended_at or raw.started_at,
             outcome=outcome,  # type: ignore[arg-type]
             detail=detail,
         )
+        call.attempts.append(attempt)
         call.life.trace.record("attempt", attempt=attempt)
-        return (attempt,)
+        return tuple(call.attempts)
 
     def _error_result(
         self,
@@ -1365,6 +1534,11 @@ def _output_problem(tool: RegisteredTool, value: object) -> Problem | None:
             pointer=r.problem.pointer,
         )
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    delay: float
 
 
 class _RolledBack(Exception):  # noqa: N818 - a control-flow signal

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from conftest import Harness, spec
+from harness import Harness, spec
 from toolbound import CommitUnknown, NotCommitted, ReadBack, State
 from toolbound.execution.reconcile import (
     Reconciler,
