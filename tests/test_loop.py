@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from harness import Harness, grant, spec
+from harness import SHARED_DATA, Harness, grant, spec
 from toolbound import IdScope, Registry
 from toolbound.loop import Budgets, Loop, ModelTurn
-from toolbound.testing import FakeTool, ScriptedModel, call
+from toolbound.testing import FakeTool, ScriptedModel, call, turn_from_stream
 
 
 def turn(*calls, text="", cost=0.0):
@@ -166,3 +166,63 @@ def test_cancelled_loop_emits_nothing_more(h):
     assert out.kind == "cancelled"
     assert [c["text"] for c in h.tool.calls] == ["a"]
     assert out.transcript[-1]["role"] == "tool"
+
+
+# -- driven by recorded provider streams ------------------------------------------
+
+STREAMS = SHARED_DATA / "streams"
+
+
+def weather_spec(name, props):
+    return spec(
+        name,
+        capabilities=("test:use",),
+        input_schema={
+            "type": "object",
+            "properties": {p: {"type": "string"} for p in props},
+            "additionalProperties": False,
+        },
+        output_schema=None,
+    )
+
+
+@pytest.mark.skipif(not STREAMS.exists(), reason="shared/data/streams is not there")
+def test_recorded_parallel_stream_drives_the_loop(clock):
+    """A recorded two-call OpenAI stream: both calls run, results pair by id."""
+    h = Harness(clock)
+    weather = FakeTool(returns={"sky": "clear"})
+    stock = FakeTool(returns={"price": 1})
+    h.registry.register(weather_spec("GetWeatherArgs", ["city", "country", "units"]), weather)
+    h.registry.register(weather_spec("get_stock_price", ["ticker", "exchange"]), stock)
+    first = turn_from_stream(
+        "openai-chat", (STREAMS / "openai-chat" / "f82268f2fefd.sse").read_bytes()
+    )
+    model = ScriptedModel([first, turn(text="done")])
+    out = loop(h, model).run("weather and stock")
+    h.close()
+    assert out.kind == "finished"
+    batch = out.steps[0].batch
+    ids = [p.proposal_id for p in first.proposals]
+    assert [o.proposal_id for o in batch.outcomes] == ids
+    assert all(o.kind == "observed" for o in batch.outcomes)
+    assert len(weather.calls) == len(stock.calls) == 1
+
+
+@pytest.mark.skipif(not STREAMS.exists(), reason="shared/data/streams is not there")
+def test_cut_off_stream_executes_nothing(clock):
+    """A recording cut off mid-arguments: nothing runs, the model is told it was incomplete."""
+    h = Harness(clock)
+    tool = FakeTool(returns={})
+    h.registry.register(weather_spec("make_file", ["filename", "lines_of_text"]), tool)
+    data = (STREAMS / "anthropic" / "incomplete_partial_json_response.sse").read_bytes()
+    cut = turn_from_stream("anthropic", data)
+    model = ScriptedModel([cut, turn(text="sorry")])
+    out = loop(h, model).run("write a file")
+    h.close()
+    assert out.kind == "finished"
+    assert cut.proposals == ()
+    assert len(cut.incomplete) == 1
+    assert tool.calls == []
+    told = model.contexts[1][-1]
+    assert told["role"] == "tool"
+    assert '"code":"incomplete_call"' in told["content"]

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from toolbound._errors import Problem
 from toolbound._model import Proposal, Resource, ToolSpec
 from toolbound.batch import BatchOutcome, run_batch
 from toolbound.registry import RegisteredTool, Registry, ToolSet
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from toolbound._model import JSONObject, JSONValue, Subject
     from toolbound.execution.tool import ToolContext
     from toolbound.runtime import CallContext, Runtime
+    from toolbound.streams.assemble import IncompleteCall, StreamOutcome
 
 __all__ = [
     "REQUEST_CAPABILITY",
@@ -57,8 +59,21 @@ class ModelTurn:
 
     text: str = ""
     proposals: tuple[Proposal, ...] = ()
+    incomplete: tuple[IncompleteCall, ...] = ()
+    """Calls the stream cut off: never executed, answered with an error (R15)."""
     cost: float = 0.0
     model_call_id: str | None = None
+
+    @classmethod
+    def from_stream(cls, outcome: StreamOutcome, *, cost: float = 0.0) -> ModelTurn:
+        """The turn an assembled stream amounts to: complete calls only."""
+        return cls(
+            text=outcome.text,
+            proposals=outcome.calls,
+            incomplete=outcome.incomplete,
+            cost=cost,
+            model_call_id=outcome.model_call_id,
+        )
 
 
 class Model(Protocol):
@@ -234,7 +249,7 @@ class Loop:
                 steps.append(step)
                 return end("cancelled", "cancelled")
             transcript.append(_assistant(turn))
-            if not turn.proposals:
+            if not turn.proposals and not turn.incomplete:
                 steps.append(step)
                 return end("finished", "the model answered without calling a tool", turn.text)
             limit = self.budgets.tool_calls
@@ -247,6 +262,30 @@ class Loop:
                 else self.budgets.result_bytes - usage.result_bytes
             )
             ctx = replace(self.context, tools=toolset, cancel=self.cancel)
+            for i, cut in enumerate(turn.incomplete):
+                refused = self.runtime.reject(
+                    Proposal(
+                        name=cut.name or "",
+                        arguments=cut.received_arguments,
+                        proposal_id=cut.call_id or f"incomplete-{i}",
+                        model_call_id=turn.model_call_id,
+                    ),
+                    ctx,
+                    Problem(
+                        kind="parse",
+                        code="incomplete_call",
+                        message=f"the response ended before this call was complete ({cut.reason})",
+                        recoverable=True,
+                        hint="send the whole call again",
+                    ),
+                )
+                transcript.append(
+                    {
+                        "role": "tool",
+                        "call_id": refused.proposal_id,
+                        "content": refused.message.text,
+                    }
+                )
             batch = run_batch(
                 self.runtime,
                 turn.proposals,
@@ -343,6 +382,7 @@ def _assistant(turn: ModelTurn) -> Message:
             }
             for p in turn.proposals
         ],
+        "incomplete": [c.call_id for c in turn.incomplete],
     }
 
 

@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import FixedClock
 from toolbound._model import Proposal
@@ -26,7 +26,14 @@ if TYPE_CHECKING:
     from toolbound.execution.tool import ToolContext
     from toolbound.loop import Message, ModelTurn
 
-__all__ = ["FakeTool", "FixedClock", "MemoryLedger", "ScriptedModel", "call"]
+__all__ = [
+    "FakeTool",
+    "FixedClock",
+    "MemoryLedger",
+    "ScriptedModel",
+    "call",
+    "turn_from_stream",
+]
 
 
 @dataclass
@@ -108,3 +115,29 @@ class ScriptedModel:
             raise AssertionError(msg)
         entry = self._script.pop(0)
         return entry(transcript) if callable(entry) else entry
+
+
+_ASSEMBLERS = {
+    "openai-chat": "ChatCompletionsAssembler",
+    "openai-responses": "ResponsesAssembler",
+    "anthropic": "AnthropicAssembler",
+}
+
+
+def turn_from_stream(
+    provider: Literal["openai-chat", "openai-responses", "anthropic"],
+    data: bytes,
+    *,
+    framing: Literal["sse", "jsonl"] = "sse",
+) -> ModelTurn:
+    """A :class:`~toolbound.loop.ModelTurn` from a recorded provider stream.
+
+    The bytes go through the real assembler, so a recording cut off mid-call yields
+    a turn whose call is incomplete and will not be executed.
+    """
+    from toolbound import streams  # noqa: PLC0415 - only scripted streams need it
+    from toolbound.loop import ModelTurn  # noqa: PLC0415 - loop imports this module's peers
+
+    assembler = getattr(streams, _ASSEMBLERS[provider])()
+    drive = streams.assemble_sse if framing == "sse" else streams.assemble_jsonl
+    return ModelTurn.from_stream(drive(assembler, [data]))

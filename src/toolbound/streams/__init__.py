@@ -1,4 +1,3 @@
-# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
 """Streams: provider byte streams → complete tool calls, never earlier (R15).
 
 Three layers, each sans-IO (feed bytes or events in, get values out)::

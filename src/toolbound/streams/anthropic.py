@@ -1,4 +1,3 @@
-# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
 """Anthropic Messages stream → tool calls (R15).
 
 A tool call is one content block, keyed here by its block ``index``:

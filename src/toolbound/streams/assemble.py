@@ -1,4 +1,3 @@
-# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
 """Events → tool calls: the types and the machinery every provider assembler shares (R15).
 
 An assembler is sans-IO. It takes a provider's stream events one at a time

@@ -1,4 +1,3 @@
-# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
 """OpenAI Chat Completions stream → tool calls (R15).
 
 Each ``chat.completion.chunk`` carries ``choices[].delta``. Tool calls arrive as

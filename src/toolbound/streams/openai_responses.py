@@ -1,4 +1,3 @@
-# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
 """OpenAI Responses stream → tool calls (R15).
 
 A function call is one output item, keyed here by its item id:
