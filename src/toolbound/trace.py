@@ -63,7 +63,7 @@ class TraceSink(Protocol):
 class Trace:
     """The events of one call, in order, never rewritten."""
 
-    __slots__ = ("_clock", "_events", "_sinks", "invocation_id", "trace_id")
+    __slots__ = ("_events", "_now", "_sinks", "invocation_id", "trace_id")
 
     def __init__(
         self,
@@ -75,16 +75,18 @@ class Trace:
     ) -> None:
         self.invocation_id = invocation_id
         self.trace_id = trace_id
-        self._clock = clock
+        self._now = clock.time  # bound once: one event per step of every call
         self._sinks = sinks
         self._events: list[TraceEvent] = []
 
     def record(self, kind: str, /, state: State | None = None, **data: object) -> TraceEvent:
         """Append one event and hand it to every sink."""
-        event = TraceEvent(len(self._events), self._clock.time(), kind, state, data)
-        self._events.append(event)
-        for sink in self._sinks:
-            sink.emit(self.invocation_id, event)
+        events = self._events
+        event = TraceEvent(len(events), self._now(), kind, state, data)
+        events.append(event)
+        if self._sinks:
+            for sink in self._sinks:
+                sink.emit(self.invocation_id, event)
         return event
 
     @property
