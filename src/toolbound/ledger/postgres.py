@@ -1,0 +1,566 @@
+"""The ledger in PostgreSQL: several runtime replicas, one ledger (R8, R9, R19).
+
+Needs the ``postgres`` extra (``pip install 'toolbound[postgres]'``): psycopg 3 and
+psycopg_pool.
+
+Durability is PostgreSQL's: a phase is recorded when its transaction commits, which with
+the server defaults (``fsync=on``, ``synchronous_commit=on``) means the WAL is flushed
+before :meth:`PostgresLedger.claim` or :meth:`PostgresLedger.advance` returns (R9: each
+phase durable before the next step). A server run with ``synchronous_commit=off`` can lose
+the last few hundred milliseconds of commits in a crash, like SQLite's ``NORMAL``.
+
+Concurrency: a claim is one ``INSERT … ON CONFLICT DO NOTHING`` (its own transaction) in
+the common case of a free key. When the key is taken, the row is read with
+``SELECT … FOR UPDATE`` and, if R8 says it may be replaced (a failed call with the same
+digest, or an expired record under ``expired="new"``), overwritten in the same
+transaction. An advance is one guarded ``UPDATE`` whose ``WHERE`` is the transition table.
+Two replicas racing a key therefore serialize on the row and exactly one is
+:class:`~toolbound.ledger.store.Claimed`.
+
+Errors: psycopg errors are mapped at this boundary to
+:class:`~toolbound.ledger.store.LedgerError`: ``storage_unavailable`` (connection lost,
+server down, pool exhausted), ``storage_full`` (the server's disk is full),
+``corrupt_store`` (the ledger table is missing, altered or damaged), and
+``unsupported_schema`` (written by a newer toolbound).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Self
+
+from toolbound._errors import ConfigurationError
+from toolbound.ledger._sql import (
+    SOURCES,
+    decide,
+    dumps,
+    explain_refused_advance,
+    require_aware,
+    validate_settings,
+)
+from toolbound.ledger.migrations import LEDGER_TABLE, VERSION_TABLE, pending
+from toolbound.ledger.store import (
+    Claim,
+    Claimed,
+    ExpiredPolicy,
+    LedgerError,
+    LedgerKey,
+    LedgerRecord,
+    dumps_result,
+    result_from_json,
+)
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import ConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    msg = "PostgresLedger needs psycopg 3 and psycopg_pool: pip install 'toolbound[postgres]'"
+    raise ImportError(msg) from exc
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from psycopg.rows import TupleRow
+
+    from toolbound._model import Result
+    from toolbound.ledger.store import Intent, Phase
+
+    Connection = psycopg.Connection[TupleRow]
+
+__all__ = ["PostgresLedger", "PostgresTransaction"]
+
+_MIGRATION_LOCK = 0x746F6F6C626F756E  # "toolboun": one advisory lock id for schema changes
+
+_COLUMNS = (
+    "scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,"
+    " deadline, created_at, updated_at, result, evidence"
+)
+_SELECT = """
+    SELECT scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
+           deadline, created_at, updated_at, result, evidence
+    FROM toolbound_ledger
+"""
+_GET = _SELECT + " WHERE scope = %s AND tool_version = %s AND key = %s"
+_FIND = _SELECT + " WHERE invocation_id = %s ORDER BY seq LIMIT 1"
+_UNRESOLVED = _SELECT + " WHERE phase = 'unknown' ORDER BY created_at, seq"
+_INSERT = """
+    INSERT INTO toolbound_ledger (
+        scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
+        deadline, created_at, updated_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s::json, 'intent', %s, %s, %s)
+    ON CONFLICT (scope, tool_version, key) DO NOTHING
+"""
+_LOCK_ROW = """
+    SELECT digest, invocation_id, phase, created_at, result FROM toolbound_ledger
+    WHERE scope = %s AND tool_version = %s AND key = %s
+    FOR UPDATE
+"""
+_OVERWRITE = """
+    UPDATE toolbound_ledger
+    SET digest = %s, invocation_id = %s, tool = %s, canonical = %s, subject = %s::json,
+        phase = 'intent', deadline = %s, created_at = %s, updated_at = %s,
+        result = NULL, evidence = '[]'
+    WHERE scope = %s AND tool_version = %s AND key = %s
+"""
+# One guarded UPDATE: the allowed source phases come from PHASE_EDGES (R9), so a refused
+# edge changes nothing and a single statement needs no read-then-write.
+_ADVANCE = """
+    UPDATE toolbound_ledger
+    SET phase = %(phase)s, updated_at = %(now)s, result = COALESCE(%(result)s::json, result),
+        evidence = CASE WHEN %(evidence)s::jsonb IS NULL THEN evidence
+                        ELSE evidence || %(evidence)s::jsonb END
+    WHERE scope = %(scope)s AND tool_version = %(tool_version)s AND key = %(key)s
+      AND invocation_id = %(invocation_id)s AND phase = ANY(%(sources)s)
+"""
+_HOLDER = """
+    SELECT invocation_id, phase FROM toolbound_ledger
+    WHERE scope = %s AND tool_version = %s AND key = %s
+"""
+_SWEEP = """
+    UPDATE toolbound_ledger
+    SET phase = CASE phase WHEN 'intent' THEN 'failed' ELSE 'unknown' END,
+        updated_at = %s,
+        evidence = evidence || jsonb_build_array(jsonb_build_object('swept', phase))
+    WHERE phase IN ('intent', 'executing') AND deadline < %s
+    RETURNING scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
+              deadline, created_at, updated_at, result, evidence
+"""
+_VERSION_DDL = """
+    CREATE TABLE toolbound_schema_version (
+        version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL)
+"""
+_EXPECTED_COLUMNS = frozenset(c.strip() for c in _COLUMNS.split(","))
+
+
+class PostgresLedger:
+    """A :class:`~toolbound.ledger.store.Ledger` in a PostgreSQL database.
+
+    ``conninfo`` is a libpq connection string or URI. The ledger lives in the table
+    ``toolbound_ledger`` of the connection's current schema (the first one on its
+    ``search_path``), beside ``toolbound_schema_version``; opening applies pending
+    migrations under an advisory lock, so replicas starting together do not race.
+
+    Connections come from a :class:`psycopg_pool.ConnectionPool` of at most
+    ``pool_size``. ``timeout`` bounds the wait for a connection, at start and on each
+    call. With ``check_connections`` (the default) each connection is checked when it
+    is taken from the pool, so one the server dropped while idle (a restart, a
+    failover) is replaced rather than failing the call — an ``advance`` that failed
+    that way after a side effect would leave the call to reconciliation. The check is
+    one round trip per call (about a fifth of a ledger write's time on loopback);
+    ``check_connections=False`` saves it, and then each dropped connection fails one
+    call with ``storage_unavailable`` before the pool replaces it.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        retention: timedelta = timedelta(days=1),
+        expired: ExpiredPolicy = "reject",
+        pool_size: int = 8,
+        timeout: float = 10.0,
+        check_connections: bool = True,
+    ) -> None:
+        if pool_size < 1:
+            msg = f"pool_size must be at least 1, not {pool_size}"
+            raise ConfigurationError(msg)
+        self.retention = retention
+        self.expired: ExpiredPolicy = validate_settings(retention, expired)
+        self._local = threading.local()
+        settings: dict[str, object] = {"autocommit": True}
+        try:
+            given = conninfo_to_dict(conninfo)
+        except psycopg.Error as exc:
+            msg = f"not a PostgreSQL connection string: {exc}"
+            raise ConfigurationError(msg) from exc
+        if "application_name" not in given:
+            # So operators (and the fault tests) can tell the ledger's sessions apart.
+            settings["application_name"] = "toolbound-ledger"
+        self._where = f"PostgreSQL database {given.get('dbname', '')!s}".rstrip()
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            conninfo,
+            kwargs=settings,
+            min_size=1,
+            max_size=pool_size,
+            timeout=timeout,
+            check=ConnectionPool.check_connection if check_connections else None,
+            name="toolbound-ledger",
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+            self._migrate()
+        except BaseException as exc:
+            self._pool.close()
+            if isinstance(exc, psycopg.Error):
+                raise _map_error(exc, self._where) from exc
+            raise
+
+    # -- the protocol -----------------------------------------------------------------
+
+    def claim(self, intent: Intent, *, now: datetime) -> Claim:
+        """See :meth:`Ledger.claim`. The intent is committed before ``Claimed`` returns."""
+        with self._conn() as (conn, joined):
+            return self._claim(conn, intent, now=now, in_transaction=joined)
+
+    def advance(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> None:
+        """See :meth:`Ledger.advance`. One guarded ``UPDATE``: atomic on its own."""
+        with self._conn() as (conn, _):
+            self._advance(
+                conn,
+                key,
+                invocation_id=invocation_id,
+                phase=phase,
+                now=now,
+                result=result,
+                evidence=evidence,
+            )
+
+    def get(self, key: LedgerKey) -> LedgerRecord | None:
+        """See :meth:`Ledger.get`."""
+        with self._conn() as (conn, _):
+            row = conn.execute(_GET, _pk(key)).fetchone()
+        return None if row is None else _record(row)
+
+    def find(self, invocation_id: str) -> LedgerRecord | None:
+        """See :meth:`Ledger.find`."""
+        with self._conn() as (conn, _):
+            row = conn.execute(_FIND, (invocation_id,)).fetchone()
+        return None if row is None else _record(row)
+
+    def unresolved(self) -> list[LedgerRecord]:
+        """See :meth:`Ledger.unresolved`. Oldest first; ties in insertion order."""
+        with self._conn() as (conn, _):
+            rows = conn.execute(_UNRESOLVED).fetchall()
+        return [_record(r) for r in rows]
+
+    def sweep(self, *, now: datetime, grace: timedelta) -> list[LedgerRecord]:
+        """See :meth:`Ledger.sweep`. One ``UPDATE … RETURNING``; replicas may sweep at once."""
+        cutoff = require_aware(now) - grace
+        with self._conn() as (conn, _):
+            rows = conn.execute(_SWEEP, (now, cutoff)).fetchall()
+        return [_record(r) for r in rows]
+
+    @contextmanager
+    def atomic(self) -> Iterator[PostgresTransaction]:
+        """One PostgreSQL transaction for ledger records and the tool's own rows (R8).
+
+        Business rows written through ``tx.connection`` commit with the records, or an
+        exception rolls all of them back. Ledger calls made on this thread inside the
+        block join it; a nested ``atomic()`` is a savepoint. Errors the block raises
+        (a tool's own ``psycopg`` errors included) pass through unchanged; a failed
+        commit raises ``LedgerError``.
+        """
+        outer: Connection | None = getattr(self._local, "conn", None)
+        conn = outer if outer is not None else self._checkout()
+        in_body = False
+        try:
+            with conn.transaction():
+                in_body = True
+                self._local.conn = conn
+                try:
+                    yield PostgresTransaction(self, conn)
+                finally:
+                    self._local.conn = outer
+                in_body = False
+        except psycopg.Error as exc:
+            if not in_body:  # BEGIN or COMMIT failed: nothing was recorded
+                raise _map_error(exc, self._where) from exc
+            raise
+        finally:
+            if outer is None:
+                self._pool.putconn(conn)
+
+    def close(self) -> None:
+        """Close the pool and its connections."""
+        self._pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the work, on a given connection ------------------------------------------------
+
+    def _claim(
+        self, conn: Connection, intent: Intent, *, now: datetime, in_transaction: bool
+    ) -> Claim:
+        subject = dumps(dict(intent.subject))
+        deadline = require_aware(intent.deadline)
+        require_aware(now)
+        inserted = conn.execute(
+            _INSERT,
+            (
+                *_pk(intent.key),
+                intent.digest,
+                intent.invocation_id,
+                intent.tool,
+                intent.canonical,
+                subject,
+                deadline,
+                now,
+                now,
+            ),
+        ).rowcount
+        if inserted == 1:
+            return Claimed()  # the common case: one statement, one commit
+        if in_transaction:
+            return self._claim_taken(conn, intent, subject, now=now)
+        with conn.transaction():
+            return self._claim_taken(conn, intent, subject, now=now)
+
+    def _claim_taken(
+        self, conn: Connection, intent: Intent, subject: str, *, now: datetime
+    ) -> Claim:
+        """The key has a committed record: lock it, answer R8, maybe overwrite it."""
+        # ON CONFLICT waited for any transaction inserting this key, so the row is there.
+        digest, holder, phase, created_at, result = _one(
+            conn.execute(_LOCK_ROW, _pk(intent.key)).fetchone(), intent.key
+        )
+        answer = decide(
+            intent,
+            digest=digest,
+            invocation_id=holder,
+            phase=phase,
+            created_at=created_at,
+            result=None if result is None else result_from_json(result),
+            now=now,
+            retention=self.retention,
+            expired=self.expired,
+        )
+        if answer is not None:
+            return answer
+        conn.execute(
+            _OVERWRITE,
+            (
+                intent.digest,
+                intent.invocation_id,
+                intent.tool,
+                intent.canonical,
+                subject,
+                intent.deadline,
+                now,
+                now,
+                *_pk(intent.key),
+            ),
+        )
+        return Claimed()
+
+    def _advance(
+        self,
+        conn: Connection,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None,
+        evidence: Mapping[str, object] | None,
+    ) -> None:
+        changed = conn.execute(
+            _ADVANCE,
+            {
+                "phase": phase,
+                "now": require_aware(now),
+                "result": None if result is None else dumps_result(result),
+                "evidence": None if evidence is None else dumps([dict(evidence)]),
+                "scope": key.scope,
+                "tool_version": key.tool_version,
+                "key": key.key,
+                "invocation_id": invocation_id,
+                "sources": list(SOURCES[phase]),
+            },
+        ).rowcount
+        if changed == 1:
+            return
+        row = conn.execute(_HOLDER, _pk(key)).fetchone()
+        holder, current = (None, None) if row is None else row
+        explain_refused_advance(
+            key, invocation_id=invocation_id, target=phase, holder=holder, current=current
+        )
+
+    # -- connections, migrations, errors ----------------------------------------------
+
+    def _checkout(self) -> Connection:
+        try:
+            return self._pool.getconn()
+        except psycopg.Error as exc:
+            raise _map_error(exc, self._where) from exc
+
+    @contextmanager
+    def _conn(self) -> Iterator[tuple[Connection, bool]]:
+        """A connection for one call and whether it is inside this thread's ``atomic()``."""
+        joined: Connection | None = getattr(self._local, "conn", None)
+        conn = joined if joined is not None else self._checkout()
+        try:
+            yield conn, joined is not None
+        except psycopg.Error as exc:
+            raise _map_error(exc, self._where) from exc
+        finally:
+            if joined is None:
+                # A connection the server dropped comes back broken; the pool discards it.
+                self._pool.putconn(conn)
+
+    def _migrate(self) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            found = conn.execute(
+                "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+                (VERSION_TABLE, LEDGER_TABLE),
+            ).fetchone()
+            has_versions, has_ledger = (False, False) if found is None else found
+            current = 0
+            if has_versions:
+                try:
+                    with conn.transaction():
+                        row = conn.execute(
+                            "SELECT coalesce(max(version), 0) FROM toolbound_schema_version"
+                        ).fetchone()
+                except psycopg.errors.UndefinedColumn as exc:
+                    msg = f"{self._where}: {VERSION_TABLE} is not toolbound's version table"
+                    raise LedgerError(msg, code="corrupt_store") from exc
+                current = int(row[0]) if row is not None else 0
+            elif has_ledger:
+                msg = (
+                    f"{self._where} has a {LEDGER_TABLE} table but no {VERSION_TABLE}: not "
+                    "a toolbound ledger, or a damaged one; refusing to touch it"
+                )
+                raise LedgerError(msg, code="corrupt_store")
+            else:
+                conn.execute(_VERSION_DDL)
+            for migration in pending(current, where=self._where):
+                for statement in migration.statements("postgres"):
+                    conn.execute(statement.encode())  # bytes: DDL is not a query template
+                conn.execute(
+                    "INSERT INTO toolbound_schema_version VALUES (%s, %s, %s)",
+                    (migration.version, migration.description, datetime.now(UTC)),
+                )
+            columns = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)"
+                    " AND attnum > 0 AND NOT attisdropped",
+                    (LEDGER_TABLE,),
+                )
+            }
+            if not columns >= _EXPECTED_COLUMNS:
+                missing = ", ".join(sorted(_EXPECTED_COLUMNS - columns))
+                msg = f"{self._where}: {LEDGER_TABLE} lacks columns {missing}; damaged ledger"
+                raise LedgerError(msg, code="corrupt_store")
+
+
+class PostgresTransaction:
+    """What :meth:`PostgresLedger.atomic` yields: its connection, claim and advance."""
+
+    __slots__ = ("_conn", "_ledger")
+
+    def __init__(self, ledger: PostgresLedger, conn: Connection) -> None:
+        self._ledger = ledger
+        self._conn = conn
+
+    @property
+    def connection(self) -> Connection:
+        """The connection of this transaction: write business rows through it.
+
+        Do not commit on it; leaving the ``with`` block commits.
+        """
+        return self._conn
+
+    def claim(self, intent: Intent, *, now: datetime) -> Claim:
+        """:meth:`PostgresLedger.claim` inside this transaction."""
+        try:
+            return self._ledger._claim(self._conn, intent, now=now, in_transaction=True)  # noqa: SLF001
+        except psycopg.Error as exc:
+            raise _map_error(exc, self._ledger._where) from exc  # noqa: SLF001
+
+    def advance(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> None:
+        """:meth:`PostgresLedger.advance` inside this transaction."""
+        try:
+            self._ledger._advance(  # noqa: SLF001 - the transaction is part of the store
+                self._conn,
+                key,
+                invocation_id=invocation_id,
+                phase=phase,
+                now=now,
+                result=result,
+                evidence=evidence,
+            )
+        except psycopg.Error as exc:
+            raise _map_error(exc, self._ledger._where) from exc  # noqa: SLF001
+
+
+# -- rows and errors -----------------------------------------------------------------
+
+
+def _pk(key: LedgerKey) -> tuple[str, str, str]:
+    return (key.scope, key.tool_version, key.key)
+
+
+def _one(row: TupleRow | None, key: LedgerKey) -> TupleRow:
+    if row is None:  # only if someone deleted the row under us: never by the ledger
+        msg = f"ledger record {key} vanished during a claim"
+        raise LedgerError(msg, code="corrupt_store")
+    return row
+
+
+def _record(row: Sequence[object]) -> LedgerRecord:
+    scope, version, key, digest, holder, tool, canonical, subject, phase, *rest = row
+    deadline, created_at, updated_at, result, evidence = rest
+    assert isinstance(deadline, datetime)  # noqa: S101 - timestamptz columns
+    assert isinstance(created_at, datetime)  # noqa: S101
+    assert isinstance(updated_at, datetime)  # noqa: S101
+    assert isinstance(evidence, list)  # noqa: S101 - jsonb array, NOT NULL
+    return LedgerRecord(
+        key=LedgerKey(str(scope), str(version), str(key)),
+        digest=str(digest),
+        invocation_id=str(holder),
+        tool=str(tool),
+        canonical=bytes(canonical),  # type: ignore[call-overload]  # bytea
+        subject=subject,  # type: ignore[arg-type]  # json object of strings
+        phase=phase,  # type: ignore[arg-type]  # CHECK constraint keeps it a Phase
+        deadline=deadline.astimezone(UTC),
+        created_at=created_at.astimezone(UTC),
+        updated_at=updated_at.astimezone(UTC),
+        result=None if result is None else result_from_json(result),  # type: ignore[arg-type]
+        evidence=tuple(evidence),
+    )
+
+
+def _map_error(exc: psycopg.Error, where: str) -> LedgerError:
+    """R19: storage errors leave the store as LedgerError with a machine-readable code."""
+    if isinstance(exc, pg_errors.DiskFull):
+        code, what = "storage_full", "the server's disk is full; nothing was written"
+    elif isinstance(exc, pg_errors.DataCorrupted | pg_errors.IndexCorrupted):
+        code, what = "corrupt_store", "the server reports damaged data"
+    elif isinstance(exc, pg_errors.UndefinedTable | pg_errors.UndefinedColumn):
+        code, what = "corrupt_store", f"the {LEDGER_TABLE} table is missing or altered"
+    elif isinstance(exc, psycopg.OperationalError):
+        code, what = "storage_unavailable", "the connection to PostgreSQL failed or was lost"
+    else:
+        code, what = "storage_unavailable", "PostgreSQL refused the statement"
+    error = LedgerError(f"ledger in {where}: {what} ({type(exc).__name__}: {exc})", code=code)
+    error.recoverable = code in ("storage_unavailable", "storage_full")
+    return error

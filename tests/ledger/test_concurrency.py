@@ -1,0 +1,181 @@
+"""Threads and processes racing one key on one SQLite file and one PostgreSQL database.
+
+Issue 3 item 8 (R8): exactly one racer executes; every other gets in-flight or the
+stored result; a racer with other arguments gets key reuse. Side effects are counted in
+a real table in the same database, not with a mock.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from toolbound._model import Result
+from toolbound.ledger.sqlite import SQLiteLedger
+from toolbound.ledger.store import Claimed, Intent, Ledger, LedgerKey, Replay
+
+THREADS = 8
+PROCESSES = 4
+T0 = datetime(2026, 7, 19, 6, 0, tzinfo=UTC)
+KEY = LedgerKey("acme/mira", "v1", "order-42")
+INSERT = {
+    "sqlite": "INSERT INTO side_effects (racer) VALUES (?)",
+    "sqlite-normal": "INSERT INTO side_effects (racer) VALUES (?)",
+    "postgres": "INSERT INTO side_effects (racer) VALUES (%s)",
+}
+
+
+def intent(racer: str, digest: str = "digest-a") -> Intent:
+    return Intent(
+        key=KEY,
+        digest=digest,
+        invocation_id=racer,
+        tool="orders.create@v1",
+        canonical=b'{"item":"tea","qty":1}',
+        subject={"id": "mira", "tenant": "acme", "session": "s-1"},
+        deadline=T0 + timedelta(seconds=30),
+    )
+
+
+def outcome(racer: str) -> Result:
+    return Result(
+        invocation_id=racer,
+        status="ok",
+        value={"order": "o-42", "by": racer},
+        commit_status="committed",
+        observed_at=T0,
+    )
+
+
+def open_store(kind: str, target: str, pool_size: int = 2) -> Ledger:
+    if kind == "sqlite":
+        return SQLiteLedger(target)
+    if kind == "sqlite-normal":  # no in-process writer queue at NORMAL: SQLite's lock alone
+        return SQLiteLedger(target, synchronous="NORMAL")
+    from toolbound.ledger.postgres import PostgresLedger
+
+    return PostgresLedger(target, pool_size=pool_size)
+
+
+def execute(tx, kind: str, racer: str) -> None:
+    """The winner's work: the side effect and its records in one transaction (R8)."""
+    tx.advance(KEY, invocation_id=racer, phase="executing", now=T0)
+    tx.connection.execute(INSERT[kind], (racer,))  # the side effect, counted below
+    tx.advance(KEY, invocation_id=racer, phase="committed", now=T0, result=outcome(racer))
+
+
+def race(ledger: Ledger, kind: str, mode: str, racer: str, barrier) -> str:
+    """One racer: claim at the barrier; the winner executes.
+
+    ``claim-first``: the intent commits on its own, then the effect and the records
+    commit together. ``one-transaction``: the claim is inside that transaction too.
+    """
+    barrier.wait(timeout=60)
+    if mode == "claim-first":
+        answer = ledger.claim(intent(racer), now=T0)
+        if isinstance(answer, Claimed):
+            time.sleep(0.05)  # hold the key a moment, so others find it in flight
+            with ledger.atomic() as tx:
+                execute(tx, kind, racer)
+        return answer.kind
+    with ledger.atomic() as tx:
+        answer = tx.claim(intent(racer), now=T0)
+        if isinstance(answer, Claimed):
+            time.sleep(0.05)  # others wait on the key's lock meanwhile
+            execute(tx, kind, racer)
+    return answer.kind
+
+
+def process_racer(racer: str, barrier, answers, *, kind: str, mode: str, target: str) -> None:
+    """A racer in its own process, with its own store on the same file / database."""
+    try:
+        ledger = open_store(kind, target)
+        try:
+            answers.put((racer, race(ledger, kind, mode, racer, barrier)))
+        finally:
+            ledger.close()
+    except BaseException as exc:
+        answers.put((racer, f"error: {exc!r}"))  # the parent aborts the barrier and says why
+        raise
+
+
+def other_arguments_racer(ledger: Ledger, barrier) -> str:
+    """Claims the key with a different digest once someone holds it."""
+    deadline = time.monotonic() + 60
+    while ledger.get(KEY) is None and not barrier.broken and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return ledger.claim(intent("thread-odd", digest="digest-b"), now=T0).kind
+
+
+@pytest.fixture(params=["sqlite", "sqlite-normal", "postgres"])
+def arena(request, tmp_path):
+    """A store with a real side-effects table, and what another process needs to open it."""
+    kind = request.param
+    target = (
+        request.getfixturevalue("pg_conninfo") if kind == "postgres" else str(tmp_path / "race.db")
+    )
+    ledger = open_store(kind, target, pool_size=THREADS)
+    with ledger.atomic() as tx:
+        tx.connection.execute("CREATE TABLE side_effects (racer TEXT NOT NULL)")
+    yield kind, target, ledger
+    ledger.close()
+
+
+@pytest.mark.parametrize("mode", ["claim-first", "one-transaction"])
+def test_racers_on_one_key_execute_exactly_once(arena, mode):
+    """8 threads and 4 processes race one key: one executes, the rest see in-flight or replay."""
+    kind, target, ledger = arena
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(THREADS + PROCESSES)
+    answers = ctx.Queue()
+    processes = [
+        ctx.Process(
+            target=process_racer,
+            args=(f"proc-{i}", barrier, answers),
+            kwargs={"kind": kind, "mode": mode, "target": target},
+        )
+        for i in range(PROCESSES)
+    ]
+    for p in processes:
+        p.start()
+    try:
+        with ThreadPoolExecutor(THREADS + 1) as pool:
+            odd = pool.submit(other_arguments_racer, ledger, barrier)
+            threads = {
+                f"thread-{i}": pool.submit(race, ledger, kind, mode, f"thread-{i}", barrier)
+                for i in range(THREADS)
+            }
+            got: dict[str, str] = {}
+            for _ in processes:
+                racer, answer = answers.get(timeout=90)
+                if answer.startswith("error"):
+                    barrier.abort()  # release every other racer instead of timing out
+                    pytest.fail(f"racer {racer} failed: {answer}")
+                got[racer] = answer
+            got.update((racer, f.result(timeout=90)) for racer, f in threads.items())
+            odd_answer = odd.result(timeout=90)
+    finally:
+        for p in processes:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    assert [p.exitcode for p in processes] == [0] * PROCESSES
+
+    winners = [racer for racer, kind_ in got.items() if kind_ == "claimed"]
+    assert len(winners) == 1, got
+    (winner,) = winners
+    # In one transaction nobody can see the key before it commits: they wait, then replay.
+    seen = {"replay"} if mode == "one-transaction" else {"in_flight", "replay"}
+    assert {k for r, k in got.items() if r != winner} <= seen, got
+    assert odd_answer == "key_reused"
+    with ledger.atomic() as tx:
+        rows = tx.connection.execute("SELECT racer FROM side_effects").fetchall()
+    assert [tuple(r) for r in rows] == [(winner,)]  # exactly one side effect
+    record = ledger.get(KEY)
+    assert (record.invocation_id, record.phase) == (winner, "committed")
+    late = ledger.claim(intent("late"), now=T0 + timedelta(seconds=1))
+    assert late == Replay(invocation_id=winner, result=outcome(winner))
