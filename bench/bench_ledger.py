@@ -35,10 +35,9 @@ from itertools import count
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ledger"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from pgcluster import find_bindir, throwaway_cluster
-
 from toolbound._model import Result
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Claimed, Intent, Ledger, LedgerKey

@@ -1,18 +1,14 @@
-"""Ledger fixtures: every store, fresh per test, and a throwaway PostgreSQL 15 cluster.
+"""Ledger fixtures: every store, fresh per test.
 
-The cluster is started once per session by the tests themselves (issue 3 item 9). No
-PostgreSQL binaries → the postgres-parametrised tests are skipped with a loud reason;
-binaries present but the cluster will not start → an error, never a skip.
+The PostgreSQL cluster fixtures are in ``tests/conftest.py``, shared with the other
+suites.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
 from typing import TYPE_CHECKING
 
 import pytest
-from pgcluster import PgCluster, find_bindir, throwaway_cluster
 
 from toolbound.ledger.memory import MemoryLedger
 from toolbound.ledger.sqlite import SQLiteLedger
@@ -24,55 +20,6 @@ if TYPE_CHECKING:
     from toolbound.ledger.store import Ledger
 
 STORES = ["memory", "sqlite", "postgres"]
-DATABASE = "toolbound_ledger_tests"
-_schemas = itertools.count()
-
-
-def _skip_without_postgres() -> Path:
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip(
-            "NO POSTGRESQL BINARIES FOUND (looked in $TOOLBOUND_PG_BINDIR, else "
-            "/usr/lib/postgresql/15/bin and `pg_config --bindir`): the PostgreSQL ledger "
-            "tests did NOT run. "
-            "Install postgresql-15 to run them."
-        )
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError:
-        pytest.skip(
-            "psycopg / psycopg_pool NOT INSTALLED: the PostgreSQL ledger tests did NOT run. "
-            "pip install -e '.[dev]' (it pulls in the postgres extra)."
-        )
-    return bindir
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[PgCluster]:
-    """One PostgreSQL cluster for the session, with fsync on, on a free loopback port."""
-    bindir = _skip_without_postgres()
-    # A ClusterError raised here is a test ERROR: the binaries exist, so this must work.
-    with throwaway_cluster(bindir, databases=(DATABASE,)) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="session")
-def pg_admin(pg_cluster: PgCluster):
-    """An autocommit superuser connection to the test database, for set-up and faults."""
-    import psycopg
-
-    with psycopg.connect(pg_cluster.conninfo(DATABASE), autocommit=True) as conn:
-        yield conn
-
-
-@pytest.fixture
-def pg_conninfo(pg_cluster: PgCluster, pg_admin) -> Iterator[str]:
-    """A connection string whose search_path is a schema made fresh for this test."""
-    schema = f"t{os.getpid()}_{next(_schemas)}"
-    pg_admin.execute(f"CREATE SCHEMA {schema}".encode())
-    yield pg_cluster.conninfo(DATABASE, options=f"-c search_path={schema}")
-    pg_admin.execute(f"DROP SCHEMA {schema} CASCADE".encode())
 
 
 @pytest.fixture
