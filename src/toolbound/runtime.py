@@ -94,6 +94,7 @@ if TYPE_CHECKING:
 __all__ = ["CallContext", "Runtime"]
 
 _T = TypeVar("_T")
+_WAIT_POLL = 0.02  # seconds between looks at a key another call holds
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,7 +107,9 @@ class CallContext:
     and the tool's own timeout); ``idempotency_key`` a caller-chosen key for a
     write (by default the runtime derives one from the digest); ``cancel`` an event
     that cancels the call cooperatively; ``result_budget`` caps the bytes of the
-    message sent back (the tool's own budget applies too).
+    message sent back (the tool's own budget applies too); ``wait_in_flight`` is how
+    long to wait when the same call is already executing elsewhere, for its result,
+    instead of answering ``in_progress`` at once (R8).
     """
 
     subject: Subject
@@ -119,6 +122,7 @@ class CallContext:
     cancel: threading.Event | None = None
     trace_id: str | None = None
     result_budget: int | None = None
+    wait_in_flight: float = 0.0
 
 
 @dataclass(slots=True)
@@ -134,6 +138,7 @@ class _Call:
     ledger_key: LedgerKey | None = None
     attempt_id: str = ""
     attempts: list[Attempt] = field(default_factory=list)
+    wait_until: float | None = None
 
 
 class _CommonFields(TypedDict):
@@ -209,6 +214,9 @@ class Runtime:
     def run(self, proposal: Proposal, context: CallContext) -> Outcome:
         """Take ``proposal`` through every gate and, if admitted, execute it."""
         admitted = self._admit(proposal, context)
+        while isinstance(admitted, _Waiting):
+            time.sleep(_WAIT_POLL)
+            admitted = self._prepare(admitted.call)
         if not isinstance(admitted, _Call):
             return admitted
         return self._execute_sync(admitted)
@@ -216,6 +224,9 @@ class Runtime:
     async def arun(self, proposal: Proposal, context: CallContext) -> Outcome:
         """:meth:`run` for async callers: async tools run on the caller's loop."""
         admitted = self._admit(proposal, context)
+        while isinstance(admitted, _Waiting):
+            await asyncio.sleep(_WAIT_POLL)
+            admitted = self._prepare(admitted.call)
         if not isinstance(admitted, _Call):
             return admitted
         return await self._execute_async(admitted)
@@ -296,6 +307,9 @@ class Runtime:
         call, or other arguments.
         """
         resumed = self._resume(confirmation, timeout)
+        while isinstance(resumed, _Waiting):
+            time.sleep(_WAIT_POLL)
+            resumed = self._prepare(resumed.call)
         if not isinstance(resumed, _Call):
             return resumed
         return self._execute_sync(resumed)
@@ -305,6 +319,9 @@ class Runtime:
     ) -> Outcome:
         """:meth:`confirm` for async callers."""
         resumed = self._resume(confirmation, timeout)
+        while isinstance(resumed, _Waiting):
+            await asyncio.sleep(_WAIT_POLL)
+            resumed = self._prepare(resumed.call)
         if not isinstance(resumed, _Call):
             return resumed
         return await self._execute_async(resumed)
@@ -391,7 +408,7 @@ class Runtime:
 
     def _admit(  # noqa: PLR0911 - one return per gate that can reject
         self, proposal: Proposal, ctx: CallContext
-    ) -> _Call | Outcome:
+    ) -> _Call | _Waiting | Outcome:
         """Parse, look up, validate, normalize, digest, check and authorize."""
         call = self._begin(proposal, ctx)
         life = call.life
@@ -568,7 +585,9 @@ class Runtime:
             request=request,
         )
 
-    def _resume(self, confirmation: Confirmation, timeout: float | None) -> _Call | Outcome:
+    def _resume(
+        self, confirmation: Confirmation, timeout: float | None
+    ) -> _Call | _Waiting | Outcome:
         now = self.clock.now()
         with self._lock:
             if self._issued.get(confirmation.confirmation_id) != confirmation:
@@ -616,7 +635,20 @@ class Runtime:
         call.ctx = replace(call.ctx, timeout=budget)
         return self._prepare(call)
 
-    def _prepare(self, call: _Call) -> _Call | Outcome:
+    def _should_wait(self, call: _Call, claim: Claim) -> bool:
+        """R8: the same call is still executing; wait for it if the caller asked to."""
+        if not (
+            isinstance(claim, InFlight)
+            and claim.phase in {"intent", "executing"}
+            and call.ctx.wait_in_flight
+        ):
+            return False
+        if call.wait_until is None:
+            call.wait_until = time.monotonic() + call.ctx.wait_in_flight
+            call.life.trace.record("waiting_for", invocation=claim.invocation_id)
+        return time.monotonic() < call.wait_until
+
+    def _prepare(self, call: _Call) -> _Call | _Waiting | Outcome:  # noqa: PLR0911 - one per gate
         """Target check, idempotency claim, PREPARED."""
         tool = _must(call.tool)
         inv = _must(call.invocation)
@@ -634,6 +666,8 @@ class Runtime:
                 claim = self.ledger.claim(self._intent(key, inv, tool), now=self.clock.now())
             except LedgerError as exc:
                 return self._failed_before(call, _ledger_problem(exc))
+            if self._should_wait(call, claim):
+                return _Waiting(call)
             problem = _claim_problem(claim)
             if problem is not None:
                 return self._failed_before(call, problem)
@@ -1534,6 +1568,13 @@ def _output_problem(tool: RegisteredTool, value: object) -> Problem | None:
             pointer=r.problem.pointer,
         )
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """The same call holds the key and is still running: look again shortly."""
+
+    call: _Call
 
 
 @dataclass(frozen=True, slots=True)

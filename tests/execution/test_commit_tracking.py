@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -257,3 +258,28 @@ def test_transactional_output_violation_rolls_back(h, ledger):
     assert out.state is S.FAILED_BEFORE_COMMIT
     assert out.problem.code == "output_rejected"
     assert ledger.find(out.invocation_id) is None
+
+
+# -- waiting for the same call (R8: in progress, or wait for it) -------------------
+
+
+def test_same_call_in_progress_can_wait_for_the_result(clock):
+    """A second identical call waits for the first and gets its result, one effect."""
+    import threading
+
+    h = Harness(clock)
+    tool = FakeTool(delay=0.3, returns={"text": "ok"})
+    h.registry.register(write(), tool)
+    first: list = []
+    t = threading.Thread(target=lambda: first.append(h.run("write", {"text": "x"})))
+    t.start()
+    time.sleep(0.1)
+    impatient = h.run("write", {"text": "x"})
+    patient = h.run("write", {"text": "x"}, wait_in_flight=2.0)
+    t.join()
+    h.close()
+    assert impatient.problem.code == "in_progress"
+    assert patient.kind == "observed"
+    assert patient.replayed_from == first[0].invocation_id
+    assert len(tool.calls) == 1
+    assert patient.trace.of_kind("waiting_for")
