@@ -65,6 +65,21 @@ def test_demo_scenarios_prove_the_seed_facts():
     assert again.facts["writes"] == 1
 
 
+def test_demo_payments_never_doubled():
+    """A lost response is asked about or reconciled; no payment is ever made twice."""
+    s = by_title()
+    asked = s["a payment's response is lost; the runtime asks the bank by key"]
+    assert asked.outcome.kind == "observed"
+    assert asked.facts["payments_made"] == 1
+    unknown = s["another payment's response is lost and the bank cannot be asked"]
+    assert unknown.outcome.state is S.OUTCOME_UNKNOWN
+    assert unknown.facts["same_payment_again"] == "outcome_unknown"
+    later = s["later, the reconciler asks the bank and the payment replays"]
+    assert later.facts["reconciled"] == "committed"
+    assert later.outcome.replayed_from == unknown.outcome.invocation_id
+    assert later.facts["payments_made"] == 2
+
+
 def test_demo_command_runs():
     """`toolbound demo` exits 0 and prints every scenario's path."""
     done = subprocess.run(

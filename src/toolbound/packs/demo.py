@@ -16,12 +16,15 @@ from zoneinfo import ZoneInfo
 
 from toolbound._clock import FixedClock
 from toolbound._model import Proposal, Subject
+from toolbound.execution.reconcile import Reconciler
 from toolbound.gates.authorize import Grant, GrantPolicy, IdScope, OwnerScope, PathScope
-from toolbound.packs import calendar, files, orders, weather
+from toolbound.ledger.sqlite import SQLiteLedger
+from toolbound.packs import calendar, files, orders, payments, weather
 from toolbound.registry import Registry
 from toolbound.runtime import CallContext, Runtime
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from toolbound._outcome import Outcome
 
 __all__ = ["Scenario", "run_demo"]
@@ -73,6 +76,13 @@ def _grants(workspace: Path) -> list[Grant]:
             actions=frozenset({"read"}),
             scope=PathScope(workspace),
         ),
+        Grant(
+            subject="mira",
+            tenant="acme",
+            capability="payments:send",
+            actions=frozenset({"create"}),
+            scope=IdScope(frozenset({"leo", "landlord"})),
+        ),
     ]
 
 
@@ -82,6 +92,7 @@ def run_demo() -> list[Scenario]:  # noqa: PLR0915 - a script of scenarios reads
     backend = orders.OrdersBackend()
     poisoned = orders.OrdersBackend(poisoned=True)
     cal = calendar.CalendarBackend()
+    bank = payments.PaymentsBackend()
     out: list[Scenario] = []
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp, "workspace")
@@ -95,10 +106,13 @@ def run_demo() -> list[Scenario]:  # noqa: PLR0915 - a script of scenarios reads
         calendar.register(registry, cal)
         weather.register(registry)
         files.register(registry, workspace)
+        payments.register(registry, bank)
         poisoned_registry = Registry()
         orders.register(poisoned_registry, poisoned)
 
-        runtime = Runtime(policy=GrantPolicy(_grants(workspace)), clock=clock)
+        # The embedded default ledger: one SQLite file (WAL, synchronous=FULL).
+        ledger = SQLiteLedger(Path(tmp, "ledger.db"))
+        runtime = Runtime(policy=GrantPolicy(_grants(workspace)), clock=clock, ledger=ledger)
         mira = Subject(id="mira", tenant="acme", session="s-1")
         ctx = CallContext(
             subject=mira, tools=registry.toolset(), timezone="Asia/Shanghai", timeout=5.0
@@ -214,8 +228,59 @@ def run_demo() -> list[Scenario]:  # noqa: PLR0915 - a script of scenarios reads
                         {"writes": cal.writes},
                     )
                 )
+        _payment_scenarios(out, runtime, registry, bank, call)
         runtime.close()
+        ledger.close()
     return out
+
+
+def _payment_scenarios(
+    out: list[Scenario],
+    runtime: Runtime,
+    registry: Registry,
+    bank: payments.PaymentsBackend,
+    call: Callable[[str, str, str], Outcome],
+) -> None:
+    """A lost response, resolved at once by asking; and one resolved only later."""
+    bank.lose_next_response = True
+    asked = call("payments.send", '{"amount": 4200, "to": "leo"}', "call_20")
+    out.append(
+        Scenario(
+            "a payment's response is lost; the runtime asks the bank by key",
+            asked,
+            {"payments_made": len(bank.payments)},
+        )
+    )
+    bank.lose_next_response = True
+    bank.unreachable_for_queries = True
+    rent = '{"amount": 90000, "to": "landlord"}'
+    unknown = call("payments.send", rent, "call_21")
+    again = call("payments.send", rent, "call_22")
+    out.append(
+        Scenario(
+            "another payment's response is lost and the bank cannot be asked",
+            unknown,
+            {
+                "payments_made": len(bank.payments),
+                "same_payment_again": getattr(getattr(again, "problem", None), "code", None),
+            },
+        )
+    )
+    bank.unreachable_for_queries = False
+    reconciler = Reconciler(ledger=runtime.ledger, registry=registry, clock=runtime.clock)
+    (resolved,) = reconciler.reconcile()
+    replay = call("payments.send", rent, "call_23")
+    out.append(
+        Scenario(
+            "later, the reconciler asks the bank and the payment replays",
+            replay,
+            {
+                "reconciled": resolved.status,
+                "evidence": dict(resolved.evidence).get("backend"),
+                "payments_made": len(bank.payments),
+            },
+        )
+    )
 
 
 def _data(outcome: Outcome) -> dict[str, object]:
