@@ -1,4 +1,3 @@
-# Copyright 2026 the toolbound authors. SPDX-License-Identifier: Apache-2.0
 """Time stream assembly (R15) against a naive SSE split + ``json.loads`` of each event.
 
 Run: ``.venv/bin/python bench/bench_streams.py``. Reads the recorded streams in

@@ -25,6 +25,7 @@ from toolbound.runtime import CallContext, Runtime
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
     from toolbound._outcome import Outcome
 
 __all__ = ["Scenario", "run_demo"]
