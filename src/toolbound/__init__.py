@@ -38,6 +38,7 @@ from toolbound._outcome import (
     Rejected,
 )
 from toolbound._state import State
+from toolbound.batch import BatchOutcome, arun_batch, run_batch
 from toolbound.execution.reconcile import (
     Reconciled,
     Reconciler,
@@ -77,7 +78,9 @@ from toolbound.gates.normalize import canonical_json, date_fields, digest, norma
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.gates.validate import CompiledSchema, ValidatorInfo
 from toolbound.ledger.memory import MemoryLedger
+from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Ledger, LedgerError
+from toolbound.loop import Budgets, Loop, LoopOutcome, ModelTurn
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.results.encode import HumanProjection, ModelProjection
 from toolbound.results.redact import EMAIL, PAYMENT_CARD, Redactor
@@ -92,6 +95,8 @@ __all__ = [
     "Attempt",
     "AuthzRequest",
     "AwaitingConfirmation",
+    "BatchOutcome",
+    "Budgets",
     "CallContext",
     "Cancelled",
     "Clock",
@@ -115,8 +120,11 @@ __all__ = [
     "Invocation",
     "Ledger",
     "LedgerError",
+    "Loop",
+    "LoopOutcome",
     "MemoryLedger",
     "ModelProjection",
+    "ModelTurn",
     "NormalizationContext",
     "NotCommitted",
     "NumberLimit",
@@ -144,6 +152,7 @@ __all__ = [
     "Resource",
     "Result",
     "Runtime",
+    "SQLiteLedger",
     "SchemaError",
     "SecretProvider",
     "SpecError",
@@ -162,9 +171,11 @@ __all__ = [
     "TraceSink",
     "UnknownCall",
     "ValidatorInfo",
+    "arun_batch",
     "canonical_json",
     "date_fields",
     "digest",
     "normalize_date",
     "parse_arguments",
+    "run_batch",
 ]

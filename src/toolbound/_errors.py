@@ -2,15 +2,19 @@
 
 Two families never mix:
 
-* **Developer misuse** raises, at the moment the mistake is made (registration,
-  configuration). These are bugs in the program that embeds toolbound::
+* **Exceptions** are raised for developer misuse, at the moment the mistake is made
+  (registration, configuration), and for failures at a boundary the caller must
+  handle (storage, malformed provider data, a confirmation that fits nothing)::
 
       ToolboundError                  code, recoverable
-      └── ConfigurationError          bad ToolSpec, schema, policy or runtime setup
-          ├── SpecError               a ToolSpec that cannot be registered
-          │   └── SchemaError         a schema that is not valid JSON Schema 2020-12
-          └── IllegalTransition       a state change the table in ``_state`` forbids
-      └── ConfirmationMismatch        a confirmation that does not fit any parked call
+      ├── ConfigurationError          bad ToolSpec, schema, policy or runtime setup
+      │   ├── SpecError               a ToolSpec that cannot be registered
+      │   │   └── SchemaError         a schema that is not valid JSON Schema 2020-12
+      │   └── IllegalTransition       a state change the table in ``_state`` forbids
+      ├── ConfirmationMismatch        a confirmation that does not fit any parked call
+      ├── LedgerError                 the ledger could not record (toolbound.ledger.store)
+      ├── StreamError                 a provider stream broke its format (toolbound.streams)
+      └── ResponseError               a provider response is malformed (toolbound.adapters)
 
 * **Runtime rejections** are about a proposal, not the program. They never escape
   the public API as exceptions: each becomes a :class:`Problem` inside a typed
