@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import threading
 from contextlib import contextmanager
 from dataclasses import replace
@@ -46,7 +45,13 @@ class MemoryLedger:
         self.retention = retention
         self.expired: ExpiredPolicy = expired
         self._records: dict[LedgerKey, LedgerRecord] = {}
+        self._undo: dict[LedgerKey, LedgerRecord | None] | None = None
         self._lock = threading.RLock()
+
+    def _put(self, key: LedgerKey, record: LedgerRecord) -> None:
+        if self._undo is not None:
+            self._undo.setdefault(key, self._records.get(key))
+        self._records[key] = record
 
     def claim(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim`."""
@@ -58,17 +63,20 @@ class MemoryLedger:
                 record = None  # R8: the configured policy says treat it as new
             if record is None or (record.phase == "failed" and record.digest == intent.digest):
                 # A failure before commit changed nothing; the same call may run again.
-                self._records[intent.key] = LedgerRecord(
-                    key=intent.key,
-                    digest=intent.digest,
-                    invocation_id=intent.invocation_id,
-                    tool=intent.tool,
-                    canonical=intent.canonical,
-                    subject=dict(intent.subject),
-                    phase="intent",
-                    deadline=intent.deadline,
-                    created_at=now,
-                    updated_at=now,
+                self._put(
+                    intent.key,
+                    LedgerRecord(
+                        key=intent.key,
+                        digest=intent.digest,
+                        invocation_id=intent.invocation_id,
+                        tool=intent.tool,
+                        canonical=intent.canonical,
+                        subject=dict(intent.subject),
+                        phase="intent",
+                        deadline=intent.deadline,
+                        created_at=now,
+                        updated_at=now,
+                    ),
                 )
                 return Claimed()
             if record.digest != intent.digest:
@@ -94,12 +102,15 @@ class MemoryLedger:
                 msg = f"invocation {invocation_id} does not hold {key}"
                 raise LedgerError(msg, code="not_holder")
             check_edge(record.phase, phase)
-            self._records[key] = replace(
-                record,
-                phase=phase,
-                updated_at=now,
-                result=result if result is not None else record.result,
-                evidence=record.evidence if evidence is None else (*record.evidence, evidence),
+            self._put(
+                key,
+                replace(
+                    record,
+                    phase=phase,
+                    updated_at=now,
+                    result=result if result is not None else record.result,
+                    evidence=record.evidence if evidence is None else (*record.evidence, evidence),
+                ),
             )
 
     def get(self, key: LedgerKey) -> LedgerRecord | None:
@@ -134,7 +145,7 @@ class MemoryLedger:
                 else:
                     continue
                 new = replace(new, evidence=(*record.evidence, {"swept": record.phase}))
-                self._records[key] = new
+                self._put(key, new)
                 changed.append(new)
         return changed
 
@@ -142,12 +153,23 @@ class MemoryLedger:
     def atomic(self) -> Iterator[_MemoryTransaction]:
         """See :meth:`Ledger.atomic`."""
         with self._lock:
-            saved = copy.copy(self._records)
+            # An undo log of the keys the transaction touches: rolling back costs
+            # what the transaction wrote, not a copy of every record.
+            outer, self._undo = self._undo, {}
             try:
                 yield _MemoryTransaction(self)
             except BaseException:
-                self._records = saved
+                for key, before in self._undo.items():
+                    if before is None:
+                        self._records.pop(key, None)
+                    else:
+                        self._records[key] = before
                 raise
+            finally:
+                if outer is not None:
+                    for key, before in self._undo.items():
+                        outer.setdefault(key, before)
+                self._undo = outer
 
     def close(self) -> None:
         """Nothing to release."""
