@@ -18,6 +18,7 @@ import pytest
 from crash_child import ARGUMENTS, call, registry, runtime
 
 from toolbound import FixedClock, Reconciler, canonical_json, digest
+from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import LedgerKey
 
 CHILD = Path(__file__).parent / "crash_child.py"
@@ -33,9 +34,6 @@ KEY = LedgerKey(
         canonical=canonical_json(json.loads(ARGUMENTS)),
     ),
 )
-
-pytest.importorskip("toolbound.ledger.sqlite")
-from toolbound.ledger.sqlite import SQLiteLedger  # noqa: E402
 
 
 def rows(effects_db: Path) -> int:
