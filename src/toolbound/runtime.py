@@ -172,6 +172,12 @@ class Runtime:
     the function returns, and whatever it returns then is discarded — a write
     abandoned this way is OUTCOME_UNKNOWN) and, when sync callers use async tools, an
     event loop thread. Close it with :meth:`close` or use it as a context manager.
+
+    Retries follow R10's matrix (:mod:`toolbound.execution.retry`) up to each tool's
+    ``max_attempts``, with the same idempotency key, waiting through ``sleeper``
+    (``retry_policy`` sets the backoff; ``rng`` its jitter). ``ledger`` is the
+    idempotency ledger: in memory by default, :class:`~toolbound.SQLiteLedger` or
+    ``PostgresLedger`` for durability.
     """
 
     def __init__(
