@@ -113,9 +113,31 @@ def test_processes_race_one_key(target):
         )
         for _ in range(PROCESSES)
     ]
-    results = []
-    for p in procs:
-        out, err = p.communicate(timeout=60)
+    finished = [(p, *p.communicate(timeout=60)) for p in procs]  # every pipe drained
+    for p, _, err in finished:
         assert p.returncode == 0, err
-        results.append(json.loads(out))
-    check(results, rows, reused=0)
+    check([json.loads(out) for _, out, _ in finished], rows, reused=0)
+
+
+def test_processes_open_a_new_ledger_file_together(tmp_path):
+    """Several processes creating one new SQLite ledger at once all get a working ledger."""
+    path = tmp_path / "fresh.db"
+    start_at = time.time() + 1.0
+    code = (
+        "import sys, time; from toolbound.ledger.sqlite import SQLiteLedger; "
+        f"time.sleep(max(0.0, {start_at} - time.time())); "
+        "SQLiteLedger(sys.argv[1]).close(); print('ok')"
+    )
+    procs = [
+        subprocess.Popen(  # noqa: S603 - our own child program
+            [sys.executable, "-c", code, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    finished = [(p, *p.communicate(timeout=60)) for p in procs]
+    assert [(p.returncode, out.strip()) for p, out, _ in finished] == [(0, "ok")] * 6, [
+        err for _, _, err in finished
+    ]

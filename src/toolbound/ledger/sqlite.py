@@ -33,6 +33,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Self
@@ -425,6 +426,26 @@ class SQLiteLedger:
         # Re-entrant: ledger calls made inside atomic() queue again on their own thread.
         return None if self.synchronous == "NORMAL" else threading.RLock()
 
+    def _switch_to_wal(self, conn: sqlite3.Connection) -> object:
+        """``PRAGMA journal_mode = WAL``, waiting out other processes opening the file.
+
+        Switching needs an exclusive lock and SQLite answers SQLITE_BUSY at once,
+        without its busy handler, when several processes open a new file together.
+        """
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        if str(mode).lower() == "wal":
+            return mode
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+            else:
+                return mode
+
     def _open(self, conn: sqlite3.Connection, *, adopt: bool) -> None:
         """Check the file is ours (or empty), switch to WAL, apply pending migrations."""
         with self._errors():
@@ -444,7 +465,7 @@ class SQLiteLedger:
                         "adopt=True to keep the ledger beside those tables on purpose"
                     )
                     raise LedgerError(msg, code="corrupt_store")
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            mode = self._switch_to_wal(conn)
             if str(mode).lower() != "wal":
                 msg = f"{self.path} cannot use WAL mode (journal_mode is {mode})"
                 raise LedgerError(msg, code="storage_unavailable")
