@@ -15,7 +15,7 @@ Two tools, both returning a small result:
 
 The baseline is a bare single-row insert-and-commit into the same database with the same
 durability (as in ``bench_ledger.py``). ``xN`` is the pipeline's time per write over the
-baseline's (1.00 = free; issue 3 aims at 2 or less). The *CPU floor* is the same pipeline
+baseline's (1.00 = free; the aim is 2 or less). The *CPU floor* is the same pipeline
 over a ledger that keeps nothing: what Python costs with no store at all. Rounds are
 interleaved (the order rotating) and medians reported: fsync latency drifts over seconds.
 Beside each rate are this process's CPU per write and the machine's busy cores, which tell

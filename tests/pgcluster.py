@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL cluster on loopback, for the ledger tests and its benchmark.
 
-Issue 3 item 9: the suite starts a real server itself. PostgreSQL refuses to run as
+The suite starts a real server itself (R19). PostgreSQL refuses to run as
 root, so when we are root the binaries run as the ``postgres`` system user, in a
 temporary directory that user owns. The server listens only on 127.0.0.1, on a free
 port, with ``fsync=on`` so durability figures are real.

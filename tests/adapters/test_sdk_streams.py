@@ -288,7 +288,7 @@ def test_plain_mappings_are_events_too(case: Case):
     assert helper(case.wire_events()) == case.raw_outcome()
 
 
-# -- the cases the issue names ----------------------------------------------------------
+# -- the cases that matter most ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -1,6 +1,6 @@
 """Threads and processes racing one key on one SQLite file and one PostgreSQL database.
 
-Issue 3 item 8 (R8): exactly one racer executes; every other gets in-flight or the
+R8 under contention: exactly one racer executes; every other gets in-flight or the
 stored result; a racer with other arguments gets key reuse. Side effects are counted in
 a real table in the same database, not with a mock.
 """

@@ -1,4 +1,4 @@
-"""Bad input and faults (issue 3 item 10).
+"""Bad input and faults at the ledger (R8, R19).
 
 Clear errors, nothing acknowledged lost, nothing reported recorded that was not.
 """
