@@ -545,6 +545,9 @@ class Runtime:
             model_call_id=proposal.model_call_id,
             arguments=proposal.arguments,
             visible=ctx.tools.refs,
+            # The caller's trace id (from its traceparent), if it gave one; telemetry
+            # joins that trace, or else nests under whatever span is active.
+            trace_id=ctx.trace_id,
         )
         return _Call(
             proposal=proposal, ctx=ctx, life=Lifecycle(trace), started=self.clock.monotonic()

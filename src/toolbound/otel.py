@@ -1,0 +1,480 @@
+"""OpenTelemetry spans for toolbound calls, and W3C Trace Context parsing (R14).
+
+Off by default: nothing here runs unless a user passes an :class:`OpenTelemetrySink`
+to ``Runtime(sinks=[...])``. The sink turns each call's trace events into spans:
+
+* one **call span** per proposal/invocation (``execute_tool {name}``), started at the
+  ``"proposal"`` event and ended at the call's last event — the ``"tool_message"``
+  that follows a terminal state (or OUTCOME_UNKNOWN); a call parked in
+  AWAITING_CONFIRMATION stays open until it resumes;
+* one **attempt span** per execution attempt (``toolbound.attempt {name}``), a child of
+  the call span, from EXECUTING / ``"attempt_started"`` to its ``"attempt"`` event;
+* a span event per state transition, so the state path reads as a timeline.
+
+The call span's trace id is the invocation's ``trace_id`` (``CallContext.trace_id``), so
+a caller's ``traceparent`` continues in toolbound's spans. Only whitelisted, non-secret
+detail becomes an attribute: never argument bytes, results or tool-message content.
+
+W3C Trace Context level 1 (https://www.w3.org/TR/trace-context/):
+:func:`parse_traceparent` accepts a header or returns ``None`` ("start a new trace"),
+:func:`format_traceparent` writes version ``00``, and :func:`context_from_traceparent`
+gives the trace id to put in ``CallContext.trace_id``; :func:`traceparent_scope` also
+makes the caller's span the parent of the calls made inside it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections import OrderedDict
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from toolbound._state import REJECTED, TERMINAL, State
+
+try:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace as otel_trace
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    msg = "toolbound.otel needs OpenTelemetry: pip install 'toolbound[otel]'"
+    raise ImportError(msg) from exc
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from opentelemetry.util.types import AttributeValue
+
+    from toolbound._model import Attempt
+    from toolbound.trace import TraceEvent
+
+__all__ = [
+    "OpenTelemetrySink",
+    "TraceParent",
+    "context_from_traceparent",
+    "format_traceparent",
+    "parse_traceparent",
+    "traceparent_scope",
+]
+
+# -- W3C Trace Context level 1 ------------------------------------------------------
+
+_VERSION_00_LENGTH: Final = 55  # "00-" + 32 + "-" + 16 + "-" + 2
+_HEADER: Final = re.compile(
+    r"(?P<version>[0-9a-f]{2})-(?P<trace_id>[0-9a-f]{32})-"
+    r"(?P<parent_id>[0-9a-f]{16})-(?P<flags>[0-9a-f]{2})"
+)
+_TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
+_SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
+_OWS: Final = " \t"  # RFC 9110 optional whitespace around a field value
+_SAMPLED: Final = 0x01
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TraceParent:
+    """A parsed W3C ``traceparent``: lowercase hex ids and the flags byte."""
+
+    version: str
+    trace_id: str
+    parent_id: str
+    trace_flags: int
+
+    @property
+    def sampled(self) -> bool:
+        """Whether the caller may have recorded its span (the ``sampled`` flag)."""
+        return bool(self.trace_flags & _SAMPLED)
+
+    @property
+    def header(self) -> str:
+        """The header to propagate: always version ``00`` (W3C: send your own version)."""
+        return format_traceparent(self.trace_id, self.parent_id, trace_flags=self.trace_flags)
+
+
+def parse_traceparent(header: str | None) -> TraceParent | None:
+    """Parse a ``traceparent`` header; ``None`` if absent or invalid (start a new trace).
+
+    Follows Trace Context level 1: lowercase hex only; version ``ff`` is invalid;
+    version ``00`` is exactly 55 characters; a higher version is parsed by its first
+    55 characters, and anything after them must begin with ``-``; an all-zero trace
+    id or parent id is invalid. Optional whitespace around the value is ignored.
+    """
+    value = "" if header is None else header.strip(_OWS)
+    found = _HEADER.match(value)  # the first 55 characters, whatever follows
+    if found is None:
+        return None
+    version, trace_id, parent_id = found["version"], found["trace_id"], found["parent_id"]
+    rest = value[_VERSION_00_LENGTH:]
+    if (
+        version == "ff"  # forbidden version
+        or (rest and (version == "00" or not rest.startswith("-")))
+        or trace_id == "0" * 32
+        or parent_id == "0" * 16
+    ):
+        return None
+    return TraceParent(
+        version=version,
+        trace_id=trace_id,
+        parent_id=parent_id,
+        trace_flags=int(found["flags"], 16),
+    )
+
+
+def format_traceparent(trace_id: str, parent_id: str, *, trace_flags: int = _SAMPLED) -> str:
+    """A version-``00`` ``traceparent``; raise :class:`ValueError` on ids the spec forbids."""
+    if not _TRACE_ID.fullmatch(trace_id) or trace_id == "0" * 32:
+        msg = f"trace id must be 32 lowercase hex digits, not all zero: {trace_id!r}"
+        raise ValueError(msg)
+    if not _SPAN_ID.fullmatch(parent_id) or parent_id == "0" * 16:
+        msg = f"parent id must be 16 lowercase hex digits, not all zero: {parent_id!r}"
+        raise ValueError(msg)
+    if not 0 <= trace_flags <= 0xFF:  # noqa: PLR2004 - one byte
+        msg = f"trace flags must fit in one byte: {trace_flags!r}"
+        raise ValueError(msg)
+    return f"00-{trace_id}-{parent_id}-{trace_flags:02x}"
+
+
+def context_from_traceparent(header: str | None) -> str | None:
+    """The trace id for ``CallContext.trace_id``; ``None`` lets toolbound start a new trace."""
+    parsed = parse_traceparent(header)
+    return None if parsed is None else parsed.trace_id
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    trace_id: str
+    parent: TraceParent | None
+
+
+_SCOPE: ContextVar[_Scope | None] = ContextVar("toolbound_otel_scope", default=None)
+
+
+@contextmanager
+def traceparent_scope(header: str | None) -> Iterator[str]:
+    """Within the block, calls get the caller's trace; yields the id for ``CallContext``.
+
+    A valid ``header`` yields its trace id, and the call spans of proposals made in
+    the block become children of the caller's span; an absent or invalid one yields a
+    fresh trace id (a new trace). Pass the yielded id as ``CallContext.trace_id`` so
+    toolbound's trace, its HTTP tools' ``traceparent`` and the spans agree::
+
+        with traceparent_scope(request.headers.get("traceparent")) as trace_id:
+            runtime.run(proposal, CallContext(subject=..., tools=..., trace_id=trace_id))
+    """
+    parent = parse_traceparent(header)
+    trace_id = parent.trace_id if parent is not None else _new_trace_id()
+    token = _SCOPE.set(_Scope(trace_id, parent))
+    try:
+        yield trace_id
+    finally:
+        _SCOPE.reset(token)
+
+
+def _new_trace_id() -> str:
+    while (trace_id := os.urandom(16).hex()) == "0" * 32:
+        pass  # pragma: no cover - one chance in 2**128
+    return trace_id
+
+
+# -- the sink ------------------------------------------------------------------------
+
+_TRACER_NAME: Final = "toolbound"
+_COMMITTED: Final = frozenset({State.COMMITTED, State.OBSERVED, State.FAILED_AFTER_COMMIT})
+_FAILED: Final = REJECTED | {
+    State.FAILED_BEFORE_COMMIT,
+    State.FAILED_AFTER_COMMIT,
+    State.OUTCOME_UNKNOWN,
+}
+# Detail safe to copy onto span events: decisions and ids, never arguments, results,
+# message bytes or exception text (R6: secrets never leave the runtime).
+_EVENT_KEYS: Final = frozenset(
+    {
+        "action",
+        "answer",
+        "attempt",
+        "attempt_id",
+        "code",
+        "decision",
+        "delay",
+        "digest",
+        "failure",
+        "is_error",
+        "number",
+        "phase",
+        "reason",
+        "spec",
+        "truncated",
+        "type",
+        "verified",
+    }
+)
+
+
+def _ns(at: float) -> int:
+    return int(at * 1_000_000_000)
+
+
+@dataclass(slots=True)
+class _Open:
+    """The spans of one call still being built."""
+
+    call: otel_trace.Span
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    name: str = ""
+    state: State = State.PROPOSED
+    path: list[str] = field(default_factory=lambda: [State.PROPOSED.value])
+    attempts: dict[str, otel_trace.Span] = field(default_factory=dict)
+    attempt_count: int = 0
+    error_code: str | None = None
+    ended: bool = False
+
+
+class OpenTelemetrySink:
+    """A :class:`~toolbound.trace.TraceSink` that records each call as OpenTelemetry spans.
+
+    ``tracer_provider`` defaults to the global one (a no-op until the application
+    installs an SDK provider). The sink never raises into the runtime: a failure is
+    counted in :attr:`errors` and the call goes on. It is safe to share between
+    threads and runtimes. At most ``max_open`` calls are tracked at once (parked calls
+    count); past that, the oldest is ended with ``toolbound.abandoned`` set.
+
+    The call span's trace id is the call's ``trace_id`` — taken from the ``"proposal"``
+    event when the runtime records it there, else from the enclosing
+    :func:`traceparent_scope`. Its parent is the caller's span from that scope's
+    header, else the active OpenTelemetry span if it has the same trace id, else a
+    synthetic remote parent that carries the trace id (``toolbound.synthetic_parent``).
+    Outside any scope, with no trace id in the event, the call span simply nests under
+    the active OpenTelemetry span (or starts a new trace).
+    """
+
+    def __init__(
+        self,
+        tracer_provider: otel_trace.TracerProvider | None = None,
+        *,
+        max_open: int = 10_000,
+    ) -> None:
+        self._tracer = otel_trace.get_tracer(_TRACER_NAME, tracer_provider=tracer_provider)
+        self._max_open = max_open
+        self._lock = threading.Lock()
+        self._open: OrderedDict[str, _Open] = OrderedDict()
+        self._errors = 0
+        self._last_error: str | None = None
+
+    @property
+    def errors(self) -> int:
+        """How many events the sink failed to turn into spans."""
+        return self._errors
+
+    @property
+    def last_error(self) -> str | None:
+        """The most recent failure, as ``Type: text`` (for logs and tests)."""
+        return self._last_error
+
+    def emit(self, invocation_id: str, event: TraceEvent) -> None:
+        """Turn one trace event into span work; never raises."""
+        try:
+            self._emit(invocation_id, event)
+        except Exception as exc:  # noqa: BLE001 - a telemetry fault must not fail a call
+            with self._lock:
+                self._errors += 1
+                self._last_error = f"{type(exc).__name__}: {exc}"
+
+    def _emit(self, invocation_id: str, event: TraceEvent) -> None:
+        if event.kind == "proposal":
+            self._start(invocation_id, event)
+            return
+        with self._lock:
+            call = self._open.get(invocation_id)
+        if call is None:
+            return  # an event after the call span ended (e.g. a later re-budgeting)
+        with call.lock:
+            if call.ended:
+                return
+            done = self._apply(call, event)
+        if done:
+            with self._lock:
+                self._open.pop(invocation_id, None)
+
+    def _start(self, invocation_id: str, event: TraceEvent) -> None:
+        data = event.data
+        name = str(data.get("name", ""))
+        attributes: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "toolbound.invocation_id": invocation_id,
+        }
+        proposal_id = data.get("proposal_id")
+        if isinstance(proposal_id, str):
+            attributes["gen_ai.tool.call.id"] = proposal_id
+            attributes["toolbound.proposal_id"] = proposal_id
+        model_call_id = data.get("model_call_id")
+        if isinstance(model_call_id, str):
+            attributes["toolbound.model_call_id"] = model_call_id
+        version = data.get("version")
+        attributes["toolbound.tool"] = f"{name}@{version}" if isinstance(version, str) else name
+        trace_id = data.get("trace_id")
+        caller = _SCOPE.get()
+        if not isinstance(trace_id, str):
+            trace_id = None if caller is None else caller.trace_id
+        span = self._tracer.start_span(
+            f"execute_tool {name}",
+            context=_parent(trace_id, caller, attributes),
+            attributes=attributes,
+            start_time=_ns(event.at),
+        )
+        call = _Open(call=span, name=name)
+        evicted: list[_Open] = []
+        with self._lock:
+            self._open[invocation_id] = call
+            while len(self._open) > self._max_open:
+                evicted.append(self._open.popitem(last=False)[1])
+        for old in evicted:
+            with old.lock:
+                if not old.ended:
+                    old.call.set_attribute("toolbound.abandoned", value=True)
+                    self._finish(old, end=None)
+
+    def _apply(self, call: _Open, event: TraceEvent) -> bool:
+        """Fold one event into the call's spans; ``True`` once the call span has ended."""
+        data = event.data
+        problem = data.get("problem")
+        code = getattr(problem, "code", None)
+        if isinstance(code, str):
+            call.error_code = code
+        if event.kind == "transition" and event.state is not None:
+            self._transition(call, event)
+        elif event.kind == "attempt_started":
+            self._open_attempt(call, data.get("attempt_id"), data.get("number"), event.at)
+        elif event.kind == "attempt":
+            self._close_attempt(call, data.get("attempt"), event.at)
+        elif event.kind == "tool_message":
+            call.call.add_event("tool_message", _safe(data), timestamp=_ns(event.at))
+            if call.state is not State.AWAITING_CONFIRMATION:
+                if data.get("is_error") is True:
+                    call.call.set_attribute("toolbound.is_error", value=True)
+                self._finish(call, end=_ns(event.at))
+                return True
+        else:
+            target = self._current_attempt(call) or call.call
+            target.add_event(event.kind, _safe(data), timestamp=_ns(event.at))
+        return False
+
+    def _transition(self, call: _Open, event: TraceEvent) -> None:
+        state = event.state
+        assert state is not None  # noqa: S101 - checked by the caller
+        data = event.data
+        call.state = state
+        call.path.append(state.value)
+        previous = data.get("previous")
+        attributes: dict[str, AttributeValue] = {"toolbound.state": state.value}
+        if isinstance(previous, State):
+            attributes["toolbound.previous"] = previous.value
+        call.call.add_event("transition", attributes, timestamp=_ns(event.at))
+        spec = data.get("spec")
+        if isinstance(spec, str):
+            call.call.set_attribute("toolbound.tool", spec)
+        digest = data.get("digest")
+        if isinstance(digest, str):
+            call.call.set_attribute("toolbound.digest", digest)
+        if state is State.EXECUTING:
+            self._open_attempt(call, data.get("attempt_id"), data.get("attempt"), event.at)
+
+    def _open_attempt(self, call: _Open, attempt_id: object, number: object, at: float) -> None:
+        if not isinstance(attempt_id, str) or attempt_id in call.attempts:
+            return
+        call.attempt_count += 1
+        parent = otel_trace.set_span_in_context(call.call)
+        call.attempts[attempt_id] = self._tracer.start_span(
+            f"toolbound.attempt {call.name}",
+            context=parent,
+            attributes={
+                "toolbound.attempt.id": attempt_id,
+                "toolbound.attempt.number": number
+                if isinstance(number, int)
+                else call.attempt_count,
+            },
+            start_time=_ns(at),
+        )
+
+    def _close_attempt(self, call: _Open, attempt: object, at: float) -> None:
+        attempt_id = getattr(attempt, "attempt_id", None)
+        span = call.attempts.pop(attempt_id, None) if isinstance(attempt_id, str) else None
+        if span is None:
+            return
+        done: Attempt = attempt  # type: ignore[assignment]
+        span.set_attribute("toolbound.attempt.outcome", done.outcome)
+        if done.detail is not None:
+            span.set_attribute("toolbound.attempt.detail", done.detail)
+        if done.outcome != "committed":
+            span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, done.outcome))
+        span.end(end_time=_ns(at))
+
+    def _current_attempt(self, call: _Open) -> otel_trace.Span | None:
+        return next(reversed(call.attempts.values()), None)
+
+    def _finish(self, call: _Open, *, end: int | None) -> None:
+        """Set the call span's summary attributes and end it (and any unfinished attempt)."""
+        call.ended = True
+        for span in call.attempts.values():
+            span.set_attribute("toolbound.attempt.outcome", "unfinished")
+            span.end(end_time=end)
+        call.attempts.clear()
+        span = call.call
+        state = call.state
+        span.set_attribute("toolbound.state", state.value)
+        span.set_attribute("toolbound.state_path", tuple(call.path))
+        span.set_attribute("toolbound.attempts", call.attempt_count)
+        if state in _COMMITTED:
+            span.set_attribute("toolbound.commit_status", "committed")
+        elif state is State.OUTCOME_UNKNOWN:
+            span.set_attribute("toolbound.commit_status", "unknown")
+        elif state in TERMINAL:
+            span.set_attribute("toolbound.commit_status", "not_committed")
+        if call.error_code is not None:
+            span.set_attribute("toolbound.error_code", call.error_code)
+            span.set_attribute("error.type", call.error_code)
+        if state in _FAILED:
+            description = call.error_code or state.value
+            span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, description))
+        span.end(end_time=end)
+
+
+def _parent(
+    trace_id: str | None, caller: _Scope | None, attributes: dict[str, AttributeValue]
+) -> otel_context.Context | None:
+    """The parent context carrying the call's trace id (R14), or ``None`` for a new trace."""
+    if trace_id is None or not _TRACE_ID.fullmatch(trace_id) or trace_id == "0" * 32:
+        return None
+    if caller is not None and caller.parent is not None and caller.trace_id == trace_id:
+        parent = caller.parent
+        remote = otel_trace.SpanContext(
+            trace_id=int(parent.trace_id, 16),
+            span_id=int(parent.parent_id, 16),
+            is_remote=True,
+            trace_flags=otel_trace.TraceFlags(parent.trace_flags),
+        )
+        return otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(remote))
+    current = otel_trace.get_current_span().get_span_context()
+    if current.is_valid and current.trace_id == int(trace_id, 16):
+        return otel_context.get_current()
+    # No known parent span: a synthetic remote one carries the trace id, since the
+    # OpenTelemetry API takes a trace id only from a parent.
+    attributes["toolbound.synthetic_parent"] = True
+    remote = otel_trace.SpanContext(
+        trace_id=int(trace_id, 16),
+        span_id=int.from_bytes(os.urandom(8), "big") or 1,
+        is_remote=True,
+        trace_flags=otel_trace.TraceFlags(otel_trace.TraceFlags.SAMPLED),
+    )
+    return otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(remote))
+
+
+def _safe(data: Mapping[str, object]) -> dict[str, AttributeValue]:
+    """The whitelisted scalar detail of an event, as span-event attributes."""
+    out: dict[str, AttributeValue] = {}
+    for key in _EVENT_KEYS & data.keys():
+        value = data[key]
+        if isinstance(value, bool | int | float | str):
+            out[f"toolbound.{key}"] = value
+    return out
