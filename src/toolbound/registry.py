@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from toolbound._model import ToolSpec
     from toolbound.execution.tool import AsyncToolFunction, ToolFunction
 
-__all__ = ["RegisteredTool", "Registry", "ToolSet"]
+__all__ = ["RegisteredTool", "Registry", "ToolSet", "check_spec"]
 
 # Dots name families (orders.get); providers accept at most 64 of [A-Za-z0-9_-],
 # adapters map dots where a provider needs it.
@@ -70,7 +70,7 @@ class Registry:
         faster, but its deadline can then only be checked after it returns, so it is
         allowed only for ``pure`` and ``read`` tools.
         """
-        _check_spec(spec)
+        check_spec(spec)
         if spec.key in self._tools:
             msg = f"{spec.ref} is already registered"
             raise SpecError(msg)
@@ -177,7 +177,8 @@ class ToolSet:
         return len(self._by_name)
 
 
-def _check_spec(spec: ToolSpec) -> None:
+def check_spec(spec: ToolSpec) -> None:
+    """Raise :class:`SpecError` naming every field of ``spec`` that cannot be registered."""
     problems: list[str] = []
     if not _NAME.match(spec.name):
         problems.append(f"name {spec.name!r} must match {_NAME.pattern}")
