@@ -439,3 +439,33 @@ def test_resources_reach_the_policy(harness: Harness):
     )
     assert harness.run("echo", {"text": "r1"}).kind == "observed"
     assert harness.run("echo", {"text": "r2"}).state is S.AUTHORIZATION_REJECTED
+
+
+def test_broken_semantic_check_fails_closed(harness: Harness):
+    """A semantic check that raises rejects the call; the tool never runs."""
+
+    def broken(_args, _ctx):
+        msg = "bug"
+        raise KeyError(msg)
+
+    tool = FakeTool(returns={"text": "x"})
+    harness.registry.register(spec(semantic_check=broken), tool)
+    out = harness.run("echo", {"text": "x"})
+    assert out.state is S.VALIDATION_REJECTED
+    assert out.problem.code == "check_failed"
+    assert "bug" not in out.message.text
+    assert tool.calls == []
+
+
+def test_broken_target_check_fails_closed(harness: Harness):
+    """A target check that raises fails the call before commit; the tool never runs."""
+
+    def broken(_inv):
+        raise OSError
+
+    tool = FakeTool(returns={"text": "x"})
+    harness.registry.register(write_spec(target_check=broken), tool)
+    out = harness.run("write", {"text": "x"})
+    assert out.state is S.FAILED_BEFORE_COMMIT
+    assert out.problem.code == "target_check_failed"
+    assert tool.calls == []

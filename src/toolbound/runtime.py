@@ -448,18 +448,10 @@ class Runtime:
             timezone=ctx.timezone,
             locale=ctx.locale,
         )
-        try:
-            tool.input.validate(arguments)
-            if spec.normalizers:
-                arguments = normalize(arguments, spec.normalizers, nctx)
-                tool.input.validate(arguments)  # normalizers must keep the contract
-            if spec.semantic_check is not None:
-                problem = spec.semantic_check(arguments, nctx)
-                if problem is not None:
-                    raise Rejection(problem)  # noqa: TRY301 - one rejection path for all checks
-            canonical = canonical_json(arguments)
-        except Rejection as r:
-            return self._reject(call, State.VALIDATION_REJECTED, r.problem, spec=spec.ref)
+        checked = self._check_arguments(call, arguments, nctx)
+        if not isinstance(checked, tuple):
+            return checked
+        arguments, canonical = checked
         d = digest(
             tenant=ctx.subject.tenant,
             tool_name=spec.name,
@@ -527,6 +519,40 @@ class Runtime:
         if decision.kind == "confirm":
             return self._park(call, decision.reason, now)
         return self._prepare(call)
+
+    def _check_arguments(
+        self, call: _Call, arguments: JSONObject, nctx: NormalizationContext
+    ) -> tuple[JSONObject, bytes] | Rejected:
+        """Validate, normalize, re-validate, semantic check, canonical form (R4 to R6)."""
+        tool = _must(call.tool)
+        spec = tool.spec
+        life = call.life
+        try:
+            tool.input.validate(arguments)
+            if spec.normalizers:
+                arguments = normalize(arguments, spec.normalizers, nctx)
+                tool.input.validate(arguments)  # normalizers must keep the contract
+            if spec.semantic_check is not None:
+                problem = spec.semantic_check(arguments, nctx)
+                if problem is not None:
+                    raise Rejection(problem)  # noqa: TRY301 - one rejection path for all checks
+            canonical = canonical_json(arguments)
+        except Rejection as r:
+            return self._reject(call, State.VALIDATION_REJECTED, r.problem, spec=spec.ref)
+        except Exception as exc:  # noqa: BLE001 - a broken normalizer or check fails closed
+            life.trace.record("check_exception", type=type(exc).__name__, text=str(exc))
+            return self._reject(
+                call,
+                State.VALIDATION_REJECTED,
+                Problem(
+                    kind="semantic",
+                    code="check_failed",
+                    message=f"{spec.ref} could not check these arguments ({type(exc).__name__})",
+                    recoverable=False,
+                ),
+                spec=spec.ref,
+            )
+        return arguments, canonical
 
     def _begin(self, proposal: Proposal, ctx: CallContext) -> _Call:
         """A new call in PROPOSED, its trace opened with the raw proposal (R14)."""
@@ -644,6 +670,22 @@ class Runtime:
         call.ctx = replace(call.ctx, timeout=budget)
         return self._prepare(call)
 
+    def _target_problem(self, call: _Call) -> Problem | None:
+        """The tool's target check; one that raises fails closed (R6)."""
+        check = _must(call.tool).spec.target_check
+        assert check is not None  # noqa: S101 - only called when the tool has one
+        try:
+            return check(_must(call.invocation))
+        except Exception as exc:  # noqa: BLE001 - an unreadable target fails closed
+            call.life.trace.record("check_exception", type=type(exc).__name__, text=str(exc))
+            return Problem(
+                kind="target",
+                code="target_check_failed",
+                message=f"could not check the target ({type(exc).__name__})",
+                recoverable=True,
+                hint="try again later",
+            )
+
     def _should_wait(self, call: _Call, claim: Claim) -> bool:
         """R8: the same call is still executing; wait for it if the caller asked to."""
         if not (
@@ -664,7 +706,7 @@ class Runtime:
         if self._cancel_requested(call):
             return self._cancelled(call, "cancelled before execution")
         if tool.spec.target_check is not None:
-            problem = tool.spec.target_check(inv)
+            problem = self._target_problem(call)
             if problem is not None:
                 return self._failed_before(call, problem)
         claim: Claim | None = None
