@@ -888,3 +888,29 @@ def test_no_allow_without_a_grant_of_ones_own(data, subject, claims):
         return
     assert decision.capabilities == frozenset(capabilities)
     assert all(holds_own(grants, subject, c) for c in decision.capabilities)
+
+
+def test_a_policy_that_raises_denies():
+    """A broken policy fails closed: Deny with policy_failed, the error text not exposed."""
+
+    class Broken:
+        def authorize(self, _request):
+            msg = "lookup table missing"
+            raise RuntimeError(msg)
+
+    request = AuthzRequest(
+        subject=Subject(id="mira", tenant="acme"),
+        spec=ToolSpec(
+            name="t",
+            version="v1",
+            description="t",
+            input_schema={"type": "object"},
+            effect="read",
+        ),
+        arguments={},
+        now=datetime.now(UTC),
+    )
+    decision = authorize(Broken(), request)
+    assert isinstance(decision, Deny)
+    assert decision.problem.code == "policy_failed"
+    assert "lookup table" not in decision.problem.message

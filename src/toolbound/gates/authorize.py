@@ -894,8 +894,19 @@ def authorize(policy: Policy, request: AuthzRequest) -> Decision:
     * An Allow or Confirm lacking a capability the spec lists becomes
       ``Deny(capability_missing)``: a tool runs with all its capabilities or not
       at all.
+    * A policy that raises (a broken rule, a lookup that failed) denies with
+      ``policy_failed``: authorization fails closed.
     """
-    decision = policy.authorize(request)
+    try:
+        decision = policy.authorize(request)
+    except ConfigurationError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - fail closed, whatever broke
+        return _deny(
+            "policy_failed",
+            f"the policy could not decide ({type(exc).__name__})",
+            "Try again later, or ask the user.",
+        )
     match decision:
         case Deny():
             return decision
