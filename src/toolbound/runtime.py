@@ -219,20 +219,14 @@ class Runtime:
 
     def run(self, proposal: Proposal, context: CallContext) -> Outcome:
         """Take ``proposal`` through every gate and, if admitted, execute it."""
-        admitted = self._admit(proposal, context)
-        while isinstance(admitted, _Waiting):
-            time.sleep(_WAIT_POLL)
-            admitted = self._prepare(admitted.call)
+        admitted = self._ready(self._admit(proposal, context))
         if not isinstance(admitted, _Call):
             return admitted
         return self._execute_sync(admitted)
 
     async def arun(self, proposal: Proposal, context: CallContext) -> Outcome:
         """:meth:`run` for async callers: async tools run on the caller's loop."""
-        admitted = self._admit(proposal, context)
-        while isinstance(admitted, _Waiting):
-            await asyncio.sleep(_WAIT_POLL)
-            admitted = self._prepare(admitted.call)
+        admitted = await self._aready(self._admit(proposal, context))
         if not isinstance(admitted, _Call):
             return admitted
         return await self._execute_async(admitted)
@@ -312,10 +306,7 @@ class Runtime:
         when the confirmation was not issued here, names no parked call, another
         call, or other arguments.
         """
-        resumed = self._resume(confirmation, timeout)
-        while isinstance(resumed, _Waiting):
-            time.sleep(_WAIT_POLL)
-            resumed = self._prepare(resumed.call)
+        resumed = self._ready(self._resume(confirmation, timeout))
         if not isinstance(resumed, _Call):
             return resumed
         return self._execute_sync(resumed)
@@ -324,10 +315,7 @@ class Runtime:
         self, confirmation: Confirmation, *, timeout: float | None = None
     ) -> Outcome:
         """:meth:`confirm` for async callers."""
-        resumed = self._resume(confirmation, timeout)
-        while isinstance(resumed, _Waiting):
-            await asyncio.sleep(_WAIT_POLL)
-            resumed = self._prepare(resumed.call)
+        resumed = await self._aready(self._resume(confirmation, timeout))
         if not isinstance(resumed, _Call):
             return resumed
         return await self._execute_async(resumed)
@@ -686,6 +674,20 @@ class Runtime:
                 hint="try again later",
             )
 
+    def _ready(self, step: _Call | _Waiting | Outcome) -> _Call | Outcome:
+        """Poll the ledger while the same call is still executing elsewhere (R8)."""
+        while isinstance(step, _Waiting):
+            time.sleep(_WAIT_POLL)
+            step = self._prepare(step.call)
+        return step
+
+    async def _aready(self, step: _Call | _Waiting | Outcome) -> _Call | Outcome:
+        """:meth:`_ready` for async callers."""
+        while isinstance(step, _Waiting):
+            await asyncio.sleep(_WAIT_POLL)
+            step = self._prepare(step.call)
+        return step
+
     def _should_wait(self, call: _Call, claim: Claim) -> bool:
         """R8: the same call is still executing; wait for it if the caller asked to."""
         if not (
@@ -1025,6 +1027,7 @@ class Runtime:
                     if problem is not None:
                         raise _RolledBack(problem)  # noqa: TRY301 - nothing commits
                     raw.value = value
+                    raw.output_checked = True
                     raw.ended_at = self.clock.now()
                     tx.advance(
                         key,
@@ -1200,7 +1203,8 @@ class Runtime:
             value = value.value
         attempts = self._attempt(call, raw, "committed", None)
         call.life.advance(State.COMMITTED, external_resource_id=external)
-        problem = _output_problem(tool, value)
+        # A transactional tool's result was checked inside its transaction already.
+        problem = None if raw.output_checked else _output_problem(tool, value)
         if problem is None:
             checked = cast("JSONValue", value)
             clean, secret_cuts = self._redactor.redact(

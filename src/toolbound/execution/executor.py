@@ -53,6 +53,8 @@ class RawAttempt:
     caller_cancelled: bool = False
     """The awaiting task itself was cancelled (async API): settle, then re-raise."""
     marked: bool = False
+    output_checked: bool = False
+    """The result already passed its output contract (inside a transaction)."""
 
 
 class Executor:
