@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/toolbound demo
+	$(BIN)/toolbound serve --config examples/toolbound.toml
 
 test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest

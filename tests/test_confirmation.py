@@ -176,3 +176,75 @@ def test_check_confirmation_denied_flag(confirming):
     with pytest.raises(Rejection) as err:
         check_confirmation(parked.request, no, now=confirming.clock.now())
     assert err.value.problem.code == "denied_by_person"
+
+
+# -- a durable store outside the runtime keeps the parked call ------------------
+
+
+@pytest.fixture
+def stored(clock) -> Harness:
+    h = Harness(
+        clock, grant(confirm=True), confirmation_ttl=timedelta(minutes=10), hold_parked=False
+    )
+    h.tool = FakeTool(returns={"text": "done"})
+    h.registry.register(spec("write", effect="reversible_write"), h.tool)
+    yield h
+    h.close()
+
+
+def test_a_runtime_that_does_not_hold_parked_calls_keeps_nothing(stored):
+    """With hold_parked=False the call is answered AWAITING_CONFIRMATION and not kept."""
+    out = stored.run("write", {"text": "x"}, invocation_id="inv-1")
+    assert out.kind == "awaiting_confirmation"
+    assert out.invocation_id == "inv-1"
+    assert stored.runtime.pending() == []
+    assert stored.tool.calls == []
+
+
+def test_an_approval_for_the_same_digest_resumes_in_any_runtime(stored, clock):
+    """The stored proposal re-run with the approval executes once, through the same path."""
+    parked = stored.run("write", {"text": "x"}, invocation_id="inv-1")
+    approval = parked.request.approve(approver="ana", at=clock.now(), ttl=timedelta(minutes=5))
+    done = stored.run("write", {"text": "x"}, invocation_id="inv-1", approval=approval)
+    assert done.kind == "observed"
+    assert done.invocation_id == "inv-1"
+    assert done.path[-5:] == (
+        S.AWAITING_CONFIRMATION,
+        S.PREPARED,
+        S.EXECUTING,
+        S.COMMITTED,
+        S.OBSERVED,
+    )
+    assert done.trace.of_kind("confirmation")[0].data["record"] == approval
+    assert stored.tool.calls == [{"text": "x"}]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "invocation_id", "code"),
+    [
+        ({"text": "changed"}, "inv-1", "digest_mismatch"),
+        ({"text": "x"}, "inv-2", "confirmation_for_other_call"),
+    ],
+)
+def test_an_approval_never_fits_another_call(stored, clock, arguments, invocation_id, code):
+    """Changed arguments or another invocation: rejected, nothing executed (R7)."""
+    parked = stored.run("write", {"text": "x"}, invocation_id="inv-1")
+    approval = parked.request.approve(approver="ana", at=clock.now(), ttl=timedelta(minutes=5))
+    out = stored.run("write", arguments, invocation_id=invocation_id, approval=approval)
+    assert out.kind == "rejected"
+    assert out.problem.code == code
+    assert stored.tool.calls == []
+
+
+def test_a_denial_or_an_expired_approval_does_not_run(stored, clock):
+    """A recorded denial ends the call; so does an approval past its expiry."""
+    parked = stored.run("write", {"text": "x"}, invocation_id="inv-1")
+    denial = parked.request.deny(approver="ana", at=clock.now())
+    assert stored.run(
+        "write", {"text": "x"}, invocation_id="inv-1", approval=denial
+    ).problem.code == ("denied_by_person")
+    approval = parked.request.approve(approver="ana", at=clock.now(), ttl=timedelta(minutes=1))
+    clock.advance(120)
+    out = stored.run("write", {"text": "x"}, invocation_id="inv-1", approval=approval)
+    assert out.problem.code == "confirmation_expired"
+    assert stored.tool.calls == []

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from typing import TYPE_CHECKING
 
 from toolbound.registry import Registry
 
 if TYPE_CHECKING:
+    from toolbound._clock import Clock
+    from toolbound.config import ConfigError, ServiceConfig
     from toolbound.ledger.store import Ledger
+    from toolbound.trace import TraceSink
 
 try:
     import click
@@ -116,6 +120,100 @@ if _MISSING is None:
             ledger.close()
 
     @_cli.command()
+    @click.option(
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(dir_okay=False),
+        help="The service's TOML configuration.",
+    )
+    @click.option("--host", default=None, help="Listen address (default: from the file).")
+    @click.option("--port", default=None, type=int, help="Port (default: from the file).")
+    def serve(config_path: str, host: str | None, port: int | None) -> None:
+        """Start the HTTP API and the console."""
+        import uvicorn  # noqa: PLC0415 - the service extra
+
+        from toolbound.service.api import create_app  # noqa: PLC0415
+        from toolbound.service.core import Service  # noqa: PLC0415
+
+        console = Console(stderr=True)
+        config = _config_or_exit(config_path, console)
+        host = host or config.host
+        port = config.port if port is None else port
+        with console.status("opening the store and loading the tools…"):
+            service = Service(config, sinks=_telemetry(config))
+        if service.recovered:
+            console.print(f"{service.recovered} call(s) interrupted by the last stop, recorded")
+        console.print(f"[bold]toolbound[/] serving on [link]http://{host}:{port}/[/link]")
+        console.print(f"  console  http://{host}:{port}/console")
+        console.print(f"  API      http://{host}:{port}/openapi.json")
+        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+
+    @_cli.command("check-config")
+    @click.argument("config_path", type=click.Path(dir_okay=False))
+    def check_config(config_path: str) -> None:
+        """Validate a configuration file and explain every problem."""
+        from toolbound.config import ConfigError  # noqa: PLC0415
+
+        console = Console()
+        config = _config_or_exit(config_path, console)
+        try:
+            registry = config.build_registry()
+            config.build_policy(_clock())
+        except ConfigError as exc:
+            _print_issues(console, exc)
+            sys.exit(1)
+        table = Table("", "", show_header=False, box=None)
+        table.add_row("store", config.store_url)
+        table.add_row("tools", ", ".join(sorted(t.spec.ref for t in registry)) or "none")
+        table.add_row("principals", ", ".join(p.name for p in config.principals))
+        table.add_row("grants", str(len(config.grants)))
+        table.add_row("listen", f"{config.host}:{config.port}")
+        console.print(table)
+        console.print(f"[green]{config_path}: valid[/]")
+
+    @_cli.command()
+    @click.argument("invocation_id")
+    @click.option(
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(dir_okay=False),
+        help="The service's TOML configuration (the trace is read from its store).",
+    )
+    def trace(invocation_id: str, config_path: str) -> None:
+        """Show one invocation's state path and trace timeline."""
+        from toolbound.service.core import journal_for  # noqa: PLC0415
+
+        console = Console()
+        config = _config_or_exit(config_path, console)
+        journal = journal_for(config.store_url)
+        try:
+            call = journal.get_call(invocation_id)
+        finally:
+            journal.close()
+        if call is None:
+            console.print(f"[red]no invocation {invocation_id}[/]")
+            sys.exit(1)
+        console.rule(f"[bold]{call.tool}[/] {call.invocation_id}")
+        console.print(f"subject {call.subject} ({call.tenant}) · status {call.status}")
+        if call.digest:
+            console.print(f"digest {call.digest}")
+        table = Table("#", "at", "event", "state", "detail")
+        events = call.body.get("trace", [])
+        for event in events if isinstance(events, list) else []:
+            data = event.get("data", {})
+            detail = ", ".join(f"{k}={_short(v)}" for k, v in data.items())
+            table.add_row(
+                str(event.get("seq")),
+                str(event.get("at", ""))[11:23],
+                str(event.get("kind")),
+                str(event.get("state") or ""),
+                detail,
+            )
+        console.print(table)
+
+    @_cli.command()
     def demo() -> None:
         """Run the seeds' scenarios end to end and show every call's path."""
         from toolbound.packs.demo import run_demo  # noqa: PLC0415 - keeps start-up light
@@ -136,3 +234,45 @@ if _MISSING is None:
                 table.add_row(key, str(value))
             console.rule(f"[bold]{n}. {scenario.title}")
             console.print(table)
+
+
+def _config_or_exit(path: str, console: Console) -> ServiceConfig:
+    from toolbound.config import ConfigError, load_config  # noqa: PLC0415
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        _print_issues(console, exc)
+        sys.exit(1)
+
+
+def _print_issues(console: Console, exc: ConfigError) -> None:
+    console.print(f"[red]{exc.source or 'configuration'}: {len(exc.issues)} problem(s)[/]")
+    for issue in exc.issues:
+        console.print(f"  [bold]{issue.path or '(file)'}[/]: {issue.message}", highlight=False)
+
+
+def _telemetry(config: ServiceConfig) -> list[TraceSink]:
+    telemetry = config.telemetry
+    if telemetry.exporter == "none":
+        return []
+    from toolbound.otel import exporting_sink  # noqa: PLC0415
+
+    return [
+        exporting_sink(
+            telemetry.exporter,
+            endpoint=telemetry.endpoint,
+            service_name=telemetry.service_name,
+        )
+    ]
+
+
+def _clock() -> Clock:
+    from toolbound._clock import SystemClock  # noqa: PLC0415
+
+    return SystemClock()
+
+
+def _short(value: object, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

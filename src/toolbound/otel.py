@@ -54,6 +54,7 @@ __all__ = [
     "OpenTelemetrySink",
     "TraceParent",
     "context_from_traceparent",
+    "exporting_sink",
     "format_traceparent",
     "parse_traceparent",
     "traceparent_scope",
@@ -478,3 +479,38 @@ def _safe(data: Mapping[str, object]) -> dict[str, AttributeValue]:
         if isinstance(value, bool | int | float | str):
             out[f"toolbound.{key}"] = value
     return out
+
+
+def exporting_sink(
+    exporter: str, *, endpoint: str | None = None, service_name: str = "toolbound"
+) -> OpenTelemetrySink:
+    """A sink with its own SDK tracer provider exporting to ``"console"`` or ``"otlp"``.
+
+    ``otlp`` sends OTLP/HTTP to ``endpoint`` (default: the exporter's own default,
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``http://localhost:4318``). Spans are batched.
+    """
+    from opentelemetry.sdk.resources import Resource  # noqa: PLC0415 - SDK only when exporting
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SpanExporter,
+    )
+
+    span_exporter: SpanExporter
+    if exporter == "console":
+        span_exporter = ConsoleSpanExporter()
+    elif exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+            OTLPSpanExporter,
+        )
+
+        span_exporter = OTLPSpanExporter(
+            endpoint=endpoint.rstrip("/") + "/v1/traces" if endpoint else None
+        )
+    else:
+        msg = f"unknown exporter {exporter!r}: use console or otlp"
+        raise ValueError(msg)
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider.add_span_processor(BatchSpanProcessor(span_exporter))
+    return OpenTelemetrySink(provider)

@@ -110,6 +110,12 @@ class CallContext:
     message sent back (the tool's own budget applies too); ``wait_in_flight`` is how
     long to wait when the same call is already executing elsewhere, for its result,
     instead of answering ``in_progress`` at once (R8).
+
+    ``invocation_id`` fixes the new invocation's id (a service that keeps calls in
+    its own store assigns it); ``approval`` is a person's decision that such a store
+    recorded and consumed once (R7): when the policy asks for confirmation, a call
+    carrying an approval for exactly its invocation id and digest goes on without
+    parking, and one whose digest differs is rejected.
     """
 
     subject: Subject
@@ -123,6 +129,8 @@ class CallContext:
     trace_id: str | None = None
     result_budget: int | None = None
     wait_in_flight: float = 0.0
+    invocation_id: str | None = None
+    approval: Confirmation | None = None
 
 
 @dataclass(slots=True)
@@ -177,7 +185,11 @@ class Runtime:
     ``max_attempts``, with the same idempotency key, waiting through ``sleeper``
     (``retry_policy`` sets the backoff; ``rng`` its jitter). ``ledger`` is the
     idempotency ledger: in memory by default, :class:`~toolbound.SQLiteLedger` or
-    ``PostgresLedger`` for durability.
+    ``PostgresLedger`` for durability. With ``hold_parked=False`` a call that needs
+    confirmation is answered :class:`~toolbound.AwaitingConfirmation` and not kept
+    here: the caller's own store keeps it and resumes it later with
+    ``CallContext.approval`` (the service does this, so any of its processes can
+    resume a call another one parked).
     """
 
     def __init__(
@@ -196,6 +208,7 @@ class Runtime:
         retry_policy: RetryPolicy | None = None,
         sleeper: Sleeper | None = None,
         rng: Callable[[], float] = random.random,
+        hold_parked: bool = True,
     ) -> None:
         self.policy = policy
         self.ledger: Ledger = ledger if ledger is not None else MemoryLedger()
@@ -214,6 +227,7 @@ class Runtime:
         self._issued: dict[str, Confirmation] = {}
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._kept_max = kept_results
+        self._hold_parked = hold_parked
 
     # -- public API -------------------------------------------------------------
 
@@ -505,6 +519,8 @@ class Runtime:
             capabilities=decision.capabilities,
         )
         if decision.kind == "confirm":
+            if ctx.approval is not None:
+                return self._approved(call, ctx.approval, decision.reason, now)
             return self._park(call, decision.reason, now)
         return self._prepare(call)
 
@@ -545,7 +561,7 @@ class Runtime:
     def _begin(self, proposal: Proposal, ctx: CallContext) -> _Call:
         """A new call in PROPOSED, its trace opened with the raw proposal (R14)."""
         trace = Trace(
-            invocation_id=os.urandom(16).hex(),
+            invocation_id=ctx.invocation_id or os.urandom(16).hex(),
             trace_id=ctx.trace_id or os.urandom(16).hex(),
             clock=self.clock,
             sinks=self._sinks,
@@ -573,9 +589,9 @@ class Runtime:
         # R8: a provider's call id changes every turn, so the default key is the digest.
         return ctx.idempotency_key or f"tb:{d}"
 
-    def _park(self, call: _Call, reason: str, now: datetime) -> AwaitingConfirmation:
+    def _request(self, call: _Call, reason: str, now: datetime) -> ConfirmationRequest:
         inv = _must(call.invocation)
-        request = ConfirmationRequest(
+        return ConfirmationRequest(
             invocation_id=inv.invocation_id,
             digest=inv.digest,
             tool=_must(call.tool).spec.ref,
@@ -585,9 +601,28 @@ class Runtime:
             requested_at=now,
             expires_at=now + self._ttl,
         )
+
+    def _approved(
+        self, call: _Call, approval: Confirmation, reason: str, now: datetime
+    ) -> _Call | _Waiting | Outcome:
+        """Go on with a decision a durable confirmation store recorded (R7)."""
+        request = self._request(call, reason, now)
         call.life.advance(State.AWAITING_CONFIRMATION, request=request)
-        with self._lock:
-            self._parked[inv.invocation_id] = _Parked(call=call, request=request)
+        call.life.trace.record("confirmation", record=approval)
+        try:
+            # The approval must name this invocation and digest, be an approval and be live.
+            check_confirmation(replace(request, expires_at=approval.expires_at), approval, now=now)
+        except Rejection as r:
+            return self._reject(call, State.AUTHORIZATION_REJECTED, r.problem)
+        return self._prepare(call)
+
+    def _park(self, call: _Call, reason: str, now: datetime) -> AwaitingConfirmation:
+        inv = _must(call.invocation)
+        request = self._request(call, reason, now)
+        call.life.advance(State.AWAITING_CONFIRMATION, request=request)
+        if self._hold_parked:
+            with self._lock:
+                self._parked[inv.invocation_id] = _Parked(call=call, request=request)
         payload: JSONObject = {
             "type": "tool_pending",
             "call_id": inv.proposal_id,

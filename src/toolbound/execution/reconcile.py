@@ -129,6 +129,14 @@ class Reconciler:
         """One pass: query every unknown call whose tool can be asked."""
         return [self._one(record) for record in self.unresolved()]
 
+    def reconcile_one(self, invocation_id: str) -> Reconciled:
+        """Query the tool about one unknown call."""
+        record = self.ledger.find(invocation_id)
+        if record is None or record.phase != "unknown":
+            msg = f"invocation {invocation_id} has no unknown outcome to reconcile"
+            raise LedgerError(msg, code="not_unknown")
+        return self._one(record)
+
     def resolve(
         self,
         invocation_id: str,

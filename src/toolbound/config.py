@@ -1,0 +1,661 @@
+"""One TOML file configures a toolbound service (R18).
+
+It declares the store, the tool packs, who may call (hashed API keys → subject,
+tenant, roles), the grants the policy decides from, budgets, retention and
+telemetry::
+
+    [store]
+    url = "sqlite:///toolbound.db"      # relative paths are taken from this file's folder
+
+    [tools]
+    packs = ["toolbound.packs.example:register"]   # MODULE:FUNC, called with the Registry
+
+    [[tools.http]]                       # an HTTP endpoint as a tool
+    name = "crm.create_contact"
+    effect = "irreversible_write"
+    method = "POST"
+    url = "https://crm.example/contacts"
+    input_schema = { type = "object", properties = { email = { type = "string" } },
+                     required = ["email"], additionalProperties = false }
+
+    [[principal]]
+    name = "agent"
+    key_sha256 = "…"                     # hex SHA-256 of the API key; never the key itself
+    subject = "agent-1"
+    tenant = "acme"
+    roles = ["agent"]                    # agent, approver, operator
+
+    [[grant]]
+    subject = "agent-1"
+    tenant = "acme"
+    capability = "orders:write"
+    actions = ["create"]
+    confirm = true
+    scope = { kind = "owner" }
+    limits = [{ kind = "number", pointer = "/amount", maximum = 100 }]
+
+    [service]
+    host = "127.0.0.1"
+    port = 8780
+    four_eyes = true
+
+:func:`load_config` reads and validates the whole file and raises one
+:class:`ConfigError` listing every problem, each with the key path it is about
+(``grant[2].actions: …``). Nothing is imported or opened while loading; building the
+registry, policy and store is :meth:`ServiceConfig.build_registry` and friends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib
+import inspect
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast
+
+from toolbound._errors import ToolboundError
+from toolbound._model import Action, EffectClass, ToolSpec
+from toolbound.gates.authorize import (
+    DomainScope,
+    Grant,
+    GrantPolicy,
+    IdScope,
+    Limit,
+    NumberLimit,
+    OwnerScope,
+    PathScope,
+    RateLimit,
+    Scope,
+)
+from toolbound.registry import Registry
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from toolbound._clock import Clock
+
+__all__ = [
+    "ROLES",
+    "ConfigError",
+    "ConfigIssue",
+    "HttpToolConfig",
+    "Principal",
+    "ServiceConfig",
+    "TelemetryConfig",
+    "hash_key",
+    "load_config",
+    "parse_config",
+]
+
+Role = Literal["agent", "approver", "operator"]
+ROLES: frozenset[str] = frozenset({"agent", "approver", "operator"})
+_EFFECTS: frozenset[str] = frozenset(
+    {"pure", "read", "reversible_write", "irreversible_write", "open_world"}
+)
+_ACTIONS: frozenset[str] = frozenset({"read", "create", "modify", "delete"})
+_SHA256_HEX = re.compile("[0-9a-f]{64}")
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+_TOP = frozenset(
+    {"store", "tools", "principal", "grant", "service", "budgets", "retention", "telemetry"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """One problem in a configuration file: where (a key path) and what."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(ToolboundError):
+    """A configuration file that cannot be used; ``issues`` lists every problem."""
+
+    def __init__(self, issues: list[ConfigIssue], *, source: str = "") -> None:
+        self.issues = tuple(issues)
+        self.source = source
+        head = f"{source}: " if source else ""
+        lines = "\n".join(f"  - {issue}" for issue in issues)
+        super().__init__(f"{head}{len(issues)} problem(s) in the configuration\n{lines}")
+
+
+def hash_key(key: str) -> str:
+    """The hex SHA-256 an API key is stored as."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Principal:
+    """Who an API key stands for. The subject of every call comes from here (R6)."""
+
+    name: str
+    key_sha256: str = field(repr=False)
+    subject: str
+    tenant: str
+    roles: frozenset[str]
+
+    def matches(self, key: str) -> bool:
+        """Whether ``key`` is this principal's key (constant-time comparison)."""
+        return hmac.compare_digest(hash_key(key), self.key_sha256)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HttpToolConfig:
+    """An HTTP endpoint declared as a tool."""
+
+    name: str
+    version: str
+    description: str
+    effect: EffectClass
+    method: str
+    url: str
+    input_schema: Mapping[str, object]
+    output_schema: Mapping[str, object] | None
+    capabilities: tuple[str, ...]
+    timeout: float
+    max_attempts: int
+    bearer_secret: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TelemetryConfig:
+    """Where spans go: nowhere (the default), the console, or an OTLP/HTTP endpoint."""
+
+    exporter: Literal["none", "console", "otlp"] = "none"
+    endpoint: str | None = None
+    service_name: str = "toolbound"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceConfig:
+    """A validated configuration. Build the working parts with the ``build_*`` methods."""
+
+    source: Path | None
+    store_url: str
+    packs: tuple[str, ...]
+    http_tools: tuple[HttpToolConfig, ...]
+    principals: tuple[Principal, ...]
+    grants: tuple[Mapping[str, object], ...]
+    host: str = "127.0.0.1"
+    port: int = 8780
+    four_eyes: bool = False
+    timeout: float | None = None
+    result_budget: int | None = None
+    retention: timedelta = timedelta(days=30)
+    telemetry: TelemetryConfig = TelemetryConfig()
+
+    def principal_for(self, key: str) -> Principal | None:
+        """The principal whose key this is, if any."""
+        return next((p for p in self.principals if p.matches(key)), None)
+
+    def build_registry(self) -> Registry:
+        """Import every pack and register it, then the HTTP tools, into one Registry."""
+        registry = Registry()
+        for spec in self.packs:
+            _load_pack(spec)(registry)
+        for http in self.http_tools:
+            from toolbound.execution.http import HttpTool  # noqa: PLC0415 - needs httpx
+
+            registry.register(
+                ToolSpec(
+                    name=http.name,
+                    version=http.version,
+                    description=http.description,
+                    input_schema=http.input_schema,
+                    output_schema=http.output_schema,
+                    effect=http.effect,
+                    capabilities=http.capabilities,
+                    timeout=http.timeout,
+                    max_attempts=http.max_attempts,
+                    idempotency="native_key" if http.effect not in {"pure", "read"} else "none",
+                    secrets=(http.bearer_secret,) if http.bearer_secret else (),
+                ),
+                HttpTool(
+                    method=http.method,
+                    url=http.url,
+                    effect=http.effect,
+                    bearer_secret=http.bearer_secret,
+                ),
+            )
+        return registry
+
+    def build_policy(self, clock: Clock) -> GrantPolicy:
+        """The grant policy; rate limits count on ``clock``."""
+        return GrantPolicy(_grant(raw, clock) for raw in self.grants)
+
+
+def load_config(path: str | Path) -> ServiceConfig:
+    """Read and validate the TOML file at ``path``."""
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            [ConfigIssue("", f"cannot read the file: {exc}")], source=str(path)
+        ) from None
+    return parse_config(text, source=source)
+
+
+def parse_config(text: str, *, source: Path | None = None) -> ServiceConfig:
+    """Validate TOML ``text``; relative SQLite paths resolve against ``source``'s folder."""
+    name = str(source) if source else ""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([ConfigIssue("", f"not valid TOML: {exc}")], source=name) from None
+    checker = _Checker()
+    config = checker.config(raw, source)
+    if checker.issues or config is None:
+        raise ConfigError(checker.issues, source=name)
+    return config
+
+
+# ---------------------------------------------------------------------------
+# Validation: collect every problem, then fail once.
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.issues: list[ConfigIssue] = []
+
+    def fail(self, path: str, message: str) -> None:
+        self.issues.append(ConfigIssue(path, message))
+
+    def table(self, raw: Mapping[str, object], key: str) -> Mapping[str, object]:
+        value = raw.get(key, {})
+        if not isinstance(value, dict):
+            self.fail(key, f"must be a table, got {_kind(value)}")
+            return {}
+        return cast("Mapping[str, object]", value)
+
+    def tables(self, raw: Mapping[str, object], key: str) -> list[Mapping[str, object]]:
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            self.fail(key, f"must be an array of tables ([[{key}]]), got {_kind(value)}")
+            return []
+        return cast("list[Mapping[str, object]]", value)
+
+    def known(self, raw: Mapping[str, object], path: str, allowed: frozenset[str]) -> None:
+        for key in raw:
+            if key not in allowed:
+                where = f"{path}.{key}" if path else key
+                self.fail(where, f"unknown key (expected one of {', '.join(sorted(allowed))})")
+
+    def string(
+        self, raw: Mapping[str, object], path: str, key: str, *, default: str | None = None
+    ) -> str:
+        value = raw.get(key, default)
+        if not isinstance(value, str) or not value:
+            self.fail(f"{path}.{key}", _expected("a non-empty string", value))
+            return ""
+        return value
+
+    def strings(self, raw: Mapping[str, object], path: str, key: str) -> tuple[str, ...]:
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.fail(f"{path}.{key}", _expected("an array of non-empty strings", value))
+            return ()
+        return tuple(cast("list[str]", value))
+
+    def number(
+        self, raw: Mapping[str, object], path: str, key: str, *, positive: bool = True
+    ) -> float | None:
+        value = raw.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.fail(f"{path}.{key}", _expected("a number", value))
+            return None
+        if positive and value <= 0:
+            self.fail(f"{path}.{key}", f"must be positive, got {value}")
+            return None
+        return float(value)
+
+    def integer(self, raw: Mapping[str, object], path: str, key: str, default: int) -> int:
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.fail(f"{path}.{key}", _expected("a positive integer", value))
+            return default
+        return value
+
+    def flag(self, raw: Mapping[str, object], path: str, key: str) -> bool:
+        value = raw.get(key, False)
+        if not isinstance(value, bool):
+            self.fail(f"{path}.{key}", _expected("true or false", value))
+            return False
+        return value
+
+    # -- sections ---------------------------------------------------------------
+
+    def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:
+        self.known(raw, "", _TOP)
+        store = self.table(raw, "store")
+        self.known(store, "store", frozenset({"url"}))
+        url = self.store_url(store, source)
+        tools = self.table(raw, "tools")
+        self.known(tools, "tools", frozenset({"packs", "http"}))
+        packs = self.strings(tools, "tools", "packs")
+        for i, pack in enumerate(packs):
+            module, _, func = pack.partition(":")
+            if not module or not func:
+                self.fail(f"tools.packs[{i}]", f"must be MODULE:FUNCTION, got {pack!r}")
+        http = tuple(
+            self.http_tool(t, f"tools.http[{i}]") for i, t in enumerate(self.tables(tools, "http"))
+        )
+        principals = [
+            self.principal(p, f"principal[{i}]")
+            for i, p in enumerate(self.tables(raw, "principal"))
+        ]
+        self.unique_keys(principals)
+        grants = self.tables(raw, "grant")
+        for i, grant in enumerate(grants):
+            self.grant(grant, f"grant[{i}]")
+        service = self.table(raw, "service")
+        self.known(service, "service", frozenset({"host", "port", "four_eyes"}))
+        host = self.string(service, "service", "host", default="127.0.0.1")
+        port = service.get("port", 8780)
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:  # noqa: PLR2004
+            self.fail("service.port", _expected("a port number (0-65535)", port))
+            port = 8780
+        budgets = self.table(raw, "budgets")
+        self.known(budgets, "budgets", frozenset({"timeout", "result_budget"}))
+        retention = self.table(raw, "retention")
+        self.known(retention, "retention", frozenset({"days"}))
+        days = self.integer(retention, "retention", "days", 30)
+        telemetry = self.telemetry(self.table(raw, "telemetry"))
+        result_budget = budgets.get("result_budget")
+        if result_budget is not None and (
+            isinstance(result_budget, bool)
+            or not isinstance(result_budget, int)
+            or result_budget < 1
+        ):
+            self.fail("budgets.result_budget", _expected("a positive integer", result_budget))
+            result_budget = None
+        if not principals:
+            self.fail("principal", "at least one [[principal]] is needed: nobody could call")
+        if self.issues:
+            return None
+        return ServiceConfig(
+            source=source,
+            store_url=url,
+            packs=packs,
+            http_tools=http,
+            principals=tuple(p for p in principals if p is not None),
+            grants=tuple(grants),
+            host=host,
+            port=port,
+            four_eyes=self.flag(service, "service", "four_eyes"),
+            timeout=self.number(budgets, "budgets", "timeout"),
+            result_budget=result_budget,
+            retention=timedelta(days=days),
+            telemetry=telemetry,
+        )
+
+    def store_url(self, store: Mapping[str, object], source: Path | None) -> str:
+        url = store.get("url", "sqlite:///toolbound.db")
+        if not isinstance(url, str):
+            self.fail("store.url", _expected("a string", url))
+            return ""
+        if url == "memory":
+            return url
+        if url.startswith("sqlite:///"):
+            path = Path(url.removeprefix("sqlite:///"))
+            if not path.is_absolute() and source is not None:
+                path = (source.resolve().parent / path).resolve()
+            return f"sqlite:///{path}"
+        if url.startswith(("postgresql://", "postgres://")):
+            return url
+        self.fail("store.url", f"use memory, sqlite:///PATH or postgresql://…, got {url!r}")
+        return ""
+
+    def principal(self, raw: Mapping[str, object], path: str) -> Principal | None:
+        allowed = frozenset({"name", "key_sha256", "subject", "tenant", "roles"})
+        self.known(raw, path, allowed)
+        key = raw.get("key_sha256")
+        if not isinstance(key, str) or _SHA256_HEX.fullmatch(key) is None:
+            self.fail(
+                f"{path}.key_sha256", "must be the 64 lowercase hex digits of the key's SHA-256"
+            )
+            key = ""
+        roles = self.strings(raw, path, "roles")
+        for role in roles:
+            if role not in ROLES:
+                self.fail(
+                    f"{path}.roles", f"unknown role {role!r} (expected {', '.join(sorted(ROLES))})"
+                )
+        name = self.string(raw, path, "name")
+        subject = self.string(raw, path, "subject")
+        tenant = self.string(raw, path, "tenant")
+        if not key:
+            return None
+        return Principal(
+            name=name, key_sha256=key, subject=subject, tenant=tenant, roles=frozenset(roles)
+        )
+
+    def unique_keys(self, principals: list[Principal | None]) -> None:
+        seen: dict[str, int] = {}
+        for i, p in enumerate(principals):
+            if p is None:
+                continue
+            if p.key_sha256 in seen:
+                self.fail(
+                    f"principal[{i}].key_sha256", f"the same key as principal[{seen[p.key_sha256]}]"
+                )
+            seen.setdefault(p.key_sha256, i)
+
+    def grant(self, raw: Mapping[str, object], path: str) -> None:
+        allowed = frozenset(
+            {"subject", "tenant", "session", "capability", "actions", "confirm", "scope", "limits"}
+        )
+        self.known(raw, path, allowed)
+        for key in ("subject", "tenant", "capability"):
+            self.string(raw, path, key)
+        actions = self.strings(raw, path, "actions")
+        if not actions:
+            self.fail(f"{path}.actions", f"name at least one of {', '.join(sorted(_ACTIONS))}")
+        for action in actions:
+            if action not in _ACTIONS:
+                self.fail(
+                    f"{path}.actions",
+                    f"unknown action {action!r} (expected {', '.join(sorted(_ACTIONS))})",
+                )
+        self.flag(raw, path, "confirm")
+        scope = raw.get("scope")
+        if scope is not None:
+            self.scope(scope, f"{path}.scope")
+        limits = raw.get("limits", [])
+        if not isinstance(limits, list):
+            self.fail(f"{path}.limits", _expected("an array of tables", limits))
+        else:
+            for i, limit in enumerate(limits):
+                self.limit(limit, f"{path}.limits[{i}]")
+
+    def scope(self, raw: object, path: str) -> None:
+        if not isinstance(raw, dict):
+            self.fail(path, _expected("a table with a kind", raw))
+            return
+        kind = raw.get("kind")
+        if kind == "owner":
+            self.known(raw, path, frozenset({"kind"}))
+        elif kind == "path":
+            self.known(raw, path, frozenset({"kind", "root"}))
+            root = self.string(raw, path, "root")
+            if root and not Path(root).is_absolute():
+                self.fail(f"{path}.root", f"must be an absolute path, got {root!r}")
+        elif kind == "domain":
+            self.known(raw, path, frozenset({"kind", "domains", "allow_subdomains"}))
+            self.strings(raw, path, "domains")
+            self.flag(raw, path, "allow_subdomains")
+        elif kind == "id":
+            self.known(raw, path, frozenset({"kind", "ids"}))
+            self.strings(raw, path, "ids")
+        else:
+            self.fail(
+                f"{path}.kind", f"unknown scope kind {kind!r} (expected owner, path, domain, id)"
+            )
+
+    def limit(self, raw: object, path: str) -> None:
+        if not isinstance(raw, dict):
+            self.fail(path, _expected("a table with a kind", raw))
+            return
+        kind = raw.get("kind")
+        if kind == "number":
+            self.known(raw, path, frozenset({"kind", "pointer", "minimum", "maximum"}))
+            pointer = self.string(raw, path, "pointer")
+            if pointer and not pointer.startswith("/"):
+                self.fail(
+                    f"{path}.pointer", f"must be a JSON pointer starting with '/', got {pointer!r}"
+                )
+            low = self.number(raw, path, "minimum", positive=False)
+            high = self.number(raw, path, "maximum", positive=False)
+            if low is None and high is None:
+                self.fail(path, "a number limit needs minimum, maximum or both")
+        elif kind == "rate":
+            self.known(raw, path, frozenset({"kind", "max_calls", "per_seconds"}))
+            self.integer(raw, path, "max_calls", 1)
+            if self.number(raw, path, "per_seconds") is None:
+                self.fail(f"{path}.per_seconds", "a rate limit needs a positive per_seconds")
+        else:
+            self.fail(f"{path}.kind", f"unknown limit kind {kind!r} (expected number, rate)")
+
+    def http_tool(self, raw: Mapping[str, object], path: str) -> HttpToolConfig:
+        allowed = frozenset(
+            {
+                "name", "version", "description", "effect", "method", "url", "input_schema",
+                "output_schema", "capabilities", "timeout", "max_attempts", "bearer_secret",
+            }
+        )  # fmt: skip
+        self.known(raw, path, allowed)
+        # Unset, an endpoint is taken for the most conservative class.
+        effect = raw.get("effect", "irreversible_write")
+        if effect not in _EFFECTS:
+            self.fail(
+                f"{path}.effect", f"must be one of {', '.join(sorted(_EFFECTS))}, got {effect!r}"
+            )
+            effect = "irreversible_write"
+        method = str(raw.get("method", "POST")).upper()
+        if method not in _METHODS:
+            self.fail(f"{path}.method", f"unknown HTTP method {method!r}")
+        url = self.string(raw, path, "url")
+        if url and not url.startswith(("http://", "https://")):
+            self.fail(f"{path}.url", f"must be an http(s) URL, got {url!r}")
+        schema = raw.get("input_schema")
+        if not isinstance(schema, dict):
+            self.fail(f"{path}.input_schema", "an HTTP tool needs an input_schema table")
+            schema = {}
+        out = raw.get("output_schema")
+        if out is not None and not isinstance(out, dict):
+            self.fail(f"{path}.output_schema", _expected("a table", out))
+            out = None
+        bearer = raw.get("bearer_secret")
+        if bearer is not None and not isinstance(bearer, str):
+            self.fail(f"{path}.bearer_secret", _expected("a secret name", bearer))
+            bearer = None
+        return HttpToolConfig(
+            name=self.string(raw, path, "name"),
+            version=str(raw.get("version", "1")),
+            description=str(raw.get("description", "")),
+            effect=cast("EffectClass", effect),
+            method=method,
+            url=url,
+            input_schema=schema,
+            output_schema=out,
+            capabilities=self.strings(raw, path, "capabilities"),
+            timeout=self.number(raw, path, "timeout") or 10.0,
+            max_attempts=self.integer(raw, path, "max_attempts", 1),
+            bearer_secret=bearer,
+        )
+
+    def telemetry(self, raw: Mapping[str, object]) -> TelemetryConfig:
+        self.known(raw, "telemetry", frozenset({"exporter", "endpoint", "service_name"}))
+        exporter = raw.get("exporter", "none")
+        if exporter not in {"none", "console", "otlp"}:
+            self.fail("telemetry.exporter", f"must be none, console or otlp, got {exporter!r}")
+            exporter = "none"
+        endpoint = raw.get("endpoint")
+        if endpoint is not None and not isinstance(endpoint, str):
+            self.fail("telemetry.endpoint", _expected("a URL", endpoint))
+            endpoint = None
+        return TelemetryConfig(
+            exporter=cast("Literal['none', 'console', 'otlp']", exporter),
+            endpoint=endpoint,
+            service_name=str(raw.get("service_name", "toolbound")),
+        )
+
+
+def _grant(raw: Mapping[str, object], clock: Clock) -> Grant:
+    limits: list[Limit] = []
+    for limit in cast("list[Mapping[str, object]]", raw.get("limits", [])):
+        if limit["kind"] == "number":
+            limits.append(
+                NumberLimit(
+                    pointer=str(limit["pointer"]),
+                    minimum=cast("float | None", limit.get("minimum")),
+                    maximum=cast("float | None", limit.get("maximum")),
+                )
+            )
+        else:
+            limits.append(
+                RateLimit(
+                    cast("int", limit.get("max_calls", 1)),
+                    timedelta(seconds=cast("float", limit["per_seconds"])),
+                    clock,
+                )
+            )
+    return Grant(
+        subject=str(raw["subject"]),
+        tenant=str(raw["tenant"]),
+        session=cast("str | None", raw.get("session")),
+        capability=str(raw["capability"]),
+        actions=frozenset(cast("list[Action]", raw["actions"])),
+        scope=_scope(cast("Mapping[str, object] | None", raw.get("scope"))),
+        limits=tuple(limits),
+        confirm=bool(raw.get("confirm", False)),
+    )
+
+
+def _scope(raw: Mapping[str, object] | None) -> Scope | None:
+    if raw is None:
+        return None
+    kind = raw["kind"]
+    if kind == "owner":
+        return OwnerScope()
+    if kind == "path":
+        return PathScope(str(raw["root"]))
+    if kind == "domain":
+        return DomainScope(
+            frozenset(cast("list[str]", raw["domains"])),
+            allow_subdomains=bool(raw.get("allow_subdomains", False)),
+        )
+    return IdScope(frozenset(cast("list[str]", raw["ids"])))
+
+
+def _load_pack(spec: str) -> Callable[[Registry], object]:
+    module_name, _, func_name = spec.partition(":")
+    try:
+        func = getattr(importlib.import_module(module_name), func_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError([ConfigIssue("tools.packs", f"cannot load {spec}: {exc}")]) from None
+    if not callable(func) or len(inspect.signature(func).parameters) < 1:
+        raise ConfigError(
+            [ConfigIssue("tools.packs", f"{spec} must be a function taking the Registry to fill")]
+        )
+    return cast("Callable[[Registry], object]", func)
+
+
+def _kind(value: object) -> str:
+    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _expected(what: str, value: object) -> str:
+    return f"must be {what}, got {value!r}" if value is not None else f"must be {what}"

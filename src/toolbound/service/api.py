@@ -1,0 +1,288 @@
+"""The HTTP API (Starlette): proposals in, typed outcomes out (R18).
+
+Every request is authenticated by an API key (``Authorization: Bearer KEY`` or
+``X-API-Key: KEY``, stored hashed in the configuration) that maps to a subject,
+tenant and roles. ``POST /v1/proposals`` requires an ``Idempotency-Key`` (400
+without one; the same key with another body is 422; while the first request is
+still running, 409; after it, its answer again with ``Idempotent-Replayed: true``).
+Errors are ``application/problem+json`` carrying toolbound's machine-readable
+``code``. ``GET /openapi.json`` describes it all.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from toolbound.otel import traceparent_scope
+from toolbound.service.core import ApiError, Submission, fingerprint
+from toolbound.service.openapi import OPENAPI
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+    from contextlib import AbstractAsyncContextManager
+
+    from starlette.requests import Request
+
+    from toolbound.config import Principal
+    from toolbound.ledger.store import LedgerRecord
+    from toolbound.service.core import Service
+    from toolbound.service.journal import StoredCall
+
+__all__ = ["authenticate", "create_app", "problem_response"]
+
+_PROBLEM = "application/problem+json"
+_STALE_REQUEST = 300.0  # seconds after which an unfinished Idempotency-Key is taken over
+
+
+def problem_response(error: ApiError) -> Response:
+    """An :class:`ApiError` as problem+json."""
+    return JSONResponse(error.problem(), status_code=error.status, media_type=_PROBLEM)
+
+
+def authenticate(service: Service, request: Request) -> Principal:
+    """The principal behind the request's API key, or a 401."""
+    header = request.headers.get("authorization", "")
+    key = header[7:].strip() if header[:7].lower() == "bearer " else ""
+    key = key or request.headers.get("x-api-key", "")
+    if not key:
+        principal_name = request.scope.get("session", {}).get("principal")
+        principal = next((p for p in service.config.principals if p.name == principal_name), None)
+        if principal is not None:
+            return principal
+        raise ApiError(401, "unauthenticated", "send an API key: Authorization: Bearer KEY")
+    principal = service.config.principal_for(key)
+    if principal is None:
+        raise ApiError(401, "unauthenticated", "unknown API key")
+    return principal
+
+
+def create_app(service: Service, *, extra_routes: list[Route] | None = None) -> Starlette:
+    """The Starlette application for ``service`` (console routes may be added)."""
+    api = _Api(service)
+    routes = [
+        Route("/healthz", api.health, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+        Route("/v1/proposals", api.guarded(api.submit), methods=["POST"]),
+        Route("/v1/invocations", api.guarded(api.list_calls), methods=["GET"]),
+        Route("/v1/invocations/{invocation_id}", api.guarded(api.get_call), methods=["GET"]),
+        Route("/v1/invocations/{invocation_id}/trace", api.guarded(api.trace), methods=["GET"]),
+        Route(
+            "/v1/invocations/{invocation_id}/decision",
+            api.guarded(api.decide),
+            methods=["POST"],
+        ),
+        Route("/v1/confirmations", api.guarded(api.pending), methods=["GET"]),
+        Route("/v1/unknown", api.guarded(api.unknown), methods=["GET"]),
+        Route(
+            "/v1/unknown/{invocation_id}/reconcile",
+            api.guarded(api.reconcile),
+            methods=["POST"],
+        ),
+        *(extra_routes or []),
+    ]
+    app = Starlette(routes=routes, lifespan=_lifespan(service))
+    app.state.service = service
+    return app
+
+
+def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            service.close()
+
+    return lifespan
+
+
+class _Api:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    def guarded(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ApiError as error:
+                return problem_response(error)
+
+        return run
+
+    async def health(self, _request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def openapi(self, _request: Request) -> Response:
+        return JSONResponse(OPENAPI)
+
+    async def submit(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        key = request.headers.get("idempotency-key")
+        if not key:
+            raise ApiError(
+                400,
+                "idempotency_key_missing",
+                "POST /v1/proposals needs an Idempotency-Key header",
+                hint="send a unique key per request and the same key when you retry it",
+            )
+        body = await request.body()
+        journal = self.service.journal
+        claim = journal.claim_request(
+            principal.tenant,
+            key,
+            fingerprint(body),
+            now=self.service.clock.now(),
+            stale_after=_STALE_REQUEST,
+        )
+        if claim.kind == "mismatch":
+            msg = "this Idempotency-Key was used with another request body"
+            raise ApiError(422, "idempotency_key_reused", msg)
+        if claim.kind == "in_progress":
+            msg = "a request with this Idempotency-Key is still being processed"
+            raise ApiError(409, "request_in_progress", msg, hint="retry later")
+        if claim.kind == "replay":
+            return Response(
+                claim.response,
+                status_code=claim.status_code or 200,
+                media_type="application/json",
+                headers={"Idempotent-Replayed": "true"},
+            )
+        try:
+            submission = Submission.from_body(body)
+            with traceparent_scope(request.headers.get("traceparent")) as trace_id:
+                answer = await self.service.submit(principal, submission, trace_id=trace_id)
+        except ApiError as error:
+            # A refused request has an answer too: the same key gets it again.
+            journal.finish_request(principal.tenant, key, error.status, json.dumps(error.problem()))
+            raise
+        except BaseException:
+            journal.release_request(principal.tenant, key)
+            raise
+        status = 202 if answer["status"] == "awaiting_confirmation" else 200
+        text = json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
+        journal.finish_request(principal.tenant, key, status, text)
+        return Response(text, status_code=status, media_type="application/json")
+
+    async def list_calls(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        q = request.query_params
+        try:
+            limit = int(q.get("limit", "100"))
+        except ValueError:
+            raise ApiError(400, "bad_query", "limit must be an integer") from None
+        calls = self.service.calls(
+            principal,
+            status=q.get("status"),
+            tool=q.get("tool"),
+            subject=q.get("subject"),
+            limit=limit,
+        )
+        return JSONResponse({"invocations": [summary(c) for c in calls]})
+
+    async def get_call(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        call = self.service.get(principal, request.path_params["invocation_id"])
+        return JSONResponse(detail(call))
+
+    async def trace(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        call = self.service.get(principal, request.path_params["invocation_id"])
+        return JSONResponse({"invocation_id": call.invocation_id, "events": call.body["trace"]})
+
+    async def decide(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        body = await _json(request)
+        digest, decision = body.get("digest"), body.get("decision")
+        if not isinstance(digest, str) or decision not in {"approve", "deny"}:
+            msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
+            raise ApiError(400, "bad_request_body", msg)
+        answer = await self.service.decide(
+            principal,
+            request.path_params["invocation_id"],
+            digest=digest,
+            decision="approve" if decision == "approve" else "deny",
+        )
+        return JSONResponse(answer)
+
+    async def pending(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        calls = self.service.calls(principal, status="awaiting_confirmation")
+        return JSONResponse({"confirmations": [detail(c) for c in calls if c.decision is None]})
+
+    async def unknown(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        return JSONResponse({"unknown": [unknown_json(r) for r in self.service.unknown(principal)]})
+
+    async def reconcile(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        body = await _json(request) if await request.body() else {}
+        committed = body.get("committed")
+        evidence = body.get("evidence", {})
+        if committed is not None and not isinstance(committed, bool):
+            raise ApiError(400, "bad_request_body", "committed must be true or false")
+        if not isinstance(evidence, dict):
+            raise ApiError(400, "bad_request_body", "evidence must be an object")
+        if committed is not None and not evidence:
+            msg = "a person's finding needs evidence (what was checked, where)"
+            raise ApiError(400, "evidence_missing", msg)
+        answer = self.service.reconcile(
+            principal,
+            request.path_params["invocation_id"],
+            committed=committed,
+            evidence=evidence,
+        )
+        return JSONResponse(answer)
+
+
+async def _json(request: Request) -> dict[str, object]:
+    try:
+        value = json.loads(await request.body())
+    except ValueError:
+        raise ApiError(400, "bad_request_body", "the body must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "bad_request_body", "the body must be a JSON object")
+    return value
+
+
+def summary(call: StoredCall) -> dict[str, object]:
+    """One line of the invocation list."""
+    return {
+        "invocation_id": call.invocation_id,
+        "tool": call.tool,
+        "subject": call.subject,
+        "status": call.status,
+        "state": call.state,
+        "digest": call.digest,
+        "decision": call.decision,
+        "approver": call.approver,
+        "created_at": call.created_at.isoformat(),
+        "updated_at": call.updated_at.isoformat(),
+    }
+
+
+def detail(call: StoredCall) -> dict[str, object]:
+    """One invocation in full: request, answer, human evidence, confirmation."""
+    body = {k: v for k, v in call.body.items() if k != "trace"}
+    return {**summary(call), **body}
+
+
+def unknown_json(record: LedgerRecord) -> dict[str, object]:
+    """A ledger record whose outcome is unknown."""
+    return {
+        "invocation_id": record.invocation_id,
+        "tool": record.tool,
+        "digest": record.digest,
+        "subject": dict(record.subject),
+        "phase": record.phase,
+        "deadline": record.deadline.isoformat(),
+        "updated_at": record.updated_at.isoformat(),
+        "evidence": [dict(e) for e in record.evidence],
+    }

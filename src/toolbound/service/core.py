@@ -1,0 +1,558 @@
+"""The service's operations, apart from HTTP: submit, decide, read, reconcile.
+
+:class:`Service` joins a :class:`~toolbound.Runtime` (which never holds parked calls
+itself, ``hold_parked=False``), the ledger and the :mod:`journal <toolbound.service.journal>`.
+Every operation takes the caller's :class:`~toolbound.config.Principal`: the subject a
+call runs for is the principal's, never anything in the request body (R6); tenants
+only ever see their own invocations.
+
+A call that needs a person is stored with its proposal and the exact frame it was
+normalized in (reference time, timezone). When a person decides — in any process
+sharing the store — the decision is recorded once (compare-and-set) and the stored
+proposal runs again carrying that decision; the runtime checks that it still comes to
+the same digest (R7).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from toolbound._clock import SystemClock
+from toolbound._errors import Problem, Rejection
+from toolbound._model import Proposal, Subject
+from toolbound.execution.reconcile import Reconciler
+from toolbound.execution.tool import EnvSecrets
+from toolbound.gates.confirm import Confirmation
+from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.ledger.memory import MemoryLedger
+from toolbound.runtime import CallContext, Runtime
+from toolbound.service.journal import JournalError, StoredCall, open_journal
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from toolbound._clock import Clock
+    from toolbound._outcome import Outcome
+    from toolbound.config import Principal, ServiceConfig
+    from toolbound.ledger.store import Ledger, LedgerRecord
+    from toolbound.registry import Registry, ToolSet
+    from toolbound.service.journal import Journal
+    from toolbound.trace import TraceSink
+
+__all__ = ["ApiError", "Service", "Submission", "journal_for", "ledger_for", "outcome_json"]
+
+_ENVELOPE_LIMITS = ParseLimits(max_bytes=4 << 20)
+_SUBMISSION_KEYS = frozenset(
+    {"tool", "arguments", "call_id", "model_call_id", "version", "tools", "timezone", "locale"}
+)
+
+
+class ApiError(Exception):
+    """An answer that is an error: HTTP status and a problem with a machine code."""
+
+    def __init__(self, status: int, code: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.hint = hint
+
+    def problem(self) -> dict[str, object]:
+        """RFC 9457 problem details, with toolbound's ``code``."""
+        body: dict[str, object] = {
+            "type": f"https://toolbound.dev/problems/{self.code}",
+            "title": self.code.replace("_", " "),
+            "status": self.status,
+            "code": self.code,
+            "detail": self.message,
+        }
+        if self.hint:
+            body["hint"] = self.hint
+        return body
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Submission:
+    """A proposal as the API receives it: the model's argument bytes untouched."""
+
+    tool: str
+    arguments: bytes
+    call_id: str
+    model_call_id: str | None = None
+    version: str | None = None
+    tools: tuple[str, ...] | None = None
+    timezone: str = "UTC"
+    locale: str = "en"
+
+    @classmethod
+    def from_body(cls, body: bytes) -> Submission:
+        """Read the request body strictly (duplicate keys, bad types → 400)."""
+        try:
+            raw = parse_arguments(body, _ENVELOPE_LIMITS)
+        except Rejection as r:
+            raise ApiError(400, "bad_request_body", r.problem.message) from None
+        unknown = set(raw) - _SUBMISSION_KEYS
+        if unknown:
+            msg = f"unknown member(s) {sorted(unknown)}"
+            raise ApiError(400, "bad_request_body", msg)
+        tool, arguments, call_id = raw.get("tool"), raw.get("arguments"), raw.get("call_id")
+        if not isinstance(tool, str) or not tool:
+            raise ApiError(400, "bad_request_body", "tool must be a non-empty string")
+        if not isinstance(arguments, str):
+            msg = "arguments must be the model's argument text, as a string"
+            raise ApiError(400, "bad_request_body", msg)
+        if not isinstance(call_id, str) or not call_id:
+            raise ApiError(400, "bad_request_body", "call_id must be a non-empty string")
+        tools = raw.get("tools")
+        if tools is not None and (
+            not isinstance(tools, list) or not all(isinstance(t, str) for t in tools)
+        ):
+            raise ApiError(400, "bad_request_body", "tools must be an array of tool names")
+        optional: dict[str, str | None] = {}
+        for key in ("model_call_id", "version", "timezone", "locale"):
+            value = raw.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ApiError(400, "bad_request_body", f"{key} must be a string")
+            optional[key] = value
+        return cls(
+            tool=tool,
+            arguments=arguments.encode(),
+            call_id=call_id,
+            model_call_id=optional["model_call_id"],
+            version=optional["version"],
+            tools=None if tools is None else tuple(str(t) for t in tools),
+            timezone=optional["timezone"] or "UTC",
+            locale=optional["locale"] or "en",
+        )
+
+
+class Service:
+    """A configured toolbound service: runtime, ledger and journal, no HTTP."""
+
+    def __init__(
+        self,
+        config: ServiceConfig,
+        *,
+        registry: Registry | None = None,
+        clock: Clock | None = None,
+        sinks: Sequence[TraceSink] = (),
+        confirmation_ttl: timedelta = timedelta(minutes=15),
+    ) -> None:
+        self.config = config
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.registry = registry if registry is not None else config.build_registry()
+        self.ledger = ledger_for(config.store_url)
+        self.journal: Journal = journal_for(config.store_url)
+        self.runtime = Runtime(
+            policy=config.build_policy(self.clock),
+            ledger=self.ledger,
+            clock=self.clock,
+            secrets=EnvSecrets(),
+            sinks=sinks,
+            confirmation_ttl=confirmation_ttl,
+            hold_parked=False,
+        )
+        self._all = self.registry.toolset()
+        self.recovered = self.recover()
+
+    def close(self) -> None:
+        """Stop the runtime and release the stores."""
+        self.runtime.close()
+        self.journal.close()
+        self.ledger.close()
+
+    # -- operations ---------------------------------------------------------------
+
+    async def submit(
+        self, principal: Principal, submission: Submission, *, trace_id: str | None = None
+    ) -> dict[str, object]:
+        """Run one proposal for ``principal`` and return the typed outcome."""
+        _require(principal, "agent")
+        tools = self._toolset(submission.tools)
+        now = self.clock.now()
+        invocation_id = os.urandom(16).hex()
+        subject = Subject(id=principal.subject, tenant=principal.tenant)
+        context = CallContext(
+            subject=subject,
+            tools=tools,
+            timezone=submission.timezone,
+            locale=submission.locale,
+            reference_time=now,
+            timeout=self.config.timeout,
+            result_budget=self.config.result_budget,
+            invocation_id=invocation_id,
+            trace_id=trace_id,
+        )
+        proposal = Proposal(
+            name=submission.tool,
+            arguments=submission.arguments,
+            proposal_id=submission.call_id,
+            model_call_id=submission.model_call_id,
+            version=submission.version,
+            received_at=now,
+        )
+        request: dict[str, object] = {
+            "tool": submission.tool,
+            "version": submission.version,
+            "arguments": submission.arguments.decode(errors="replace"),
+            "call_id": submission.call_id,
+            "model_call_id": submission.model_call_id,
+            "tools": sorted(tools.refs) if submission.tools is not None else None,
+            "timezone": submission.timezone,
+            "locale": submission.locale,
+            "reference_time": now.isoformat(),
+        }
+        # Recorded before it runs: a process that dies mid-call leaves a truthful trace.
+        running = StoredCall(
+            invocation_id=invocation_id,
+            tenant=principal.tenant,
+            subject=principal.subject,
+            principal=principal.name,
+            tool=submission.tool,
+            status="running",
+            state="proposed",
+            digest=None,
+            decision=None,
+            approver=None,
+            created_at=now,
+            updated_at=now,
+            body={"request": request},
+        )
+        if self._is_write(submission):
+            self.journal.put_call(running)
+        try:
+            outcome = await self.runtime.arun(proposal, context)
+        except Exception:
+            self.journal.put_call(_interrupted(running, self.clock.now(), "the runtime raised"))
+            raise
+        return self._store(running, outcome, request)
+
+    async def decide(
+        self,
+        principal: Principal,
+        invocation_id: str,
+        *,
+        digest: str,
+        decision: Literal["approve", "deny"],
+    ) -> dict[str, object]:
+        """A person decides on a parked call, bound to the digest they were shown."""
+        _require(principal, "approver")
+        call = self._visible(principal, invocation_id)
+        if call.status != "awaiting_confirmation" or call.decision is not None:
+            msg = f"invocation {invocation_id} is not waiting for confirmation"
+            raise ApiError(409, "not_pending", msg)
+        if digest != call.digest:
+            # R7: the person saw other arguments; the call stays parked.
+            msg = "the digest shown differs from this call's digest"
+            raise ApiError(409, "digest_mismatch", msg, hint="reload the call and review it again")
+        if self.config.four_eyes and principal.subject == call.subject:
+            msg = "four-eyes rule: a call cannot be approved by the subject it runs for"
+            raise ApiError(403, "four_eyes", msg)
+        now = self.clock.now()
+        try:
+            call = self.journal.decide(
+                invocation_id,
+                decision="approved" if decision == "approve" else "denied",
+                approver=principal.name,
+                now=now,
+            )
+        except JournalError as exc:
+            raise ApiError(409, exc.code, str(exc)) from None
+        pending = call.body["confirmation"]
+        assert isinstance(pending, dict)  # noqa: S101 - written by _store for parked calls
+        approval = Confirmation(
+            confirmation_id=os.urandom(16).hex(),
+            invocation_id=invocation_id,
+            digest=digest,
+            approved=decision == "approve",
+            approver=principal.name,
+            at=now,
+            expires_at=datetime.fromisoformat(str(pending["expires_at"])),
+        )
+        request = call.body["request"]
+        assert isinstance(request, dict)  # noqa: S101 - written by submit
+        outcome = await self.runtime.arun(
+            _proposal(request),
+            self._context(call, request, approval),
+        )
+        return self._store(call, outcome, request)
+
+    def get(self, principal: Principal, invocation_id: str) -> StoredCall:
+        """One invocation of the principal's tenant."""
+        return self._visible(principal, invocation_id)
+
+    def calls(
+        self,
+        principal: Principal,
+        *,
+        status: str | None = None,
+        tool: str | None = None,
+        subject: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredCall]:
+        """The tenant's invocations, newest first."""
+        return self.journal.list_calls(
+            principal.tenant, status=status, tool=tool, subject=subject, limit=limit
+        )
+
+    def unknown(self, principal: Principal) -> list[LedgerRecord]:
+        """The tenant's calls whose outcome is unknown (abandoned ones swept in first)."""
+        records = Reconciler(ledger=self.ledger, registry=self.registry, clock=self.clock)
+        return [r for r in records.unresolved() if r.subject.get("tenant") == principal.tenant]
+
+    def reconcile(
+        self,
+        principal: Principal,
+        invocation_id: str,
+        *,
+        committed: bool | None = None,
+        evidence: dict[str, object] | None = None,
+    ) -> dict[str, object]:
+        """Ask the tool (``committed=None``) or record a person's finding."""
+        _require(principal, "operator")
+        record = self.ledger.find(invocation_id)
+        if record is None or record.subject.get("tenant") != principal.tenant:
+            raise ApiError(404, "not_found", f"no invocation {invocation_id}")
+        if record.phase != "unknown":
+            msg = f"invocation {invocation_id} has no unknown outcome"
+            raise ApiError(409, "not_unknown", msg)
+        reconciler = Reconciler(ledger=self.ledger, registry=self.registry, clock=self.clock)
+        if committed is None:
+            result = reconciler.reconcile_one(invocation_id)
+        else:
+            result = reconciler.resolve(
+                invocation_id, committed=committed, by=principal.name, evidence=evidence or {}
+            )
+        answer: dict[str, object] = {
+            "invocation_id": invocation_id,
+            "status": result.status,
+            "evidence": dict(result.evidence),
+        }
+        stored = self.journal.get_call(invocation_id)
+        if stored is not None and result.status in {"committed", "not_committed"}:
+            self.journal.put_call(
+                _replace_status(stored, f"reconciled_{result.status}", self.clock.now(), answer)
+            )
+        return answer
+
+    def recover(self) -> int:
+        """On start: calls left ``running`` by a dead process get their true state."""
+        count = 0
+        for tenant in self._tenants():
+            for call in self.journal.list_calls(tenant, status="running", limit=1000):
+                record = self.ledger.find(call.invocation_id)
+                why = (
+                    "the service stopped before the call ran"
+                    if record is None
+                    else f"the service stopped; the ledger records phase {record.phase}"
+                )
+                self.journal.put_call(_interrupted(call, self.clock.now(), why))
+                count += 1
+        return count
+
+    def purge(self) -> int:
+        """Apply the retention period to the journal."""
+        return self.journal.purge(before=self.clock.now() - self.config.retention)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _tenants(self) -> set[str]:
+        return {p.tenant for p in self.config.principals}
+
+    def _is_write(self, submission: Submission) -> bool:
+        tool = self._all.lookup(submission.tool, submission.version)
+        return tool is None or tool.spec.is_write
+
+    def _toolset(self, names: tuple[str, ...] | None) -> ToolSet:
+        if names is None:
+            return self._all
+        # Unknown names are not an error here: the model was shown them, and a call
+        # to one is rejected as an unknown tool (R17 row 1).
+        refs = [r for r in names if self._all.lookup(*_split(r)) is not None]
+        return self.registry.toolset(*refs)
+
+    def _visible(self, principal: Principal, invocation_id: str) -> StoredCall:
+        call = self.journal.get_call(invocation_id)
+        if call is None or call.tenant != principal.tenant:
+            # Another tenant's call and no call look the same.
+            raise ApiError(404, "not_found", f"no invocation {invocation_id}")
+        return call
+
+    def _context(
+        self, call: StoredCall, request: dict[str, object], approval: Confirmation
+    ) -> CallContext:
+        names = request.get("tools")
+        tools = self._toolset(tuple(str(n) for n in names) if isinstance(names, list) else None)
+        response = call.body.get("response")
+        trace_id = response.get("trace_id") if isinstance(response, dict) else None
+        return CallContext(
+            subject=Subject(id=call.subject, tenant=call.tenant),
+            tools=tools,
+            timezone=str(request["timezone"]),
+            locale=str(request["locale"]),
+            reference_time=datetime.fromisoformat(str(request["reference_time"])),
+            timeout=self.config.timeout,
+            result_budget=self.config.result_budget,
+            invocation_id=call.invocation_id,
+            trace_id=None if trace_id is None else str(trace_id),
+            approval=approval,
+        )
+
+    def _store(
+        self, call: StoredCall, outcome: Outcome, request: dict[str, object]
+    ) -> dict[str, object]:
+        answer = outcome_json(outcome)
+        body: dict[str, object] = {
+            "request": request,
+            "response": answer,
+            "human": outcome.human.as_json(),
+            "trace": [event.as_json() for event in outcome.trace],
+        }
+        if outcome.kind == "awaiting_confirmation":
+            body["confirmation"] = outcome.request.as_json()
+        elif "confirmation" in call.body:
+            body["confirmation"] = call.body["confirmation"]
+        now = self.clock.now()
+        self.journal.put_call(
+            StoredCall(
+                invocation_id=call.invocation_id,
+                tenant=call.tenant,
+                subject=call.subject,
+                principal=call.principal,
+                tool=call.tool,
+                status=outcome.kind,
+                state=outcome.state.value,
+                digest=_digest(outcome),
+                decision=call.decision,
+                approver=call.approver,
+                created_at=call.created_at,
+                updated_at=now,
+                body=body,
+            )
+        )
+        return answer
+
+
+def outcome_json(outcome: Outcome) -> dict[str, object]:
+    """The typed outcome as the API answers it."""
+    message = outcome.message
+    answer: dict[str, object] = {
+        "invocation_id": outcome.invocation_id,
+        "call_id": outcome.proposal_id,
+        "tool": outcome.tool,
+        "status": outcome.kind,
+        "state": outcome.state.value,
+        "path": [s.value for s in outcome.path],
+        "digest": _digest(outcome),
+        "trace_id": outcome.trace.trace_id,
+        "message": {
+            "content": message.text,
+            "is_error": message.is_error,
+            "truncated": message.truncated,
+        },
+    }
+    problem: Problem | None = getattr(outcome, "problem", None)
+    if problem is not None:
+        answer["problem"] = problem.as_json()
+    if outcome.kind == "awaiting_confirmation":
+        answer["confirmation"] = {
+            "digest": outcome.request.digest,
+            "reason": outcome.request.reason,
+            "expires_at": outcome.request.expires_at.isoformat(),
+        }
+    return answer
+
+
+def fingerprint(body: bytes) -> str:
+    """What an Idempotency-Key is bound to: the request body's SHA-256."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def _digest(outcome: Outcome) -> str | None:
+    invocation = getattr(outcome, "invocation", None)
+    return None if invocation is None else str(invocation.digest)
+
+
+def _require(principal: Principal, role: str) -> None:
+    if role not in principal.roles:
+        msg = f"{principal.name} lacks the {role} role"
+        raise ApiError(403, "forbidden", msg)
+
+
+def _split(ref: str) -> tuple[str, str | None]:
+    name, _, version = ref.partition("@")
+    return name, version or None
+
+
+def _proposal(request: dict[str, object]) -> Proposal:
+    model_call_id = request.get("model_call_id")
+    version = request.get("version")
+    return Proposal(
+        name=str(request["tool"]),
+        arguments=str(request["arguments"]).encode(),
+        proposal_id=str(request["call_id"]),
+        model_call_id=None if model_call_id is None else str(model_call_id),
+        version=None if version is None else str(version),
+    )
+
+
+def _interrupted(call: StoredCall, now: datetime, why: str) -> StoredCall:
+    return _replace_status(call, "interrupted", now, {"reason": why})
+
+
+def _replace_status(
+    call: StoredCall, status: str, now: datetime, note: dict[str, object]
+) -> StoredCall:
+    return StoredCall(
+        invocation_id=call.invocation_id,
+        tenant=call.tenant,
+        subject=call.subject,
+        principal=call.principal,
+        tool=call.tool,
+        status=status,
+        state=call.state,
+        digest=call.digest,
+        decision=call.decision,
+        approver=call.approver,
+        created_at=call.created_at,
+        updated_at=now,
+        body={**call.body, "note": note},
+    )
+
+
+def ledger_for(url: str) -> Ledger:
+    """The ledger for a store URL (``memory`` too)."""
+    if url == "memory":
+        return MemoryLedger()
+    from toolbound.cli import open_ledger  # noqa: PLC0415 - one URL syntax for every command
+
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return open_ledger(url)
+
+
+def journal_for(url: str) -> Journal:
+    """The journal for a store URL: SQLite beside the ledger's file, or the same database."""
+    if url == "memory":
+        # The journal is SQL; "memory" keeps it in a file that lives as long as the process.
+        fd, path = tempfile.mkstemp(prefix="toolbound-journal-", suffix=".db")
+        os.close(fd)
+        return open_journal(f"sqlite:///{path}")
+    if url.startswith("sqlite:///"):
+        # Beside the ledger's file, not in it: the ledger syncs every write (FULL),
+        # the journal only needs to survive the process.
+        ledger = Path(url.removeprefix("sqlite:///"))
+        return open_journal(f"sqlite:///{ledger.with_name(ledger.stem + '.service.db')}")
+    return open_journal(url)
+
+
+def dumps(value: object) -> str:
+    """Compact JSON for answers."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

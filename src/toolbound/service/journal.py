@@ -1,0 +1,504 @@
+"""The service's own records: calls as the API saw them, and HTTP idempotency keys.
+
+The ledger (R8) keeps what a *write* did; the journal keeps what the *service* said:
+every invocation a caller submitted, with its proposal, context, answer, human
+evidence and trace, so any process can list it, show it and — for a parked call —
+resume it after a person decides. It also keeps the ``Idempotency-Key`` of each
+request (the IETF draft's semantics: same key and payload → the same answer; another
+payload → 422; still running → 409).
+
+Two stores share one SQL layout: SQLite (WAL, one file beside or inside the ledger's)
+and PostgreSQL (psycopg 3). Both sit behind :class:`Journal`.
+
+Decisions are compare-and-set: a parked call takes exactly one decision, once, from
+whichever process records it first (R7).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal, Protocol, cast
+
+from toolbound._errors import ToolboundError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from pathlib import Path
+
+__all__ = [
+    "ClaimedRequest",
+    "Journal",
+    "JournalError",
+    "PostgresJournal",
+    "SQLiteJournal",
+    "StoredCall",
+    "open_journal",
+]
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS toolbound_service_calls (
+        invocation_id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        status TEXT NOT NULL,
+        state TEXT NOT NULL,
+        digest TEXT,
+        decision TEXT,
+        approver TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        body TEXT NOT NULL
+    )""",
+    """CREATE INDEX IF NOT EXISTS toolbound_service_calls_by_tenant
+        ON toolbound_service_calls (tenant, created_at)""",
+    """CREATE TABLE IF NOT EXISTS toolbound_service_requests (
+        tenant TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        status_code INTEGER,
+        response TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (tenant, key)
+    )""",
+)
+_COLUMNS = (
+    "invocation_id, tenant, subject, principal, tool, status, state, digest, decision,"
+    " approver, created_at, updated_at, body"
+)
+
+
+class JournalError(ToolboundError):
+    """A journal operation that cannot be done; ``code`` says why."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredCall:
+    """One invocation as the service recorded it. ``body`` is JSON the API returns."""
+
+    invocation_id: str
+    tenant: str
+    subject: str
+    principal: str
+    tool: str
+    status: str
+    state: str
+    digest: str | None
+    decision: str | None
+    approver: str | None
+    created_at: datetime
+    updated_at: datetime
+    body: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRequest:
+    """What a request's ``Idempotency-Key`` found.
+
+    ``new``: go on and :meth:`Journal.finish_request` later; ``replay``: answer
+    ``status_code``/``response`` again; ``in_progress``: 409; ``mismatch``: 422.
+    """
+
+    kind: Literal["new", "replay", "in_progress", "mismatch"]
+    status_code: int | None = None
+    response: str | None = None
+
+
+class Journal(Protocol):
+    """The service's records; every method is safe to call from several threads."""
+
+    def claim_request(
+        self, tenant: str, key: str, fingerprint: str, *, now: datetime, stale_after: float
+    ) -> ClaimedRequest:
+        """Claim ``key`` for a request, or say what an earlier one with it found.
+
+        An unfinished claim older than ``stale_after`` seconds was abandoned (its
+        process died) and is taken over.
+        """
+        ...
+
+    def finish_request(self, tenant: str, key: str, status_code: int, response: str) -> None:
+        """Keep the answer given to the request holding ``key``."""
+        ...
+
+    def release_request(self, tenant: str, key: str) -> None:
+        """Forget an unfinished claim (the request failed before it had an answer)."""
+        ...
+
+    def put_call(self, call: StoredCall) -> None:
+        """Insert or replace the record of one invocation."""
+        ...
+
+    def get_call(self, invocation_id: str) -> StoredCall | None:
+        """The record of one invocation, whatever its tenant (callers check)."""
+        ...
+
+    def list_calls(
+        self,
+        tenant: str,
+        *,
+        status: str | None = None,
+        tool: str | None = None,
+        subject: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredCall]:
+        """A tenant's invocations, newest first, filtered."""
+        ...
+
+    def decide(
+        self, invocation_id: str, *, decision: str, approver: str, now: datetime
+    ) -> StoredCall:
+        """Record the one decision on a parked call; raise ``already_decided`` after."""
+        ...
+
+    def purge(self, *, before: datetime) -> int:
+        """Delete calls and request records last touched before ``before`` (retention)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def open_journal(url: str) -> Journal:
+    """The journal for a store URL: ``sqlite:///PATH`` or ``postgresql://…``."""
+    if url.startswith("sqlite:///"):
+        return SQLiteJournal(url.removeprefix("sqlite:///"))
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresJournal(url)
+    msg = f"no journal for store URL {url!r}"
+    raise JournalError(msg, code="unsupported_store")
+
+
+# ---------------------------------------------------------------------------
+
+
+class _SQLJournal:
+    """The SQL both stores share; subclasses give connections and the placeholder."""
+
+    _mark = "?"
+
+    @contextmanager
+    def _tx(self) -> Iterator[_Cursor]:
+        raise NotImplementedError
+        yield
+
+    def _q(self, sql: str) -> str:
+        return sql.replace("?", self._mark)
+
+    def claim_request(
+        self, tenant: str, key: str, fingerprint: str, *, now: datetime, stale_after: float
+    ) -> ClaimedRequest:
+        stamp = _iso(now)
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "INSERT INTO toolbound_service_requests (tenant, key, fingerprint, created_at)"
+                    " VALUES (?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"
+                ),
+                (tenant, key, fingerprint, stamp),
+            )
+            if cur.rowcount == 1:
+                return ClaimedRequest("new")
+            cur.execute(
+                self._q(
+                    "SELECT fingerprint, status_code, response, created_at"
+                    " FROM toolbound_service_requests WHERE tenant = ? AND key = ?"
+                ),
+                (tenant, key),
+            )
+            row = cur.fetchone()
+            if row is None:  # released between the two statements: claim it again
+                cur.execute(
+                    self._q(
+                        "INSERT INTO toolbound_service_requests"
+                        " (tenant, key, fingerprint, created_at) VALUES (?, ?, ?, ?)"
+                    ),
+                    (tenant, key, fingerprint, stamp),
+                )
+                return ClaimedRequest("new")
+            stored_fp, status_code, response, created = row
+            if stored_fp != fingerprint:
+                return ClaimedRequest("mismatch")
+            if status_code is not None:
+                return ClaimedRequest("replay", int(str(status_code)), str(response))
+            age = (now - datetime.fromisoformat(str(created))).total_seconds()
+            if age < stale_after:
+                return ClaimedRequest("in_progress")
+            cur.execute(
+                self._q(
+                    "UPDATE toolbound_service_requests SET created_at = ?"
+                    " WHERE tenant = ? AND key = ? AND created_at = ? AND status_code IS NULL"
+                ),
+                (stamp, tenant, key, created),
+            )
+            return ClaimedRequest("new" if cur.rowcount == 1 else "in_progress")
+
+    def finish_request(self, tenant: str, key: str, status_code: int, response: str) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "UPDATE toolbound_service_requests SET status_code = ?, response = ?"
+                    " WHERE tenant = ? AND key = ?"
+                ),
+                (status_code, response, tenant, key),
+            )
+
+    def release_request(self, tenant: str, key: str) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "DELETE FROM toolbound_service_requests"
+                    " WHERE tenant = ? AND key = ? AND status_code IS NULL"
+                ),
+                (tenant, key),
+            )
+
+    def put_call(self, call: StoredCall) -> None:
+        values = _values(call)
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    f"INSERT INTO toolbound_service_calls ({_COLUMNS})"  # noqa: S608 - fixed columns
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (invocation_id) DO UPDATE SET status = excluded.status,"
+                    " state = excluded.state, digest = excluded.digest,"
+                    " decision = COALESCE(toolbound_service_calls.decision, excluded.decision),"
+                    " approver = COALESCE(toolbound_service_calls.approver, excluded.approver),"
+                    " updated_at = excluded.updated_at, body = excluded.body"
+                ),
+                values,
+            )
+
+    def get_call(self, invocation_id: str) -> StoredCall | None:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {_COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
+                    " WHERE invocation_id = ?"
+                ),
+                (invocation_id,),
+            )
+            row = cur.fetchone()
+        return None if row is None else _call(row)
+
+    def list_calls(
+        self,
+        tenant: str,
+        *,
+        status: str | None = None,
+        tool: str | None = None,
+        subject: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredCall]:
+        where = ["tenant = ?"]
+        params: list[object] = [tenant]
+        for column, value in (("status", status), ("tool", tool), ("subject", subject)):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
+        params.append(max(1, min(limit, 1000)))
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {_COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
+                    f" WHERE {' AND '.join(where)}"
+                    " ORDER BY created_at DESC, invocation_id LIMIT ?"
+                ),
+                tuple(params),
+            )
+            return [_call(row) for row in cur.fetchall()]
+
+    def decide(
+        self, invocation_id: str, *, decision: str, approver: str, now: datetime
+    ) -> StoredCall:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "UPDATE toolbound_service_calls SET decision = ?, approver = ?, updated_at = ?"
+                    " WHERE invocation_id = ? AND status = 'awaiting_confirmation'"
+                    " AND decision IS NULL"
+                ),
+                (decision, approver, _iso(now), invocation_id),
+            )
+            won = cur.rowcount == 1
+        call = self.get_call(invocation_id)
+        if call is None:
+            msg = f"no invocation {invocation_id}"
+            raise JournalError(msg, code="not_found")
+        if not won:
+            msg = f"invocation {invocation_id} is not waiting for a decision"
+            raise JournalError(msg, code="already_decided")
+        return call
+
+    def purge(self, *, before: datetime) -> int:
+        stamp = _iso(before)
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "DELETE FROM toolbound_service_calls WHERE updated_at < ?"
+                    " AND status NOT IN ('awaiting_confirmation', 'outcome_unknown', 'running')"
+                ),
+                (stamp,),
+            )
+            count = max(cur.rowcount, 0)
+            cur.execute(
+                self._q("DELETE FROM toolbound_service_requests WHERE created_at < ?"), (stamp,)
+            )
+        return count
+
+
+class _Cursor(Protocol):
+    rowcount: int
+
+    def execute(self, sql: str, params: tuple[object, ...] = ...) -> object: ...
+    def fetchone(self) -> tuple[object, ...] | None: ...
+    def fetchall(self) -> list[tuple[object, ...]]: ...
+
+
+class SQLiteJournal(_SQLJournal):
+    """The journal in an SQLite file.
+
+    WAL with ``synchronous=NORMAL``: durable across a crash of the process, which is
+    what a service restart must survive (the ledger, which guards effects, syncs fully).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        with self._tx() as cur:
+            for statement in _SCHEMA:
+                cur.execute(statement)
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = cast("sqlite3.Connection | None", getattr(self._local, "conn", None))
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+            with self._guard:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[_Cursor]:
+        conn = self._connection()
+        cur = conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cast("_Cursor", cur)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._guard:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+class PostgresJournal(_SQLJournal):
+    """The journal in PostgreSQL, through a psycopg 3 connection pool."""
+
+    _mark = "%s"
+
+    def __init__(self, conninfo: str, *, max_size: int = 8) -> None:
+        try:
+            from psycopg_pool import ConnectionPool  # noqa: PLC0415
+        except ImportError as exc:  # pragma: no cover - the extra is missing
+            msg = "PostgresJournal needs psycopg: pip install 'toolbound[postgres]'"
+            raise ImportError(msg) from exc
+        self._pool = ConnectionPool(conninfo, min_size=1, max_size=max_size, open=True)
+        with self._tx() as cur:
+            # Two processes starting at once must not race on CREATE TABLE.
+            cur.execute("SELECT pg_advisory_xact_lock(7210431)")
+            for statement in _SCHEMA:
+                cur.execute(statement)
+
+    @contextmanager
+    def _tx(self) -> Iterator[_Cursor]:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cast("_Cursor", cur)
+
+    def close(self) -> None:
+        """Close the pool."""
+        self._pool.close()
+
+
+def _iso(at: datetime) -> str:
+    # UTC throughout, so that the text sorts as the instants do.
+    return at.astimezone(UTC).isoformat()
+
+
+def _values(call: StoredCall) -> tuple[object, ...]:
+    return (
+        call.invocation_id,
+        call.tenant,
+        call.subject,
+        call.principal,
+        call.tool,
+        call.status,
+        call.state,
+        call.digest,
+        call.decision,
+        call.approver,
+        _iso(call.created_at),
+        _iso(call.updated_at),
+        json.dumps(call.body, separators=(",", ":"), ensure_ascii=False),
+    )
+
+
+def _call(row: tuple[object, ...]) -> StoredCall:
+    (
+        invocation_id,
+        tenant,
+        subject,
+        principal,
+        tool,
+        status,
+        state,
+        digest,
+        decision,
+        approver,
+        created,
+        updated,
+        body,
+    ) = row
+    return StoredCall(
+        invocation_id=str(invocation_id),
+        tenant=str(tenant),
+        subject=str(subject),
+        principal=str(principal),
+        tool=str(tool),
+        status=str(status),
+        state=str(state),
+        digest=None if digest is None else str(digest),
+        decision=None if decision is None else str(decision),
+        approver=None if approver is None else str(approver),
+        created_at=datetime.fromisoformat(str(created)),
+        updated_at=datetime.fromisoformat(str(updated)),
+        body=cast("dict[str, object]", json.loads(str(body))),
+    )
+
+
+def with_body(call: StoredCall, **changes: object) -> StoredCall:
+    """``call`` with some body members replaced."""
+    return replace(call, body={**call.body, **changes})
