@@ -58,7 +58,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast
 
-from toolbound._errors import ToolboundError
+from toolbound._errors import SchemaError, SpecError, ToolboundError
 from toolbound._model import Action, EffectClass, ToolSpec
 from toolbound.gates.authorize import (
     DomainScope,
@@ -72,7 +72,7 @@ from toolbound.gates.authorize import (
     RateLimit,
     Scope,
 )
-from toolbound.registry import Registry
+from toolbound.registry import Registry, check_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -205,19 +205,7 @@ class ServiceConfig:
             from toolbound.execution.http import HttpTool  # noqa: PLC0415 - needs httpx
 
             registry.register(
-                ToolSpec(
-                    name=http.name,
-                    version=http.version,
-                    description=http.description,
-                    input_schema=http.input_schema,
-                    output_schema=http.output_schema,
-                    effect=http.effect,
-                    capabilities=http.capabilities,
-                    timeout=http.timeout,
-                    max_attempts=http.max_attempts,
-                    idempotency="native_key" if http.effect not in {"pure", "read"} else "none",
-                    secrets=(http.bearer_secret,) if http.bearer_secret else (),
-                ),
+                _http_spec(http),
                 HttpTool(
                     method=http.method,
                     url=http.url,
@@ -559,7 +547,7 @@ class _Checker:
         if bearer is not None and not isinstance(bearer, str):
             self.fail(f"{path}.bearer_secret", _expected("a secret name", bearer))
             bearer = None
-        return HttpToolConfig(
+        tool = HttpToolConfig(
             name=self.string(raw, path, "name"),
             version=str(raw.get("version", "1")),
             description=str(raw.get("description", "")),
@@ -573,6 +561,12 @@ class _Checker:
             max_attempts=self.integer(raw, path, "max_attempts", 1),
             bearer_secret=bearer,
         )
+        if tool.name and schema:
+            try:
+                check_spec(_http_spec(tool))
+            except (SpecError, SchemaError) as exc:
+                self.fail(path, str(exc))
+        return tool
 
     def telemetry(self, raw: Mapping[str, object]) -> TelemetryConfig:
         self.known(raw, "telemetry", frozenset({"exporter", "endpoint", "service_name"}))
@@ -589,6 +583,22 @@ class _Checker:
             endpoint=endpoint,
             service_name=str(raw.get("service_name", "toolbound")),
         )
+
+
+def _http_spec(http: HttpToolConfig) -> ToolSpec:
+    return ToolSpec(
+        name=http.name,
+        version=http.version,
+        description=http.description,
+        input_schema=http.input_schema,
+        output_schema=http.output_schema,
+        effect=http.effect,
+        capabilities=http.capabilities,
+        timeout=http.timeout,
+        max_attempts=http.max_attempts,
+        idempotency="native_key" if http.effect not in {"pure", "read"} else "none",
+        secrets=(http.bearer_secret,) if http.bearer_secret else (),
+    )
 
 
 def _grant(raw: Mapping[str, object], clock: Clock) -> Grant:

@@ -426,7 +426,7 @@ class Service:
                 tenant=call.tenant,
                 subject=call.subject,
                 principal=call.principal,
-                tool=call.tool,
+                tool=outcome.tool or call.tool,
                 status=outcome.kind,
                 state=outcome.state.value,
                 digest=_digest(outcome),

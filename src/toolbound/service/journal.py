@@ -271,7 +271,7 @@ class _SQLJournal:
                 self._q(
                     f"INSERT INTO toolbound_service_calls ({_COLUMNS})"  # noqa: S608 - fixed columns
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (invocation_id) DO UPDATE SET status = excluded.status,"
+                    " ON CONFLICT (invocation_id) DO UPDATE SET tool = excluded.tool, status = excluded.status,"
                     " state = excluded.state, digest = excluded.digest,"
                     " decision = COALESCE(toolbound_service_calls.decision, excluded.decision),"
                     " approver = COALESCE(toolbound_service_calls.approver, excluded.approver),"
@@ -385,7 +385,9 @@ class SQLiteJournal(_SQLJournal):
     def _connection(self) -> sqlite3.Connection:
         conn = cast("sqlite3.Connection | None", getattr(self._local, "conn", None))
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")

@@ -1,0 +1,723 @@
+"""The web console (R18): people confirm parked calls, read traces, settle unknowns.
+
+Server-rendered pages under ``/console`` — Jinja2 templates shipped in the package,
+one stylesheet and one small script, no build step — over the same
+:class:`~toolbound.service.core.Service` the HTTP API calls, so the rules are the
+API's: roles, tenant isolation, the digest a person saw (R7), the four-eyes rule::
+
+    GET  /console/login                        an API key → a session for its principal
+    POST /console/logout
+    GET  /console/pending                      calls waiting for a person (refreshes itself)
+    POST /console/invocations/{id}/decision    approve / deny the digest shown
+    GET  /console/invocations                  filters: status, tool, subject
+    GET  /console/invocations/{id}             evidence, request, trace timeline
+    GET  /console/unknown                      outcome unknown: ask the tool, or record a finding
+    POST /console/unknown/{id}/reconcile
+
+An :class:`~toolbound.service.core.ApiError` renders as a page with its status and
+machine-readable ``code``.
+
+**Sessions.** Logging in keeps the principal's *name* and a fingerprint of its key
+(a rotated key ends its sessions) in a cookie signed by Starlette's
+``SessionMiddleware``: ``HttpOnly``, ``SameSite=Strict``, ``Path=/console`` (browsers
+never send it to the API), valid for 8 hours. The signing secret is random per process
+unless one is given, so a restart logs everyone out, and **several replicas behind one
+address need the same secret** (``console_middleware(secret=...)``) or sticky sessions.
+
+**Forms.** Every POST, the login included, must carry the session's CSRF token.
+
+**Untrusted text.** Arguments and results are written by a model or a remote system.
+Everything is autoescaped, pages send a Content-Security-Policy that allows no inline
+script, and invisible or direction-changing characters (bidi overrides, zero-width
+characters, controls) are shown as ``\\uXXXX`` escapes so text cannot disguise what a
+person is asked to approve.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import unicodedata
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import quote, urlencode
+
+import jinja2
+from markupsafe import Markup, escape
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from toolbound._errors import ConfigurationError
+from toolbound.service.core import ApiError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from typing import TypeAlias
+
+    from starlette.requests import Request
+
+    from toolbound.config import Principal
+    from toolbound.ledger.store import LedgerRecord
+    from toolbound.service.core import Service
+    from toolbound.service.journal import StoredCall
+
+    _Handler: TypeAlias = Callable[[Request, Principal], Awaitable[Response]]
+
+__all__ = ["CONSOLE_PATH", "console_middleware", "console_routes", "reveal"]
+
+CONSOLE_PATH = "/console"
+"""Where the console's pages live; the session cookie is scoped to it."""
+
+_COOKIE = "toolbound_console"
+_SESSION_SECONDS = 8 * 60 * 60
+_MIN_SECRET = 16
+# The statuses a call in the journal can have: the outcome kinds, and the service's own.
+_STATUSES = (
+    "awaiting_confirmation",
+    "running",
+    "observed",
+    "rejected",
+    "failed",
+    "cancelled",
+    "outcome_unknown",
+    "reconciled_committed",
+    "reconciled_not_committed",
+    "interrupted",
+)
+_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+# Characters that render as nothing, or reorder what follows them (R12: the human
+# projection must show what the call will really do).
+_HIDDEN = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
+
+
+def console_middleware(secret: bytes | None = None, *, https_only: bool = False) -> list[Middleware]:
+    """The session middleware the console needs.
+
+    ``secret`` signs the session cookie; without one a random secret is made for this
+    process. Replicas serving one console must share a secret (at least 16 bytes).
+    ``https_only`` adds ``Secure`` to the cookie (set it behind TLS).
+    """
+    if secret is not None and len(secret) < _MIN_SECRET:
+        msg = f"the console secret must be at least {_MIN_SECRET} bytes"
+        raise ConfigurationError(msg)
+    key = secret if secret is not None else secrets.token_bytes(32)
+    return [
+        Middleware(
+            SessionMiddleware,
+            secret_key=key.hex(),
+            session_cookie=_COOKIE,
+            max_age=_SESSION_SECONDS,
+            path=CONSOLE_PATH,
+            same_site="strict",
+            https_only=https_only,
+        )
+    ]
+
+
+def console_routes(service: Service) -> list[BaseRoute]:
+    """The console's pages and static files, under :data:`CONSOLE_PATH`."""
+    console = _Console(service)
+    at = CONSOLE_PATH
+    return [
+        Route(at, console.home, methods=["GET"]),
+        Route(f"{at}/login", console.login_page, methods=["GET"]),
+        Route(f"{at}/login", console.login, methods=["POST"]),
+        Route(f"{at}/logout", console.guarded(console.logout, post=True), methods=["POST"]),
+        Route(f"{at}/pending", console.guarded(console.pending), methods=["GET"]),
+        Route(f"{at}/pending/list", console.guarded(console.pending_list), methods=["GET"]),
+        Route(f"{at}/invocations", console.guarded(console.invocations), methods=["GET"]),
+        Route(
+            f"{at}/invocations/{{invocation_id}}",
+            console.guarded(console.invocation),
+            methods=["GET"],
+        ),
+        Route(
+            f"{at}/invocations/{{invocation_id}}/decision",
+            console.guarded(console.decide, post=True),
+            methods=["POST"],
+        ),
+        Route(f"{at}/unknown", console.guarded(console.unknown), methods=["GET"]),
+        Route(
+            f"{at}/unknown/{{invocation_id}}/reconcile",
+            console.guarded(console.reconcile, post=True),
+            methods=["POST"],
+        ),
+        Mount(
+            f"{at}/static",
+            app=StaticFiles(packages=[("toolbound.service", "static")]),
+            name="console-static",
+        ),
+    ]
+
+
+def reveal(text: object) -> Markup:
+    """``text`` escaped for HTML, with invisible and direction-changing characters shown.
+
+    Each such character becomes its JSON escape (``\\u202e``) in a ``<mark>``, so a
+    person sees it; newlines and tabs stay as they are.
+    """
+    value = str(text)
+    if value.replace("\n", "").replace("\t", "").isprintable():
+        return escape(value)
+    out: list[str] = []
+    for ch in value:
+        if ch in "\n\t" or unicodedata.category(ch) not in _HIDDEN:
+            out.append(str(escape(ch)))
+        else:
+            code = json.dumps(ch)[1:-1]  # \uXXXX, or a surrogate pair beyond the BMP
+            out.append(f'<mark class="hidden-char" title="U+{ord(ch):04X}">{code}</mark>')
+    return Markup("".join(out))  # noqa: S704 - every piece was escaped above
+
+
+def _templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("toolbound.service", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["reveal"] = reveal
+    return Jinja2Templates(env=env)
+
+
+class _Console:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.templates = _templates()
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def guarded(self, handler: _Handler, *, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
+        """Log-in, CSRF (on POST) and error pages around one page handler."""
+
+        async def run(request: Request) -> Response:
+            try:
+                if post:
+                    await _check_csrf(request)
+                principal = self.principal(request)
+                if principal is None:
+                    back = request.url.path if request.method == "GET" else f"{CONSOLE_PATH}/pending"
+                    return _redirect(f"{CONSOLE_PATH}/login?{urlencode({'next': back})}")
+                return await handler(request, principal)
+            except ApiError as error:
+                return self.error(request, error)
+
+        return run
+
+    def principal(self, request: Request) -> Principal | None:
+        """The principal this session logged in as, while its key is unchanged."""
+        session = request.session
+        name, binding = session.get("principal"), session.get("key")
+        found = next((p for p in self.service.config.principals if p.name == name), None)
+        if found is None or not isinstance(binding, str):
+            return None
+        return found if hmac.compare_digest(binding, _key_binding(found)) else None
+
+    def render(
+        self,
+        request: Request,
+        template: str,
+        principal: Principal | None,
+        *,
+        status: int = 200,
+        **context: object,
+    ) -> Response:
+        flash = request.session.pop("flash", None) if "flash" in request.session else None
+        base: dict[str, object] = {
+            "base": CONSOLE_PATH,
+            "principal": principal,
+            "roles": ", ".join(sorted(principal.roles)) if principal else "",
+            "csrf": _csrf_token(request),
+            "flash": flash,
+            "section": "",
+        }
+        response = self.templates.TemplateResponse(
+            request, template, {**base, **context}, status_code=status
+        )
+        response.headers.update(_HEADERS)
+        return response
+
+    def error(self, request: Request, error: ApiError) -> Response:
+        principal = self.principal(request)
+        invocation_id = request.path_params.get("invocation_id")
+        return self.render(
+            request,
+            "error.html",
+            principal,
+            status=error.status,
+            error=error,
+            back=(
+                f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}"
+                if isinstance(invocation_id, str) and error.code != "not_found"
+                else None
+            ),
+        )
+
+    # -- log in and out -------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        if self.principal(request) is None:
+            return _redirect(f"{CONSOLE_PATH}/login")
+        return _redirect(f"{CONSOLE_PATH}/pending")
+
+    async def login_page(self, request: Request) -> Response:
+        return self.render(
+            request, "login.html", None, next=_safe_next(request.query_params.get("next"))
+        )
+
+    async def login(self, request: Request) -> Response:
+        try:
+            await _check_csrf(request)
+        except ApiError as error:
+            return self.error(request, error)
+        form = await request.form()
+        key, target = form.get("key"), _safe_next(form.get("next"))
+        principal = self.service.config.principal_for(key) if isinstance(key, str) else None
+        if principal is None:
+            return self.render(
+                request,
+                "login.html",
+                None,
+                status=401,
+                next=target,
+                failed="unknown API key",
+            )
+        # A fresh session on every log-in: nothing from before it (token included) survives.
+        request.session.clear()
+        request.session.update(
+            {
+                "principal": principal.name,
+                "key": _key_binding(principal),
+                "csrf": secrets.token_urlsafe(32),
+            }
+        )
+        return _redirect(target)
+
+    async def logout(self, request: Request, _principal: Principal) -> Response:
+        request.session.clear()
+        return _redirect(f"{CONSOLE_PATH}/login")
+
+    # -- confirmations --------------------------------------------------------------
+
+    async def pending(self, request: Request, principal: Principal) -> Response:
+        calls = self._pending(principal)
+        return self.render(
+            request,
+            "pending.html",
+            principal,
+            section="pending",
+            calls=calls,
+            ids=" ".join(c["id"] for c in calls),
+        )
+
+    async def pending_list(self, request: Request, principal: Principal) -> Response:
+        calls = self._pending(principal)
+        return self.render(
+            request,
+            "_pending_list.html",
+            principal,
+            calls=calls,
+            ids=" ".join(c["id"] for c in calls),
+        )
+
+    def _pending(self, principal: Principal) -> list[dict[str, object]]:
+        calls = self.service.calls(principal, status="awaiting_confirmation")
+        return [self._confirmation_view(principal, c) for c in calls if c.decision is None]
+
+    async def decide(self, request: Request, principal: Principal) -> Response:
+        form = await request.form()
+        digest, choice = form.get("digest"), form.get("decision")
+        if not isinstance(digest, str) or not digest or choice not in {"approve", "deny"}:
+            msg = "send the digest you reviewed and a decision, approve or deny"
+            raise ApiError(400, "bad_form", msg)
+        decision: Literal["approve", "deny"] = "approve" if choice == "approve" else "deny"
+        invocation_id = request.path_params["invocation_id"]
+        answer = await self.service.decide(
+            principal, invocation_id, digest=digest, decision=decision
+        )
+        verb = "Approved" if decision == "approve" else "Denied"
+        _flash(request, "ok", f"{verb}. The call ended {answer['status']} ({answer['state']}).")
+        return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")
+
+    # -- invocations --------------------------------------------------------------
+
+    async def invocations(self, request: Request, principal: Principal) -> Response:
+        q = request.query_params
+        filters = {k: (q.get(k) or "").strip() for k in ("status", "tool", "subject")}
+        calls = self.service.calls(
+            principal,
+            status=filters["status"] or None,
+            tool=filters["tool"] or None,
+            subject=filters["subject"] or None,
+        )
+        tools = sorted({t.spec.name for t in self.service.registry})
+        return self.render(
+            request,
+            "invocations.html",
+            principal,
+            section="invocations",
+            calls=[_summary(c) for c in calls],
+            filters=filters,
+            statuses=_STATUSES,
+            tools=tools,
+        )
+
+    async def invocation(self, request: Request, principal: Principal) -> Response:
+        call = self.service.get(principal, request.path_params["invocation_id"])
+        pending = call.status == "awaiting_confirmation" and call.decision is None
+        return self.render(
+            request,
+            "invocation.html",
+            principal,
+            section="invocations",
+            call=_detail(call),
+            pending=self._confirmation_view(principal, call) if pending else None,
+        )
+
+    def _confirmation_view(self, principal: Principal, call: StoredCall) -> dict[str, object]:
+        asked = _mapping(call.body.get("confirmation"))
+        request = _mapping(call.body.get("request"))
+        subject = _mapping(asked.get("subject"))
+        expires = asked.get("expires_at")
+        expired = isinstance(expires, str) and (
+            datetime.fromisoformat(expires) <= self.service.clock.now()
+        )
+        # Shown before anyone clicks; the Service enforces the same rule on the POST.
+        own = self.service.config.four_eyes and principal.subject == call.subject
+        return {
+            "id": call.invocation_id,
+            "tool": str(asked.get("tool", call.tool)),
+            "subject": str(subject.get("id", call.subject)),
+            "tenant": str(subject.get("tenant", call.tenant)),
+            "submitted_by": call.principal,
+            "reason": str(asked.get("reason", "")),
+            "digest": call.digest or "",
+            "requested_at": str(asked.get("requested_at", "")),
+            "expires_at": str(expires or ""),
+            "expired": expired,
+            "arguments": _pretty(asked.get("arguments")),
+            "raw_arguments": str(request.get("arguments", "")),
+            "human": _evidence(_mapping(call.body.get("human"))),
+            "four_eyes": own,
+            "can_decide": "approver" in principal.roles and not own,
+        }
+
+    # -- outcome unknown ------------------------------------------------------------
+
+    async def unknown(self, request: Request, principal: Principal) -> Response:
+        records = await run_in_threadpool(self.service.unknown, principal)
+        return self.render(
+            request,
+            "unknown.html",
+            principal,
+            section="unknown",
+            records=[self._unknown_view(r) for r in records],
+            can_reconcile="operator" in principal.roles,
+        )
+
+    def _unknown_view(self, record: LedgerRecord) -> dict[str, object]:
+        name, _, version = record.tool.partition("@")
+        tool = self.service.registry.get(name, version)
+        return {
+            "id": record.invocation_id,
+            "tool": record.tool,
+            "digest": record.digest,
+            "key": record.key.key,
+            "subject": str(record.subject.get("id", "")),
+            "deadline": record.deadline.isoformat(),
+            "updated_at": record.updated_at.isoformat(),
+            "arguments": _pretty(_loads(record.canonical)),
+            "evidence": [_pretty(dict(e)) for e in record.evidence],
+            "can_ask": tool is not None and tool.spec.query is not None,
+        }
+
+    async def reconcile(self, request: Request, principal: Principal) -> Response:
+        form = await request.form()
+        action, finding = form.get("action"), form.get("evidence")
+        invocation_id = request.path_params["invocation_id"]
+        if action == "ask":
+            answer = await run_in_threadpool(self.service.reconcile, principal, invocation_id)
+        elif action in {"committed", "not_committed"}:
+            text = finding.strip() if isinstance(finding, str) else ""
+            if not text:
+                msg = "a person's finding needs evidence (what was checked, where)"
+                raise ApiError(400, "evidence_missing", msg)
+            answer = await run_in_threadpool(
+                self.service.reconcile,
+                principal,
+                invocation_id,
+                committed=action == "committed",
+                evidence={"finding": text},
+            )
+        else:
+            msg = "action must be ask, committed or not_committed"
+            raise ApiError(400, "bad_form", msg)
+        status = str(answer["status"])
+        _flash(request, "ok" if status in {"committed", "failed"} else "warn", _settled(status))
+        return _redirect(f"{CONSOLE_PATH}/unknown")
+
+
+# ---------------------------------------------------------------------------
+# Sessions and forms
+
+
+def _key_binding(principal: Principal) -> str:
+    # The cookie is signed, not encrypted: keep a fingerprint of the key hash, not the hash.
+    return hashlib.sha256(b"toolbound-console:" + principal.key_sha256.encode()).hexdigest()[:32]
+
+
+def _csrf_token(request: Request) -> str:
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(32)
+        request.session["csrf"] = token
+    return token
+
+
+async def _check_csrf(request: Request) -> None:
+    form = await request.form()
+    sent, expected = form.get("csrf"), request.session.get("csrf")
+    if not (
+        isinstance(sent, str)
+        and isinstance(expected, str)
+        and hmac.compare_digest(sent.encode(), expected.encode())
+    ):
+        msg = "the form's security token is missing or stale"
+        raise ApiError(403, "csrf_failed", msg, hint="reload the page and submit it again")
+
+
+def _safe_next(target: object) -> str:
+    """Only a path inside the console: never another site (no open redirect)."""
+    if (
+        isinstance(target, str)
+        and target.startswith(f"{CONSOLE_PATH}/")
+        and "//" not in target
+        and "\\" not in target
+    ):
+        return target
+    return f"{CONSOLE_PATH}/pending"
+
+
+def _flash(request: Request, kind: str, text: str) -> None:
+    request.session["flash"] = {"kind": kind, "text": text}
+
+
+def _redirect(url: str) -> Response:
+    response = RedirectResponse(url, status_code=303)
+    response.headers.update(_HEADERS)
+    return response
+
+
+def _settled(status: str) -> str:
+    return {
+        "committed": "Recorded as committed.",
+        "failed": "Recorded as not committed (failed before commit).",
+        "unknown": "The tool could not say; the outcome is still unknown.",
+        "needs_person": "The tool cannot be asked; record what you found instead.",
+    }.get(status, f"Reconciliation answered {status}.")
+
+
+# ---------------------------------------------------------------------------
+# Views: the journal's JSON shaped for templates
+
+
+def _summary(call: StoredCall) -> dict[str, object]:
+    return {
+        "id": call.invocation_id,
+        "tool": call.tool,
+        "subject": call.subject,
+        "principal": call.principal,
+        "status": call.status,
+        "state": call.state,
+        "digest": call.digest or "",
+        "decision": call.decision or "",
+        "approver": call.approver or "",
+        "created_at": call.created_at.isoformat(timespec="seconds"),
+        "updated_at": call.updated_at.isoformat(timespec="seconds"),
+    }
+
+
+def _detail(call: StoredCall) -> dict[str, object]:
+    request = _mapping(call.body.get("request"))
+    response = _mapping(call.body.get("response"))
+    message = _mapping(response.get("message"))
+    events = call.body.get("trace")
+    timeline = _timeline([_mapping(e) for e in events] if isinstance(events, list) else [])
+    content = str(message.get("content", ""))
+    human = _mapping(call.body.get("human"))
+    return {
+        **_summary(call),
+        "tenant": call.tenant,
+        "path": [str(s) for s in _list(response.get("path"))],
+        "request": {
+            "call_id": str(request.get("call_id", "")),
+            "model_call_id": request.get("model_call_id"),
+            "version": request.get("version"),
+            "timezone": str(request.get("timezone", "")),
+            "locale": str(request.get("locale", "")),
+            "reference_time": str(request.get("reference_time", "")),
+            "arguments": str(request.get("arguments", "")),
+            "arguments_bytes": len(str(request.get("arguments", "")).encode()),
+        },
+        "message": {
+            "content": content,
+            "bytes": len(content.encode()),
+            "is_error": bool(message.get("is_error")),
+            "truncated": bool(message.get("truncated")),
+        }
+        if message
+        else None,
+        "problem": _pretty(response["problem"]) if "problem" in response else None,
+        "human": _evidence(human) if human else None,
+        "attempts": [_attempt(_mapping(a)) for a in _list(human.get("attempts"))],
+        "note": _pretty(call.body["note"]) if "note" in call.body else None,
+        "timeline": timeline,
+        "duration_ms": timeline[-1]["offset_ms"] if timeline else None,
+    }
+
+
+def _evidence(human: Mapping[str, object]) -> dict[str, object]:
+    """The human evidence projection (R12), each part ready to show."""
+
+    def shown(key: str) -> str | None:
+        value = human.get(key)
+        return None if value in (None, [], {}) else _pretty(value)
+
+    return {
+        "tool": str(human.get("tool", "")),
+        "state": str(human.get("state", "")),
+        "commit_status": str(human.get("commit_status") or "—"),
+        "digest": str(human.get("digest") or ""),
+        "external_resource_id": str(human.get("external_resource_id") or ""),
+        "arguments": shown("arguments"),
+        "value": shown("value"),
+        "problem": shown("problem"),
+        "cuts": shown("cuts"),
+        "attempts": len(_list(human.get("attempts"))),
+        "json": _pretty(dict(human)),
+    }
+
+
+def _attempt(attempt: Mapping[str, object]) -> dict[str, object]:
+    started, ended = attempt.get("started_at"), attempt.get("ended_at")
+    took = (
+        _ms(datetime.fromisoformat(ended) - datetime.fromisoformat(started))
+        if isinstance(started, str) and isinstance(ended, str)
+        else None
+    )
+    return {
+        "number": attempt.get("number"),
+        "id": str(attempt.get("attempt_id", "")),
+        "outcome": str(attempt.get("outcome", "")),
+        "started_at": str(started or ""),
+        "took_ms": took,
+        "detail": _pretty(attempt["detail"]) if attempt.get("detail") is not None else None,
+    }
+
+
+def _timeline(events: list[Mapping[str, object]]) -> list[dict[str, object]]:
+    """Each trace event with its offset from the first, what it says, and its bytes."""
+    rows: list[dict[str, object]] = []
+    first: datetime | None = None
+    previous: datetime | None = None
+    for event in events:
+        stamp = event.get("at")
+        at = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+        first = first or at
+        data = _mapping(event.get("data"))
+        text, size = _bytes_of(data.get("content") if event.get("kind") == "tool_message" else None)
+        rows.append(
+            {
+                "seq": event.get("seq"),
+                "at": str(stamp or ""),
+                "offset_ms": _ms(at - first) if at and first else None,
+                "delta_ms": _ms(at - previous) if at and previous else None,
+                "kind": str(event.get("kind", "")),
+                "state": str(event.get("state") or ""),
+                "summary": _event_summary(str(event.get("kind", "")), event.get("state"), data),
+                "message": text,
+                "message_bytes": size,
+                "data": _pretty(dict(data)),
+            }
+        )
+        previous = at or previous
+    return rows
+
+
+def _event_summary(kind: str, state: object, data: Mapping[str, object]) -> str:  # noqa: PLR0911 - one line per kind
+    if kind == "proposal":
+        _, size = _bytes_of(data.get("arguments"))
+        return f"{data.get('name')}: {size} argument bytes from the model"
+    if kind == "transition":
+        extra = data.get("decision") or data.get("reason") or data.get("external_resource_id")
+        step = f"{data.get('previous')} → {state}"
+        return f"{step} ({extra})" if extra else step
+    if kind == "attempt":
+        attempt = _attempt(_mapping(data.get("attempt")))
+        took = "" if attempt["took_ms"] is None else f" in {attempt['took_ms']:.3f} ms"
+        return f"attempt {attempt['number']}: {attempt['outcome']}{took}"
+    if kind == "confirmation":
+        record = _mapping(data.get("record"))
+        verdict = "approved" if record.get("approved") else "denied"
+        return f"{verdict} by {record.get('approver')}"
+    if kind == "tool_message":
+        _, size = _bytes_of(data.get("content"))
+        return f"{size} bytes sent back to the model"
+    if kind == "reconcile":
+        return f"reconciled: {_mapping(data.get('evidence')).get('answer', '')}"
+    return kind
+
+
+def _bytes_of(value: object) -> tuple[str | None, int]:
+    """Trace bytes (``{"utf8": …}`` or ``{"hex": …}``) as text and their length."""
+    if isinstance(value, Mapping):
+        if isinstance(value.get("utf8"), str):
+            text = str(value["utf8"])
+            return text, len(text.encode())
+        if isinstance(value.get("hex"), str):
+            text = str(value["hex"])
+            return text, len(text) // 2
+    if isinstance(value, str):
+        return value, len(value.encode())
+    return None, 0
+
+
+def _ms(delta: timedelta) -> float:
+    return round(delta.total_seconds() * 1000, 3)
+
+
+def _pretty(value: object) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def _loads(raw: bytes) -> object:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def _mapping(value: object) -> Mapping[str, object]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
