@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound.config import ConfigError, ServiceConfig
     from toolbound.ledger.store import Ledger
-    from toolbound.trace import TraceSink
 
 try:
     import click
@@ -134,14 +133,14 @@ if _MISSING is None:
         import uvicorn  # noqa: PLC0415 - the service extra
 
         from toolbound.service.api import create_app  # noqa: PLC0415
-        from toolbound.service.core import Service  # noqa: PLC0415
+        from toolbound.service.core import Service, telemetry_sinks  # noqa: PLC0415
 
         console = Console(stderr=True)
         config = _config_or_exit(config_path, console)
         host = host or config.host
         port = config.port if port is None else port
         with console.status("opening the store and loading the tools…"):
-            service = Service(config, sinks=_telemetry(config))
+            service = Service(config, sinks=telemetry_sinks(config))
         if service.recovered:
             console.print(f"{service.recovered} call(s) interrupted by the last stop, recorded")
         console.print(f"[bold]toolbound[/] serving on [link]http://{host}:{port}/[/link]")
@@ -250,21 +249,6 @@ def _print_issues(console: Console, exc: ConfigError) -> None:
     console.print(f"[red]{exc.source or 'configuration'}: {len(exc.issues)} problem(s)[/]")
     for issue in exc.issues:
         console.print(f"  [bold]{issue.path or '(file)'}[/]: {issue.message}", highlight=False)
-
-
-def _telemetry(config: ServiceConfig) -> list[TraceSink]:
-    telemetry = config.telemetry
-    if telemetry.exporter == "none":
-        return []
-    from toolbound.otel import exporting_sink  # noqa: PLC0415
-
-    return [
-        exporting_sink(
-            telemetry.exporter,
-            endpoint=telemetry.endpoint,
-            service_name=telemetry.service_name,
-        )
-    ]
 
 
 def _clock() -> Clock:

@@ -256,11 +256,25 @@ class OpenTelemetrySink:
         max_open: int = 10_000,
     ) -> None:
         self._tracer = otel_trace.get_tracer(_TRACER_NAME, tracer_provider=tracer_provider)
+        self._provider = tracer_provider
+        self._owns_provider = False
         self._max_open = max_open
         self._lock = threading.Lock()
         self._open: OrderedDict[str, _Open] = OrderedDict()
         self._errors = 0
         self._last_error: str | None = None
+
+    def flush(self, timeout_millis: int = 5_000) -> bool:
+        """Export what the tracer provider has batched (if it can flush); ``True`` if done."""
+        flush = getattr(self._provider, "force_flush", None)
+        return True if flush is None else bool(flush(timeout_millis))
+
+    def shutdown(self) -> None:
+        """Flush and shut down a provider this sink owns (see :func:`exporting_sink`)."""
+        if self._owns_provider:
+            shutdown = getattr(self._provider, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
 
     @property
     def errors(self) -> int:
@@ -513,4 +527,6 @@ def exporting_sink(
         raise ValueError(msg)
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    return OpenTelemetrySink(provider)
+    sink = OpenTelemetrySink(provider)
+    sink._owns_provider = True  # noqa: SLF001 - built here, so shut down with the sink
+    return sink

@@ -46,7 +46,15 @@ if TYPE_CHECKING:
     from toolbound.service.journal import Journal
     from toolbound.trace import TraceSink
 
-__all__ = ["ApiError", "Service", "Submission", "journal_for", "ledger_for", "outcome_json"]
+__all__ = [
+    "ApiError",
+    "Service",
+    "Submission",
+    "journal_for",
+    "ledger_for",
+    "outcome_json",
+    "telemetry_sinks",
+]
 
 _ENVELOPE_LIMITS = ParseLimits(max_bytes=4 << 20)
 _SUBMISSION_KEYS = frozenset(
@@ -150,6 +158,7 @@ class Service:
         self.registry = registry if registry is not None else config.build_registry()
         self.ledger = ledger_for(config.store_url)
         self.journal: Journal = journal_for(config.store_url)
+        self._sinks = tuple(sinks)
         self.runtime = Runtime(
             policy=config.build_policy(self.clock),
             ledger=self.ledger,
@@ -163,8 +172,12 @@ class Service:
         self.recovered = self.recover()
 
     def close(self) -> None:
-        """Stop the runtime and release the stores."""
+        """Stop the runtime, flush telemetry and release the stores."""
         self.runtime.close()
+        for sink in self._sinks:
+            shutdown = getattr(sink, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
         self.journal.close()
         self.ledger.close()
 
@@ -556,3 +569,19 @@ def journal_for(url: str) -> Journal:
 def dumps(value: object) -> str:
     """Compact JSON for answers."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def telemetry_sinks(config: ServiceConfig) -> list[TraceSink]:
+    """The trace sinks the configuration's ``[telemetry]`` asks for (none by default)."""
+    telemetry = config.telemetry
+    if telemetry.exporter == "none":
+        return []
+    from toolbound.otel import exporting_sink  # noqa: PLC0415 - the otel extra
+
+    return [
+        exporting_sink(
+            telemetry.exporter,
+            endpoint=telemetry.endpoint,
+            service_name=telemetry.service_name,
+        )
+    ]

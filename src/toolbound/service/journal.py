@@ -271,8 +271,8 @@ class _SQLJournal:
                 self._q(
                     f"INSERT INTO toolbound_service_calls ({_COLUMNS})"  # noqa: S608 - fixed columns
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (invocation_id) DO UPDATE SET tool = excluded.tool, status = excluded.status,"
-                    " state = excluded.state, digest = excluded.digest,"
+                    " ON CONFLICT (invocation_id) DO UPDATE SET tool = excluded.tool,"
+                    " status = excluded.status, state = excluded.state, digest = excluded.digest,"
                     " decision = COALESCE(toolbound_service_calls.decision, excluded.decision),"
                     " approver = COALESCE(toolbound_service_calls.approver, excluded.approver),"
                     " updated_at = excluded.updated_at, body = excluded.body"
