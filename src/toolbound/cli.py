@@ -74,29 +74,48 @@ if _MISSING is None:
 
     @_cli.command()
     @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        help="A service configuration: its store and tools (instead of --ledger/--tools).",
+    )
+    @click.option(
         "--ledger",
         "ledger_url",
-        required=True,
         help="sqlite:///PATH or a postgresql:// connection string.",
     )
     @click.option(
         "--tools",
-        required=True,
         help="MODULE:FUNCTION returning the Registry whose tools own the calls.",
     )
     @click.option("--list", "list_only", is_flag=True, help="Only list unknown outcomes.")
     @click.option("--grace", default=30.0, show_default=True, help="Seconds past a deadline.")
-    def reconcile(ledger_url: str, tools: str, *, list_only: bool, grace: float) -> None:
+    def reconcile(
+        config_path: str | None,
+        ledger_url: str | None,
+        tools: str | None,
+        *,
+        list_only: bool,
+        grace: float,
+    ) -> None:
         """Resolve outcome-unknown calls through their tools' query hooks."""
         from datetime import timedelta  # noqa: PLC0415
 
         from toolbound.execution.reconcile import Reconciler  # noqa: PLC0415
 
         console = Console()
+        if config_path is not None:
+            config = _config_or_exit(config_path, console)
+            ledger_url, registry = config.store_url, config.build_registry()
+        elif ledger_url and tools:
+            registry = load_registry(tools)
+        else:
+            msg = "give --config FILE, or both --ledger and --tools"
+            raise click.UsageError(msg)
         ledger = open_ledger(ledger_url)
         try:
             reconciler = Reconciler(
-                ledger=ledger, registry=load_registry(tools), grace=timedelta(seconds=grace)
+                ledger=ledger, registry=registry, grace=timedelta(seconds=grace)
             )
             if list_only:
                 records = reconciler.unresolved()
@@ -182,6 +201,9 @@ if _MISSING is None:
     )
     def trace(invocation_id: str, config_path: str) -> None:
         """Show one invocation's state path and trace timeline."""
+        from rich.markup import escape  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
+
         from toolbound.service.core import journal_for  # noqa: PLC0415
 
         console = Console()
@@ -192,10 +214,13 @@ if _MISSING is None:
         finally:
             journal.close()
         if call is None:
-            console.print(f"[red]no invocation {invocation_id}[/]")
+            console.print(f"[red]no invocation {escape(invocation_id)}[/]")
             sys.exit(1)
-        console.rule(f"[bold]{call.tool}[/] {call.invocation_id}")
-        console.print(f"subject {call.subject} ({call.tenant}) · status {call.status}")
+        console.rule(f"[bold]{escape(call.tool)}[/] {call.invocation_id}")
+        # Subjects, arguments and results are data, never console markup.
+        console.print(
+            Text(f"subject {call.subject} ({call.tenant}) · status {call.status}"),
+        )
         if call.digest:
             console.print(f"digest {call.digest}")
         table = Table("#", "at", "event", "state", "detail")
@@ -208,7 +233,7 @@ if _MISSING is None:
                 str(event.get("at", ""))[11:23],
                 str(event.get("kind")),
                 str(event.get("state") or ""),
-                detail,
+                Text(detail),
             )
         console.print(table)
 
@@ -246,9 +271,16 @@ def _config_or_exit(path: str, console: Console) -> ServiceConfig:
 
 
 def _print_issues(console: Console, exc: ConfigError) -> None:
-    console.print(f"[red]{exc.source or 'configuration'}: {len(exc.issues)} problem(s)[/]")
+    from rich.markup import escape  # noqa: PLC0415
+
+    where = escape(exc.source or "configuration")
+    console.print(f"[red]{where}: {len(exc.issues)} problem(s)[/]", soft_wrap=True)
     for issue in exc.issues:
-        console.print(f"  [bold]{issue.path or '(file)'}[/]: {issue.message}", highlight=False)
+        console.print(
+            f"  [bold]{escape(issue.path or '(file)')}[/]: {escape(issue.message)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _clock() -> Clock:
