@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
@@ -113,16 +114,19 @@ class Trace:
         }
 
 
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool})
+
+
 def _jsonable(value: object) -> object:  # noqa: PLR0911 - one return per JSON shape
     """Render trace detail for JSON: bytes stay exact (text if UTF-8, else hex)."""
-    from toolbound._state import State  # noqa: PLC0415 - avoid an import cycle
-
+    if type(value) in _PLAIN or value is None:
+        return value  # the common case first: most detail is plain text and numbers
     if isinstance(value, bytes):
         try:
             return {"utf8": value.decode("utf-8")}
         except UnicodeDecodeError:
             return {"hex": value.hex()}
-    if isinstance(value, State):
+    if isinstance(value, Enum):  # states and other labels: their value
         return value.value
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}

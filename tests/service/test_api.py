@@ -162,6 +162,41 @@ class TestIdempotencyKeyHeader:
         assert second.headers["idempotent-replayed"] == "true"
         assert len(client.get("/v1/invocations", headers=auth("agent")).json()["invocations"]) == 1
 
+    def test_a_read_is_claimed_with_its_answer_and_replayed(self, client):
+        first = submit(client, '{"text": "x"}', key="r1", tool="notes.shout")
+        second = submit(client, '{"text": "x"}', key="r1", tool="notes.shout")
+        assert second.headers["idempotent-replayed"] == "true"
+        assert second.json() == first.json()
+        other = submit(client, '{"text": "y"}', key="r1", tool="notes.shout")
+        assert (other.status_code, other.json()["code"]) == (422, "idempotency_key_reused")
+
+    def test_a_read_that_loses_the_race_for_its_key_answers_the_winners_answer(
+        self, service, client
+    ):
+        """Two processes run the same read under one key: one answer is kept, for both."""
+        body = b'{"tool": "notes.shout", "arguments": "{\\"text\\": \\"x\\"}", "call_id": "c"}'
+        winner = (200, '{"status": "observed", "from": "the other process"}')
+        service.journal.claim_request(
+            "acme", "raced", fingerprint(body), now=service.clock.now(), stale_after=300
+        )
+        service.journal.finish_request("acme", "raced", *winner)
+        # The peek saw nothing (it ran before the other process finished): simulate by
+        # submitting through the service directly, claiming at the end.
+        from toolbound.service.core import Submission
+
+        _, _, lost = client.portal.call(
+            lambda: service.submit(
+                service.config.principal_for(KEYS["agent"]),
+                Submission.from_body(body),
+                request_key="raced",
+                fingerprint=fingerprint(body),
+            )
+        )
+        assert lost is not None
+        assert (lost.kind, lost.status_code, lost.response) == ("replay", *winner)
+        listed = client.get("/v1/invocations", headers=auth("agent")).json()["invocations"]
+        assert listed == [], "the losing run is not kept as a second answer"
+
     def test_same_key_other_body_is_422(self, client):
         submit(client, '{"text": "x"}', key="k1")
         r = submit(client, '{"text": "y"}', key="k1")

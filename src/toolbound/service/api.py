@@ -27,12 +27,14 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from contextlib import AbstractAsyncContextManager
 
+    from starlette.middleware import Middleware
     from starlette.requests import Request
+    from starlette.routing import BaseRoute
 
     from toolbound.config import Principal
     from toolbound.ledger.store import LedgerRecord
     from toolbound.service.core import Service
-    from toolbound.service.journal import StoredCall
+    from toolbound.service.journal import ClaimedRequest, StoredCall
 
 __all__ = ["authenticate", "create_app", "problem_response"]
 
@@ -62,10 +64,16 @@ def authenticate(service: Service, request: Request) -> Principal:
     return principal
 
 
-def create_app(service: Service, *, extra_routes: list[Route] | None = None) -> Starlette:
-    """The Starlette application for ``service`` (console routes may be added)."""
+def create_app(
+    service: Service, *, extra_routes: list[Route] | None = None, console: bool = True
+) -> Starlette:
+    """The Starlette application for ``service``: the API, and the web console.
+
+    The console (under ``/console``, :mod:`toolbound.service.console`) is mounted unless
+    ``console=False``; its session secret is random per process.
+    """
     api = _Api(service)
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", api.health, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route("/v1/proposals", api.guarded(api.submit), methods=["POST"]),
@@ -86,7 +94,14 @@ def create_app(service: Service, *, extra_routes: list[Route] | None = None) -> 
         ),
         *(extra_routes or []),
     ]
-    app = Starlette(routes=routes, lifespan=_lifespan(service))
+    middleware: list[Middleware] = []
+    if console:
+        # Imported here: the console needs jinja2, the API alone does not.
+        from toolbound.service.console import console_middleware, console_routes  # noqa: PLC0415
+
+        routes += console_routes(service)
+        middleware = console_middleware()
+    app = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(service))
     app.state.service = service
     return app
 
@@ -134,31 +149,42 @@ class _Api:
                 hint="send a unique key per request and the same key when you retry it",
             )
         body = await request.body()
+        print_ = fingerprint(body)
         journal = self.service.journal
-        claim = journal.claim_request(
-            principal.tenant,
-            key,
-            fingerprint(body),
-            now=self.service.clock.now(),
-            stale_after=_STALE_REQUEST,
-        )
-        if claim.kind == "mismatch":
-            msg = "this Idempotency-Key was used with another request body"
-            raise ApiError(422, "idempotency_key_reused", msg)
-        if claim.kind == "in_progress":
-            msg = "a request with this Idempotency-Key is still being processed"
-            raise ApiError(409, "request_in_progress", msg, hint="retry later")
-        if claim.kind == "replay":
-            return Response(
-                claim.response,
-                status_code=claim.status_code or 200,
-                media_type="application/json",
-                headers={"Idempotent-Replayed": "true"},
-            )
+        submission: Submission | None = None
         try:
             submission = Submission.from_body(body)
+        except ApiError as error:
+            refused = error
+        if submission is not None and self.service.is_read(submission):
+            # A read may run twice harmlessly: the key is claimed with the answer, in one
+            # transaction, and a request that loses that race answers the winner's answer.
+            earlier = journal.peek_request(principal.tenant, key, print_)
+            if earlier is not None:
+                return _answer_earlier(earlier)
             with traceparent_scope(request.headers.get("traceparent")) as trace_id:
-                answer = await self.service.submit(principal, submission, trace_id=trace_id)
+                status, text, lost = await self.service.submit(
+                    principal, submission, trace_id=trace_id, request_key=key, fingerprint=print_
+                )
+            if lost is not None:
+                return _answer_earlier(lost)
+            return Response(text, status_code=status, media_type="application/json")
+        claim = journal.claim_request(
+            principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
+        )
+        if claim.kind != "new":
+            return _answer_earlier(claim)
+        if submission is None:
+            # A refused request has an answer too: the same key gets it again.
+            journal.finish_request(
+                principal.tenant, key, refused.status, json.dumps(refused.problem())
+            )
+            raise refused
+        try:
+            with traceparent_scope(request.headers.get("traceparent")) as trace_id:
+                status, text, _ = await self.service.submit(
+                    principal, submission, trace_id=trace_id, request_key=key
+                )
         except ApiError as error:
             # A refused request has an answer too: the same key gets it again.
             journal.finish_request(principal.tenant, key, error.status, json.dumps(error.problem()))
@@ -166,9 +192,6 @@ class _Api:
         except BaseException:
             journal.release_request(principal.tenant, key)
             raise
-        status = 202 if answer["status"] == "awaiting_confirmation" else 200
-        text = json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
-        journal.finish_request(principal.tenant, key, status, text)
         return Response(text, status_code=status, media_type="application/json")
 
     async def list_calls(self, request: Request) -> Response:
@@ -240,6 +263,22 @@ class _Api:
             evidence=evidence,
         )
         return JSONResponse(answer)
+
+
+def _answer_earlier(claim: ClaimedRequest) -> Response:
+    """What a request whose Idempotency-Key was used before gets (IETF draft)."""
+    if claim.kind == "mismatch":
+        msg = "this Idempotency-Key was used with another request body"
+        raise ApiError(422, "idempotency_key_reused", msg)
+    if claim.kind == "in_progress":
+        msg = "a request with this Idempotency-Key is still being processed"
+        raise ApiError(409, "request_in_progress", msg, hint="retry later")
+    return Response(
+        claim.response,
+        status_code=claim.status_code or 200,
+        media_type="application/json",
+        headers={"Idempotent-Replayed": "true"},
+    )
 
 
 async def _json(request: Request) -> dict[str, object]:

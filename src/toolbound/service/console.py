@@ -1,4 +1,4 @@
-"""The web console (R18): people confirm parked calls, read traces, settle unknowns.
+r"""The web console (R18): people confirm parked calls, read traces, settle unknowns.
 
 Server-rendered pages under ``/console`` — Jinja2 templates shipped in the package,
 one stylesheet and one small script, no build step — over the same
@@ -29,7 +29,7 @@ address need the same secret** (``console_middleware(secret=...)``) or sticky se
 **Untrusted text.** Arguments and results are written by a model or a remote system.
 Everything is autoescaped, pages send a Content-Security-Policy that allows no inline
 script, and invisible or direction-changing characters (bidi overrides, zero-width
-characters, controls) are shown as ``\\uXXXX`` escapes so text cannot disguise what a
+characters, controls) are shown as ``\uXXXX`` escapes so text cannot disguise what a
 person is asked to approve.
 """
 
@@ -107,7 +107,9 @@ _HEADERS = {
 _HIDDEN = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
 
 
-def console_middleware(secret: bytes | None = None, *, https_only: bool = False) -> list[Middleware]:
+def console_middleware(
+    secret: bytes | None = None, *, https_only: bool = False
+) -> list[Middleware]:
     """The session middleware the console needs.
 
     ``secret`` signs the session cookie; without one a random secret is made for this
@@ -168,9 +170,9 @@ def console_routes(service: Service) -> list[BaseRoute]:
 
 
 def reveal(text: object) -> Markup:
-    """``text`` escaped for HTML, with invisible and direction-changing characters shown.
+    r"""``text`` escaped for HTML, with invisible and direction-changing characters shown.
 
-    Each such character becomes its JSON escape (``\\u202e``) in a ``<mark>``, so a
+    Each such character becomes its JSON escape (``\u202e``) in a ``<mark>``, so a
     person sees it; newlines and tabs stay as they are.
     """
     value = str(text)
@@ -205,7 +207,9 @@ class _Console:
 
     # -- plumbing -----------------------------------------------------------------
 
-    def guarded(self, handler: _Handler, *, post: bool = False) -> Callable[[Request], Awaitable[Response]]:
+    def guarded(
+        self, handler: _Handler, *, post: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
         """Log-in, CSRF (on POST) and error pages around one page handler."""
 
         async def run(request: Request) -> Response:
@@ -214,7 +218,9 @@ class _Console:
                     await _check_csrf(request)
                 principal = self.principal(request)
                 if principal is None:
-                    back = request.url.path if request.method == "GET" else f"{CONSOLE_PATH}/pending"
+                    back = (
+                        request.url.path if request.method == "GET" else f"{CONSOLE_PATH}/pending"
+                    )
                     return _redirect(f"{CONSOLE_PATH}/login?{urlencode({'next': back})}")
                 return await handler(request, principal)
             except ApiError as error:
@@ -238,9 +244,11 @@ class _Console:
         principal: Principal | None,
         *,
         status: int = 200,
+        fragment: bool = False,
         **context: object,
     ) -> Response:
-        flash = request.session.pop("flash", None) if "flash" in request.session else None
+        # A fragment (the refreshing list) must not consume a notice meant for a page.
+        flash = None if fragment or "flash" not in request.session else request.session.pop("flash")
         base: dict[str, object] = {
             "base": CONSOLE_PATH,
             "principal": principal,
@@ -325,7 +333,7 @@ class _Console:
             principal,
             section="pending",
             calls=calls,
-            ids=" ".join(c["id"] for c in calls),
+            ids=" ".join(str(c["id"]) for c in calls),
         )
 
     async def pending_list(self, request: Request, principal: Principal) -> Response:
@@ -334,8 +342,9 @@ class _Console:
             request,
             "_pending_list.html",
             principal,
+            fragment=True,
             calls=calls,
-            ids=" ".join(c["id"] for c in calls),
+            ids=" ".join(str(c["id"]) for c in calls),
         )
 
     def _pending(self, principal: Principal) -> list[dict[str, object]]:
@@ -368,7 +377,7 @@ class _Console:
             tool=filters["tool"] or None,
             subject=filters["subject"] or None,
         )
-        tools = sorted({t.spec.name for t in self.service.registry})
+        tools = sorted(t.spec.ref for t in self.service.registry)
         return self.render(
             request,
             "invocations.html",
@@ -401,7 +410,8 @@ class _Console:
             datetime.fromisoformat(expires) <= self.service.clock.now()
         )
         # Shown before anyone clicks; the Service enforces the same rule on the POST.
-        own = self.service.config.four_eyes and principal.subject == call.subject
+        approver = "approver" in principal.roles
+        own = approver and self.service.config.four_eyes and principal.subject == call.subject
         return {
             "id": call.invocation_id,
             "tool": str(asked.get("tool", call.tool)),
@@ -415,9 +425,11 @@ class _Console:
             "expired": expired,
             "arguments": _pretty(asked.get("arguments")),
             "raw_arguments": str(request.get("arguments", "")),
-            "human": _evidence(_mapping(call.body.get("human"))),
+            "human": _evidence(
+                _mapping(call.body.get("human")), shown_arguments=asked.get("arguments")
+            ),
             "four_eyes": own,
-            "can_decide": "approver" in principal.roles and not own,
+            "can_decide": approver and not own,
         }
 
     # -- outcome unknown ------------------------------------------------------------
@@ -594,12 +606,17 @@ def _detail(call: StoredCall) -> dict[str, object]:
     }
 
 
-def _evidence(human: Mapping[str, object]) -> dict[str, object]:
-    """The human evidence projection (R12), each part ready to show."""
+def _evidence(human: Mapping[str, object], *, shown_arguments: object = None) -> dict[str, object]:
+    """The human evidence projection (R12), each part ready to show.
+
+    Arguments equal to ``shown_arguments`` (already on the page) are not repeated.
+    """
 
     def shown(key: str) -> str | None:
         value = human.get(key)
-        return None if value in (None, [], {}) else _pretty(value)
+        if value in (None, [], {}) or (key == "arguments" and value == shown_arguments):
+            return None
+        return _pretty(value)
 
     return {
         "tool": str(human.get("tool", "")),
@@ -667,9 +684,11 @@ def _event_summary(kind: str, state: object, data: Mapping[str, object]) -> str:
         _, size = _bytes_of(data.get("arguments"))
         return f"{data.get('name')}: {size} argument bytes from the model"
     if kind == "transition":
-        extra = data.get("decision") or data.get("reason") or data.get("external_resource_id")
         step = f"{data.get('previous')} → {state}"
-        return f"{step} ({extra})" if extra else step
+        for key, label in (("decision", "decision"), ("external_resource_id", "external id")):
+            if data.get(key):
+                return f"{step} ({label}: {data[key]})"
+        return step
     if kind == "attempt":
         attempt = _attempt(_mapping(data.get("attempt")))
         took = "" if attempt["took_ms"] is None else f" in {attempt['took_ms']:.3f} ms"

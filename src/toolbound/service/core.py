@@ -33,7 +33,13 @@ from toolbound.gates.confirm import Confirmation
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.ledger.memory import MemoryLedger
 from toolbound.runtime import CallContext, Runtime
-from toolbound.service.journal import JournalError, StoredCall, open_journal
+from toolbound.service.journal import (
+    ClaimedRequest,
+    Finish,
+    JournalError,
+    StoredCall,
+    open_journal,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -184,9 +190,21 @@ class Service:
     # -- operations ---------------------------------------------------------------
 
     async def submit(
-        self, principal: Principal, submission: Submission, *, trace_id: str | None = None
-    ) -> dict[str, object]:
-        """Run one proposal for ``principal`` and return the typed outcome."""
+        self,
+        principal: Principal,
+        submission: Submission,
+        *,
+        trace_id: str | None = None,
+        request_key: str | None = None,
+        fingerprint: str | None = None,
+    ) -> tuple[int, str, ClaimedRequest | None]:
+        """Run one proposal for ``principal``: the HTTP status and the typed outcome's JSON.
+
+        With ``request_key`` (the request's Idempotency-Key) the answer is kept with
+        the call, in one transaction. The caller has claimed the key, or gives its
+        ``fingerprint`` to claim it in that transaction (reads only); if another
+        request holds it then, its claim is the third value and nothing was kept.
+        """
         _require(principal, "agent")
         tools = self._toolset(submission.tools)
         now = self.clock.now()
@@ -245,7 +263,14 @@ class Service:
         except Exception:
             self.journal.put_call(_interrupted(running, self.clock.now(), "the runtime raised"))
             raise
-        return self._store(running, outcome, request)
+        answer = outcome_json(outcome)
+        status = 202 if outcome.kind == "awaiting_confirmation" else 200
+        text = dumps(answer)
+        finish = None
+        if request_key is not None:
+            finish = Finish(principal.tenant, request_key, status, text, fingerprint)
+        lost = self._store(running, outcome, request, answer, finish)
+        return status, text, lost
 
     async def decide(
         self,
@@ -295,7 +320,9 @@ class Service:
             _proposal(request),
             self._context(call, request, approval),
         )
-        return self._store(call, outcome, request)
+        answer = outcome_json(outcome)
+        self._store(call, outcome, request, answer)
+        return answer
 
     def get(self, principal: Principal, invocation_id: str) -> StoredCall:
         """One invocation of the principal's tenant."""
@@ -383,6 +410,11 @@ class Service:
         tool = self._all.lookup(submission.tool, submission.version)
         return tool is None or tool.spec.is_write
 
+    def is_read(self, submission: Submission) -> bool:
+        """Whether the proposal names a registered tool that only reads."""
+        tool = self._all.lookup(submission.tool, submission.version)
+        return tool is not None and tool.spec.effect in {"pure", "read"}
+
     def _toolset(self, names: tuple[str, ...] | None) -> ToolSet:
         if names is None:
             return self._all
@@ -419,9 +451,13 @@ class Service:
         )
 
     def _store(
-        self, call: StoredCall, outcome: Outcome, request: dict[str, object]
-    ) -> dict[str, object]:
-        answer = outcome_json(outcome)
+        self,
+        call: StoredCall,
+        outcome: Outcome,
+        request: dict[str, object],
+        answer: dict[str, object],
+        finish: Finish | None = None,
+    ) -> ClaimedRequest | None:
         body: dict[str, object] = {
             "request": request,
             "response": answer,
@@ -433,7 +469,7 @@ class Service:
         elif "confirmation" in call.body:
             body["confirmation"] = call.body["confirmation"]
         now = self.clock.now()
-        self.journal.put_call(
+        return self.journal.put_call(
             StoredCall(
                 invocation_id=call.invocation_id,
                 tenant=call.tenant,
@@ -448,9 +484,9 @@ class Service:
                 created_at=call.created_at,
                 updated_at=now,
                 body=body,
-            )
+            ),
+            finish=finish,
         )
-        return answer
 
 
 def outcome_json(outcome: Outcome) -> dict[str, object]:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ClaimedRequest",
+    "Finish",
     "Journal",
     "JournalError",
     "PostgresJournal",
@@ -114,6 +115,22 @@ class ClaimedRequest:
     response: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The answer to keep for the request holding ``key`` (see :meth:`Journal.put_call`).
+
+    With ``fingerprint`` the key was not claimed beforehand (a read, which may run
+    twice harmlessly): it is claimed and answered in the same transaction, unless
+    another request got it first.
+    """
+
+    tenant: str
+    key: str
+    status_code: int
+    response: str
+    fingerprint: str | None = None
+
+
 class Journal(Protocol):
     """The service's records; every method is safe to call from several threads."""
 
@@ -135,8 +152,18 @@ class Journal(Protocol):
         """Forget an unfinished claim (the request failed before it had an answer)."""
         ...
 
-    def put_call(self, call: StoredCall) -> None:
-        """Insert or replace the record of one invocation."""
+    def peek_request(self, tenant: str, key: str, fingerprint: str) -> ClaimedRequest | None:
+        """What an earlier request with ``key`` found, without claiming it (``None``: none)."""
+        ...
+
+    def put_call(self, call: StoredCall, *, finish: Finish | None = None) -> ClaimedRequest | None:
+        """Insert or replace the record of one invocation.
+
+        With ``finish``, the answer to the request holding that Idempotency-Key is
+        kept in the same transaction: the call and its answer are durable together.
+        If ``finish`` claims the key and another request holds it, nothing is written
+        and that request's claim is returned.
+        """
         ...
 
     def get_call(self, invocation_id: str) -> StoredCall | None:
@@ -189,7 +216,7 @@ class _SQLJournal:
     _mark = "?"
 
     @contextmanager
-    def _tx(self) -> Iterator[_Cursor]:
+    def _tx(self, *, write: bool = True) -> Iterator[_Cursor]:  # noqa: ARG002 - an interface
         raise NotImplementedError
         yield
 
@@ -264,9 +291,60 @@ class _SQLJournal:
                 (tenant, key),
             )
 
-    def put_call(self, call: StoredCall) -> None:
+    def peek_request(self, tenant: str, key: str, fingerprint: str) -> ClaimedRequest | None:
+        with self._tx(write=False) as cur:
+            return self._existing(cur, tenant, key, fingerprint)
+
+    def _existing(
+        self, cur: _Cursor, tenant: str, key: str, fingerprint: str
+    ) -> ClaimedRequest | None:
+        cur.execute(
+            self._q(
+                "SELECT fingerprint, status_code, response"
+                " FROM toolbound_service_requests WHERE tenant = ? AND key = ?"
+            ),
+            (tenant, key),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return None
+        stored_fp, status_code, response = row
+        if stored_fp != fingerprint:
+            return ClaimedRequest("mismatch")
+        if status_code is None:
+            return ClaimedRequest("in_progress")
+        return ClaimedRequest("replay", int(str(status_code)), str(response))
+
+    def put_call(self, call: StoredCall, *, finish: Finish | None = None) -> ClaimedRequest | None:
         values = _values(call)
         with self._tx() as cur:
+            if finish is not None and finish.fingerprint is not None:
+                cur.execute(
+                    self._q(
+                        "INSERT INTO toolbound_service_requests"
+                        " (tenant, key, fingerprint, status_code, response, created_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"
+                    ),
+                    (
+                        finish.tenant,
+                        finish.key,
+                        finish.fingerprint,
+                        finish.status_code,
+                        finish.response,
+                        values[11],
+                    ),
+                )
+                if cur.rowcount != 1:
+                    # Another request holds the key: its answer stands, this one is not kept.
+                    return self._existing(cur, finish.tenant, finish.key, finish.fingerprint)
+            elif finish is not None:
+                cur.execute(
+                    self._q(
+                        "UPDATE toolbound_service_requests SET status_code = ?, response = ?"
+                        " WHERE tenant = ? AND key = ?"
+                    ),
+                    (finish.status_code, finish.response, finish.tenant, finish.key),
+                )
             cur.execute(
                 self._q(
                     f"INSERT INTO toolbound_service_calls ({_COLUMNS})"  # noqa: S608 - fixed columns
@@ -279,6 +357,7 @@ class _SQLJournal:
                 ),
                 values,
             )
+        return None
 
     def get_call(self, invocation_id: str) -> StoredCall | None:
         with self._tx() as cur:
@@ -397,10 +476,10 @@ class SQLiteJournal(_SQLJournal):
         return conn
 
     @contextmanager
-    def _tx(self) -> Iterator[_Cursor]:
+    def _tx(self, *, write: bool = True) -> Iterator[_Cursor]:
         conn = self._connection()
         cur = conn.cursor()
-        cur.execute("BEGIN IMMEDIATE")
+        cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
             yield cast("_Cursor", cur)
         except BaseException:
@@ -436,7 +515,7 @@ class PostgresJournal(_SQLJournal):
                 cur.execute(statement)
 
     @contextmanager
-    def _tx(self) -> Iterator[_Cursor]:
+    def _tx(self, *, write: bool = True) -> Iterator[_Cursor]:  # noqa: ARG002 - MVCC
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cast("_Cursor", cur)
 

@@ -1,0 +1,156 @@
+"""The HTTP API against a bare Starlette endpoint, both on loopback, in the same run.
+
+Both run under uvicorn (one worker each, one at a time) and are driven by ``wrk``
+(Debian's package) for a fixed time: the service takes a read-only proposal through
+the whole pipeline — API key, Idempotency-Key claim, parse, validate, normalize,
+digest, authorize, execute, encode, trace, journal — and the bare endpoint does
+``json.loads`` and the same function call. Prints requests/s, p50 and p99 for each and
+the throughput ratio. Aim: at least 60% of the bare endpoint's throughput.
+
+Run: ``.venv/bin/python bench/bench_service.py [--quick]``
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).parent / "service"
+KEY = "bench-key"
+
+
+def free_port() -> int:
+    """A free loopback port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config(folder: Path) -> Path:
+    """A service configuration over the bench pack, its store in ``folder``."""
+    path = folder / "toolbound.toml"
+    path.write_text(
+        f"""
+[store]
+url = "sqlite:///toolbound.db"
+
+[tools]
+packs = ["bench_pack:register"]
+
+[[principal]]
+name = "bench"
+key_sha256 = "{hashlib.sha256(KEY.encode()).hexdigest()}"
+subject = "bench"
+tenant = "bench"
+roles = ["agent"]
+
+[[grant]]
+subject = "bench"
+tenant = "bench"
+capability = "bench:read"
+actions = ["read"]
+"""
+    )
+    return path
+
+
+def start(argv: list[str], health: str) -> subprocess.Popen[bytes]:
+    """Start a server and wait until ``health`` ("METHOD URL") answers."""
+    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: S603
+    for _ in range(200):
+        try:
+            httpx.request(*health.split(" ", 1), timeout=0.5)  # type: ignore[arg-type]
+        except httpx.TransportError:
+            time.sleep(0.05)
+        else:
+            return process
+    process.kill()
+    raise RuntimeError(process.stderr.read().decode() if process.stderr else "no start")
+
+
+def wrk(url: str, body: str, headers: dict[str, str], seconds: int) -> dict[str, float]:
+    """Requests/s, p50 and p99 (ms) of ``seconds`` of POSTs, each with a fresh key."""
+    argv = ["wrk", "-t1", "-c8", f"-d{seconds}s", "--latency", "-s", str(HERE / "post.lua")]
+    for name, value in headers.items():
+        argv += ["-H", f"{name}: {value}"]
+    argv += ["-H", "Content-Type: application/json", url]
+    # The request body goes into a copy of the script, which sets wrk's globals.
+    script = HERE / "post.lua"
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(f"wrk.method = 'POST'\nwrk.body = {json.dumps(body)}\n" + script.read_text())
+    argv[argv.index(str(script))] = f.name
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout  # noqa: S603
+    finally:
+        Path(f.name).unlink()
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+
+    def pct(p: str) -> float:
+        m = re.search(rf"\s{p}%\s+([\d.]+)(us|ms|s)", out)
+        value, unit = float(m.group(1)), m.group(2)  # type: ignore[union-attr]
+        return value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if non2xx:
+        msg = f"{non2xx.group(1)} failed requests:\n{out}"
+        raise RuntimeError(msg)
+    return {"rps": rps, "p50": pct("50"), "p99": pct("99")}
+
+
+def main() -> None:
+    """Measure both servers, one after the other, and print the table."""
+    if shutil.which("wrk") is None:
+        print("wrk is not installed (apt-get install wrk); nothing measured")
+        sys.exit(1)
+    seconds = 3 if "--quick" in sys.argv else 10
+    arguments = json.dumps({"text": "hello"})
+    body = json.dumps({"tool": "bench.shout", "arguments": arguments, "call_id": "c"})
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        path = config(Path(folder))
+        for name, command, url, headers in (
+            (
+                "bare Starlette",
+                [sys.executable, "-m", "uvicorn", "bare_app:app", "--log-level", "warning"],
+                "/call",
+                {},
+            ),
+            (
+                "toolbound API",
+                [sys.executable, "-c", "from toolbound.cli import main; main()", "serve",
+                 "--config", str(path)],
+                "/v1/proposals",
+                {"Authorization": f"Bearer {KEY}"},
+            ),
+        ):  # fmt: skip
+            port = free_port()
+            process = start([*command, "--port", str(port)], f"POST http://127.0.0.1:{port}{url}")
+            try:
+                wrk(f"http://127.0.0.1:{port}{url}", body, headers, 1)  # warm-up
+                results[name] = wrk(f"http://127.0.0.1:{port}{url}", body, headers, seconds)
+            finally:
+                process.terminate()
+                process.wait(10)
+    base = results["bare Starlette"]["rps"]
+    print(f"read-only proposal over HTTP, wrk 1 thread 8 connections, {seconds} s each")
+    print(f"{'':16}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'of bare':>10}")
+    for name, r in results.items():
+        print(
+            f"{name:16}{r['rps']:>10.0f}{r['p50']:>10.2f}{r['p99']:>10.2f}{r['rps'] / base:>10.0%}"
+        )
+
+
+if __name__ == "__main__":
+    main()
