@@ -267,3 +267,19 @@ def test_filters(client):
     assert [c["tool"] for c in listed.json()["invocations"]] == ["notes.add@v1"]
     by_tool = client.get("/v1/invocations?tool=notes.shout@v1", headers=auth("agent"))
     assert [c["status"] for c in by_tool.json()["invocations"]] == ["observed"]
+
+
+def test_retention_purges_old_finished_calls_but_never_parked_ones(service, client):
+    from dataclasses import replace
+    from datetime import timedelta
+
+    done = submit(client, '{"text": "x"}', key="k1", tool="notes.shout").json()
+    parked = submit(client, '{"text": "y"}', key="k2").json()
+    # Age both past the retention period.
+    for invocation_id in (done["invocation_id"], parked["invocation_id"]):
+        call = service.journal.get_call(invocation_id)
+        old = call.updated_at - service.config.retention - timedelta(days=1)
+        service.journal.put_call(replace(call, updated_at=old))
+    assert service.purge() == 1
+    assert service.journal.get_call(done["invocation_id"]) is None
+    assert service.journal.get_call(parked["invocation_id"]) is not None

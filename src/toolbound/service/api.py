@@ -11,6 +11,7 @@ Errors are ``application/problem+json`` carrying toolbound's machine-readable
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -106,15 +107,27 @@ def create_app(
     return app
 
 
+_PURGE_EVERY = 3600.0  # seconds between applications of the retention period
+
+
 def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        retention = asyncio.create_task(_retention(service))
         try:
             yield
         finally:
+            retention.cancel()
             service.close()
 
     return lifespan
+
+
+async def _retention(service: Service) -> None:
+    """Apply ``[retention]`` at start and then hourly (never to parked or unknown calls)."""
+    while True:
+        await asyncio.to_thread(service.purge)
+        await asyncio.sleep(_PURGE_EVERY)
 
 
 class _Api:

@@ -20,7 +20,7 @@ import json
 import sqlite3
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol, cast
 
@@ -578,8 +578,3 @@ def _call(row: tuple[object, ...]) -> StoredCall:
         updated_at=datetime.fromisoformat(str(updated)),
         body=cast("dict[str, object]", json.loads(str(body))),
     )
-
-
-def with_body(call: StoredCall, **changes: object) -> StoredCall:
-    """``call`` with some body members replaced."""
-    return replace(call, body={**call.body, **changes})
