@@ -38,6 +38,7 @@ telemetry::
     host = "127.0.0.1"
     port = 8780
     four_eyes = true
+    console_secret_env = "TOOLBOUND_CONSOLE_SECRET"   # replicas share the console's sessions
 
 :func:`load_config` reads and validates the whole file and raises one
 :class:`ConfigError` listing every problem, each with the key path it is about
@@ -51,6 +52,7 @@ import hashlib
 import hmac
 import importlib
 import inspect
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -187,10 +189,25 @@ class ServiceConfig:
     host: str = "127.0.0.1"
     port: int = 8780
     four_eyes: bool = False
+    console_secret_env: str | None = None
     timeout: float | None = None
     result_budget: int | None = None
     retention: timedelta = timedelta(days=30)
     telemetry: TelemetryConfig = TelemetryConfig()
+
+    def console_secret(self) -> bytes | None:
+        """The console's session-signing secret, from ``[service] console_secret_env``.
+
+        Unset, each process signs with a random secret of its own (a restart logs
+        everyone out); replicas behind one address need the same secret.
+        """
+        if self.console_secret_env is None:
+            return None
+        value = os.environ.get(self.console_secret_env)
+        if not value:
+            msg = f"[service] console_secret_env names {self.console_secret_env}, which is unset"
+            raise ConfigError([ConfigIssue("service.console_secret_env", msg)])
+        return value.encode()
 
     def principal_for(self, key: str) -> Principal | None:
         """The principal whose key this is, if any."""
@@ -347,7 +364,15 @@ class _Checker:
         for i, grant in enumerate(grants):
             self.grant(grant, f"grant[{i}]")
         service = self.table(raw, "service")
-        self.known(service, "service", frozenset({"host", "port", "four_eyes"}))
+        self.known(
+            service, "service", frozenset({"host", "port", "four_eyes", "console_secret_env"})
+        )
+        secret_env = service.get("console_secret_env")
+        if secret_env is not None and (not isinstance(secret_env, str) or not secret_env):
+            self.fail(
+                "service.console_secret_env", _expected("an environment variable name", secret_env)
+            )
+            secret_env = None
         host = self.string(service, "service", "host", default="127.0.0.1")
         port = service.get("port", 8780)
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:  # noqa: PLR2004
@@ -381,6 +406,7 @@ class _Checker:
             host=host,
             port=port,
             four_eyes=self.flag(service, "service", "four_eyes"),
+            console_secret_env=secret_env,
             timeout=self.number(budgets, "budgets", "timeout"),
             result_budget=result_budget,
             retention=timedelta(days=days),

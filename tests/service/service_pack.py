@@ -10,7 +10,7 @@ import os
 import time
 from pathlib import Path
 
-from toolbound import Registry, ToolOutput, ToolSpec
+from toolbound import CommitUnknown, Registry, ToolOutput, ToolSpec
 
 EFFECTS_ENV = "TOOLBOUND_TEST_EFFECTS"
 
@@ -30,6 +30,9 @@ def register(registry: Registry) -> None:
             time.sleep(1.0)
         with effects_file().open("a") as f:
             f.write(f"{arguments['text']}\n")
+        if arguments["text"].startswith("lost"):
+            msg = "the connection dropped after the note was saved"
+            raise CommitUnknown(msg)
         return ToolOutput({"saved": arguments["text"]}, external_resource_id="note")
 
     def send(arguments, ctx):

@@ -283,3 +283,43 @@ def test_retention_purges_old_finished_calls_but_never_parked_ones(service, clie
     assert service.purge() == 1
     assert service.journal.get_call(done["invocation_id"]) is None
     assert service.journal.get_call(parked["invocation_id"]) is not None
+
+
+@pytest.mark.parametrize(
+    ("committed", "status"), [(True, "reconciled_committed"), (False, "reconciled_not_committed")]
+)
+def test_a_person_settles_an_unknown_outcome_with_evidence(client, committed, status):
+    p = submit(client, '{"text": "lost"}', key="k1").json()
+    done = decide(client, p["invocation_id"], p["digest"], "approve").json()
+    assert done["status"] == "outcome_unknown"
+    unknown = client.get("/v1/unknown", headers=auth("ops")).json()["unknown"]
+    assert [u["invocation_id"] for u in unknown] == [p["invocation_id"]]
+    url = f"/v1/unknown/{p['invocation_id']}/reconcile"
+    no_evidence = client.post(url, json={"committed": committed}, headers=auth("ops"))
+    assert no_evidence.json()["code"] == "evidence_missing"
+    assert client.post(url, json={}, headers=auth("agent")).json()["code"] == "forbidden"
+    settled = client.post(
+        url,
+        json={"committed": committed, "evidence": {"checked": "the notes file"}},
+        headers=auth("ops"),
+    )
+    assert settled.status_code == 200
+    stored = client.get(f"/v1/invocations/{p['invocation_id']}", headers=auth("ops")).json()
+    assert stored["status"] == status
+    assert client.get("/v1/unknown", headers=auth("ops")).json()["unknown"] == []
+    again = client.post(
+        url, json={"committed": committed, "evidence": {"checked": "again"}}, headers=auth("ops")
+    )
+    assert (again.status_code, again.json()["code"]) == (409, "not_unknown")
+
+
+def test_the_console_secret_comes_from_the_environment(monkeypatch):
+    from toolbound.config import ConfigError
+
+    config = parse_config(config_text("memory", extra='console_secret_env = "TB_SECRET"\n'))
+    monkeypatch.delenv("TB_SECRET", raising=False)
+    with pytest.raises(ConfigError, match="TB_SECRET"):
+        config.console_secret()
+    monkeypatch.setenv("TB_SECRET", "s" * 32)
+    assert config.console_secret() == b"s" * 32
+    assert parse_config(config_text("memory")).console_secret() is None

@@ -54,10 +54,7 @@ def authenticate(service: Service, request: Request) -> Principal:
     key = header[7:].strip() if header[:7].lower() == "bearer " else ""
     key = key or request.headers.get("x-api-key", "")
     if not key:
-        principal_name = request.scope.get("session", {}).get("principal")
-        principal = next((p for p in service.config.principals if p.name == principal_name), None)
-        if principal is not None:
-            return principal
+        # The API takes keys only; the console's session cookie never reaches /v1.
         raise ApiError(401, "unauthenticated", "send an API key: Authorization: Bearer KEY")
     principal = service.config.principal_for(key)
     if principal is None:
@@ -101,7 +98,7 @@ def create_app(
         from toolbound.service.console import console_middleware, console_routes  # noqa: PLC0415
 
         routes += console_routes(service)
-        middleware = console_middleware()
+        middleware = console_middleware(service.config.console_secret())
     app = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(service))
     app.state.service = service
     return app

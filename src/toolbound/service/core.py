@@ -376,9 +376,10 @@ class Service:
             "evidence": dict(result.evidence),
         }
         stored = self.journal.get_call(invocation_id)
-        if stored is not None and result.status in {"committed", "not_committed"}:
+        label = {"committed": "reconciled_committed", "failed": "reconciled_not_committed"}
+        if stored is not None and result.status in label:
             self.journal.put_call(
-                _replace_status(stored, f"reconciled_{result.status}", self.clock.now(), answer)
+                _replace_status(stored, label[result.status], self.clock.now(), answer)
             )
         return answer
 

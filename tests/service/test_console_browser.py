@@ -1,0 +1,154 @@
+"""R18 in a real browser: headless Chromium drives the console of a real ``toolbound serve``.
+
+Debian's ``chromium`` is driven through Playwright (no browser download). Proposals
+arrive through the HTTP API; a person logs in, sees the parked call with its digest,
+approves it and watches it commit; denies another and it stays denied.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+
+import httpx
+import pytest
+from servers import Server
+from service_config import KEYS, config_text
+from service_pack import effects
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="NO CHROMIUM FOUND on PATH: the console browser tests did NOT run "
+    "(install Debian's chromium package)",
+)
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PNG = b"\x89PNG\r\n\x1a\n"
+EVIL = "buy milk <script>window.pwned = 1</script><img src=x onerror=window.pwned=2>"
+
+
+@pytest.fixture
+def server(tmp_path, effects_path):
+    config = tmp_path / "toolbound.toml"
+    config.write_text(config_text("sqlite:///toolbound.db"))
+    running = Server(config, env={}).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+def propose(server: Server, text: str) -> dict:
+    r = httpx.post(
+        f"{server.url}/v1/proposals",
+        json={"tool": "notes.add", "arguments": json.dumps({"text": text}), "call_id": text[:8]},
+        headers={"Authorization": f"Bearer {KEYS['agent']}", "Idempotency-Key": uuid.uuid4().hex},
+        timeout=10,
+    )
+    assert r.status_code == 202, r.text
+    return r.json()
+
+
+def shoot(page, path) -> None:
+    page.screenshot(path=str(path), full_page=True)
+    data = path.read_bytes()
+    assert data.startswith(PNG)
+    assert len(data) > 1000
+
+
+def test_a_person_approves_one_call_and_denies_another(server, browser, tmp_path):
+    """Log in, see the parked call and its digest, approve it: it commits and runs once.
+
+    Deny another: it never runs, and an Approve from a page that still shows it is refused.
+    """
+    approve = propose(server, EVIL)
+    deny = propose(server, "sell the car")
+    dialogs: list[str] = []
+
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(f"{server.url}/console/pending")
+    assert page.url.startswith(f"{server.url}/console/login")
+    page.fill("#key", KEYS["ana"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/console/pending")
+    assert page.inner_text("#principal") == "ana"
+
+    card = page.locator(f"#call-{approve['invocation_id']}")
+    assert card.locator(".digest").inner_text() == approve["digest"]
+    assert card.locator(".subject").inner_text() == "agent-1"
+    # The model's markup is text on the page, and none of it ran.
+    assert EVIL in card.locator(".arguments").inner_text()
+    assert page.evaluate("window.pwned") is None
+    shoot(page, tmp_path / "1-pending.png")
+
+    # A second approver, in a browser without JavaScript (so the list does not refresh
+    # itself), still has the call that is about to be denied on screen.
+    other = browser.new_context(java_script_enabled=False)
+    stale = other.new_page()
+    stale.goto(f"{server.url}/console/login")
+    stale.fill("#key", KEYS["ops"])
+    stale.click("button[type=submit]")
+    stale.wait_for_url(f"{server.url}/console/pending")
+
+    card.locator("button.approve").click()
+    page.wait_for_url(f"**/console/invocations/{approve['invocation_id']}")
+    assert page.inner_text("#status") == "observed"
+    assert "committed" in page.inner_text(".evidence")
+    assert "bytes sent back to the model" in page.inner_text("#timeline")
+    assert effects() == [EVIL]
+    shoot(page, tmp_path / "2-committed.png")
+
+    page.goto(f"{server.url}/console/pending")
+    page.locator(f"#call-{deny['invocation_id']} button.deny").click()
+    page.wait_for_url(f"**/console/invocations/{deny['invocation_id']}")
+    assert page.inner_text("#status") == "rejected"
+    assert page.inner_text("#decision") == "denied by ana"
+    assert page.locator("button.approve").count() == 0
+    shoot(page, tmp_path / "3-denied.png")
+
+    stale.locator(f"#call-{deny['invocation_id']} button.approve").click()
+    stale.wait_for_load_state()
+    assert stale.inner_text("#error-code") == "not_pending"
+    shoot(stale, tmp_path / "4-refused.png")
+
+    page.reload()
+    assert page.inner_text("#status") == "rejected"
+    assert effects() == [EVIL]
+    assert dialogs == []
+    other.close()
+    context.close()
+
+
+def test_the_pending_list_refreshes_itself(server, browser):
+    """Progressive enhancement: a new parked call appears without reloading the page."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{server.url}/console/login")
+    page.fill("#key", KEYS["ana"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/console/pending")
+    assert page.locator(".empty").inner_text() == "No call is waiting for a person."
+
+    call = propose(server, "water the plants")
+    page.wait_for_selector(f"#call-{call['invocation_id']}", timeout=15000)
+    assert page.locator(f"#call-{call['invocation_id']} .digest").inner_text() == call["digest"]
+    context.close()
