@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import jsonschema_rs
 
 from toolbound import (
+    AllOf,
     CallContext,
     Grant,
     GrantPolicy,
@@ -28,6 +30,7 @@ from toolbound import (
 )
 from toolbound.gates.normalize import canonical_json, digest
 from toolbound.gates.parse import parse_arguments
+from toolbound.provenance import FlowPolicy, NoPrivateData, Provenance, TrustedSource
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -144,6 +147,8 @@ def main() -> None:  # noqa: C901 - one script, read top to bottom
         row(notes, len(data), base, "arun+async", us)
     runtime.close()
 
+    provenance(registry, grant)
+
     # Where the time goes on small arguments: stage by stage, same run.
     small = arguments(0)
     args = parse_arguments(small)
@@ -162,6 +167,61 @@ def main() -> None:  # noqa: C901 - one script, read top to bottom
     print("stage costs on small arguments (µs/call):")
     for label, fn in stages.items():
         print(f"  {label:<26} {best_of(fn, 20_000):6.2f}")
+
+
+def session() -> Provenance:
+    """A loop's index after a prompt and eight tool results of about 2 KB each."""
+    index = Provenance()
+    index.add_user("Look up order A-104 and tell me what its notes say.")
+    page = spec("web.fetch")
+    for i in range(8):
+        text = " ".join(
+            f"Paragraph {j} of page {i}: item {i * 100 + j} went to clerk{j}@city{i}.example "
+            f"on 2026-07-{j % 28 + 1:02d}, see https://city{i}.example/minutes/{j}."
+            for j in range(20)
+        )
+        index.add_result(page, f"inv-{i}", {"url": f"https://city{i}.example/", "text": text})
+    return index
+
+
+def provenance(registry: Registry, grant: Grant) -> None:
+    """The inline path with provenance on, as the loop runs it, against it off.
+
+    On: the call carries the session's index (examined, traced, handed to the
+    policy) and the policy is the grants plus flow rules guarding this tool's
+    parameters. Off: the same runtime path with the grants alone. Both run in
+    the same rounds, interleaved, so load on the machine hits both alike.
+    """
+    index = session()
+    rules = FlowPolicy(
+        TrustedSource("inline", "/order_id", strict=False), NoPrivateData("inline", "/notes")
+    )
+    off_rt = Runtime(policy=GrantPolicy([grant]))
+    on_rt = Runtime(policy=AllOf(GrantPolicy([grant]), rules))
+    off_ctx = CallContext(subject=Subject(id="mira", tenant="acme"), tools=registry.toolset())
+    on_ctx = replace(off_ctx, provenance=index)
+    print()
+    print("provenance on (index of a prompt + 8 results of ~2 KB, flow rules) vs off, inline:")
+    print(
+        f"{'arguments':>10} {'off µs':>9} {'on µs':>9} {'+µs':>8} {'ratio':>6} {'examine µs':>11}"
+    )
+    for notes in (0, 30, 300):
+        data = arguments(notes)
+        p = Proposal(name="inline", arguments=data, proposal_id="c1")
+        n = max(50, 5_000 // (notes + 1))
+        off, on = [], []
+        for _ in range(7):
+            off.append(best_of(lambda p=p: off_rt.run(p, off_ctx), n, rounds=1))
+            on.append(best_of(lambda p=p: on_rt.run(p, on_ctx), n, rounds=1))
+        check = on_rt.run(p, on_ctx)
+        if check.kind != "observed" or not check.trace.of_kind("provenance"):
+            raise AssertionError(check)
+        parsed = json.loads(data)
+        alone = best_of(lambda parsed=parsed: index.examine(parsed), n)
+        lo, hi = min(off), min(on)
+        print(f"{notes:>10} {lo:>9.2f} {hi:>9.2f} {hi - lo:>8.2f} {hi / lo:>6.2f} {alone:>11.2f}")
+    off_rt.close()
+    on_rt.close()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from harness import Harness
 from pgcluster import PgCluster, find_bindir, throwaway_cluster
@@ -34,6 +35,12 @@ def harness(clock: FixedClock) -> Iterator[Harness]:
     yield h
     h.close()
 
+
+# CI explores the same examples every run (a failure there is reproducible); a
+# developer's run explores new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 DATABASE = "toolbound_tests"
 _schemas = itertools.count()

@@ -81,6 +81,7 @@ from toolbound.ledger.memory import MemoryLedger
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Ledger, LedgerError
 from toolbound.loop import Budgets, Loop, LoopOutcome, ModelTurn
+from toolbound.provenance import FlowPolicy, NoPrivateData, Provenance, TrustedSource
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.results.encode import HumanProjection, ModelProjection
 from toolbound.results.redact import EMAIL, PAYMENT_CARD, Redactor
@@ -112,6 +113,7 @@ __all__ = [
     "EnvSecrets",
     "Failed",
     "FixedClock",
+    "FlowPolicy",
     "Grant",
     "GrantPolicy",
     "HumanProjection",
@@ -125,6 +127,7 @@ __all__ = [
     "MemoryLedger",
     "ModelProjection",
     "ModelTurn",
+    "NoPrivateData",
     "NormalizationContext",
     "NotCommitted",
     "NumberLimit",
@@ -137,6 +140,7 @@ __all__ = [
     "Policy",
     "Problem",
     "Proposal",
+    "Provenance",
     "RateLimit",
     "ReadBack",
     "Reconciled",
@@ -169,6 +173,7 @@ __all__ = [
     "Trace",
     "TraceEvent",
     "TraceSink",
+    "TrustedSource",
     "UnknownCall",
     "ValidatorInfo",
     "arun_batch",

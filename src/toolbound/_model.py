@@ -179,6 +179,16 @@ class ToolSpec:
     """The tool's effect lives in the ledger's database: it runs inside the
     ledger's transaction (``ctx.transaction``), so effect and record commit
     together or not at all (R8)."""
+    reads_untrusted: bool = True
+    """The results can hold text a third party wrote: web pages, emails, shared
+    files, messages, payment references. Provenance tracking labels their values
+    untrusted, so flow rules can keep them from steering a write (R6, R11).
+    Assumed when not declared: a wrong "no" lets injected text through, a wrong
+    "yes" costs at most a confirmation."""
+    reads_private: bool = True
+    """The results hold the user's private data (mail, files, accounts, calendar):
+    flow rules can keep it out of parameters that send data out. Assumed when not
+    declared, for the same reason."""
 
     @property
     def key(self) -> tuple[str, str]:

@@ -130,6 +130,8 @@ class SpecOptions(TypedDict, total=False):
     read_back: ReadBackHook | None
     transactional: bool
     output_schema: Mapping[str, object] | None
+    reads_untrusted: bool
+    reads_private: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,6 +10,13 @@ step to step (``tools`` may be a function of the step), and a built-in
 ``request_capability`` tool lets the model ask for a tool it cannot see; that request
 is itself a tool call, authorized by the policy like any other. A model's corrected
 call after an error is simply a new proposal in the next turn.
+
+Provenance is tracked by default (R6, R11): each run keeps a
+:class:`~toolbound.provenance.Provenance` index — the user's messages as trusted,
+system text as the runtime's, every tool result the model was shown labelled with
+its tool, version and invocation id — and every call is examined against it, so
+flow rules (:class:`~toolbound.provenance.FlowPolicy`) can see where its argument
+values came from.
 """
 
 from __future__ import annotations
@@ -19,17 +26,19 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from toolbound._errors import Problem
 from toolbound._model import Proposal, Resource, ToolSpec
 from toolbound.batch import BatchOutcome, run_batch
+from toolbound.provenance import Label, Provenance
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 
 if TYPE_CHECKING:
     import threading
 
     from toolbound._model import JSONObject, JSONValue, Subject
+    from toolbound._outcome import Outcome
     from toolbound.execution.tool import ToolContext
     from toolbound.runtime import CallContext, Runtime
     from toolbound.streams.assemble import IncompleteCall, StreamOutcome
@@ -134,6 +143,8 @@ class LoopOutcome:
     transcript: tuple[Message, ...]
     steps: tuple[Step, ...]
     usage: Usage
+    provenance: Provenance | None = None
+    """The index of labelled values the run's calls were examined against."""
 
 
 def request_capability_spec() -> ToolSpec:
@@ -167,6 +178,8 @@ def request_capability_spec() -> ToolSpec:
         effect="pure",
         capabilities=("tools:request",),
         resources=lambda a: [Resource(kind="tool", id=str(a["tool"]), action="read")],
+        reads_untrusted=False,  # it answers from the runtime's own registry
+        reads_private=False,
     )
 
 
@@ -184,12 +197,16 @@ class Loop:
         budgets: Budgets | None = None,
         cancel: threading.Event | None = None,
         concurrency: int = 4,
+        provenance: Provenance | Literal[False] | None = None,
     ) -> None:
         """Set the loop up.
 
         ``context`` gives the subject and frame; ``tools`` the visible set (or a
         function of the step index); ``requestable`` the tools a model may ask for
         through ``request_capability`` (added to its view only when authorized).
+        ``provenance`` is the index calls are examined against: by default the
+        context's, else a new one for each run; pass one to seed it with trusted
+        configuration or to share it across runs, or ``False`` to track nothing.
         """
         self.runtime = runtime
         self.model = model
@@ -201,6 +218,7 @@ class Loop:
         self._concurrency = concurrency
         self._granted: dict[str, ToolSpec] = {}
         self._request_tool = self._make_request_tool() if requestable is not None else None
+        self._provenance = provenance
 
     @property
     def subject(self) -> Subject:
@@ -216,6 +234,7 @@ class Loop:
         steps: list[Step] = []
         usage = Usage()
         seen: dict[str, tuple[bytes, int]] = {}
+        index = self._index(transcript)
 
         def end(kind: str, reason: str, text: str = "") -> LoopOutcome:
             spent = replace(usage, wall_time=time.monotonic() - started)
@@ -226,6 +245,7 @@ class Loop:
                 transcript=tuple(transcript),
                 steps=tuple(steps),
                 usage=spent,
+                provenance=index,
             )
 
         while True:
@@ -261,7 +281,7 @@ class Loop:
                 if self.budgets.result_bytes is None
                 else self.budgets.result_bytes - usage.result_bytes
             )
-            ctx = replace(self.context, tools=toolset, cancel=self.cancel)
+            ctx = replace(self.context, tools=toolset, cancel=self.cancel, provenance=index)
             for i, cut in enumerate(turn.incomplete):
                 refused = self.runtime.reject(
                     Proposal(
@@ -308,11 +328,36 @@ class Loop:
                     }
                 )
                 self._note_grant(outcome)
+                if index is not None:
+                    _learn(index, toolset, outcome)
             if self.cancel is not None and self.cancel.is_set():
                 return end("cancelled", "cancelled")
             stuck = _repeated(batch, seen, self.budgets.repeats)
             if stuck is not None:
                 return end("no_progress", stuck)
+
+    # -- provenance ------------------------------------------------------------------
+
+    def _index(self, transcript: Sequence[Message]) -> Provenance | None:
+        """The index for one run, with the transcript it starts from labelled."""
+        if self._provenance is False:
+            return None
+        index = self._provenance or self.context.provenance or Provenance()
+        for message in transcript:
+            content = message.get("content")
+            if not isinstance(content, str | list | dict):
+                continue
+            value = cast("JSONValue", content)
+            role = message.get("role")
+            if role == "user":
+                index.add_user(value)
+            elif role in {"system", "developer"}:
+                index.add_runtime(value, note=str(role))
+            elif role == "tool":
+                # A result from before this run: its tool is unknown, so it is
+                # labelled as the least trusted tool would be.
+                index.add(Label(origin="tool", untrusted=True, private=True), value)
+        return index
 
     # -- visible tools and request_capability ------------------------------------
 
@@ -368,6 +413,27 @@ class Loop:
             ("tool_calls", b.tool_calls is not None and usage.tool_calls >= b.tool_calls),
         )
         return next((name for name, hit in checks if hit), None)
+
+
+def _learn(index: Provenance, toolset: ToolSet, outcome: Outcome) -> None:
+    """Index what the model was shown of an observed result, labelled by its tool (R11)."""
+    if outcome.kind != "observed":
+        return
+    inv = outcome.invocation
+    tool = toolset.lookup(inv.tool_name, inv.tool_version)
+    label = (
+        Label.of_result(tool.spec, inv.invocation_id)
+        if tool is not None
+        else Label(
+            origin="tool",
+            tool=inv.tool_name,
+            version=inv.tool_version,
+            invocation_id=inv.invocation_id,
+            untrusted=True,
+            private=True,
+        )
+    )
+    index.add(label, outcome.message.payload.get("data"))
 
 
 def _assistant(turn: ModelTurn) -> Message:

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from toolbound._model import CommitStatus, JSONObject, JSONValue, Proposal, Subject
     from toolbound.execution.tool import SecretProvider
     from toolbound.ledger.store import Phase
+    from toolbound.provenance import Finding, FlowReport, Provenance
     from toolbound.registry import RegisteredTool, ToolSet
     from toolbound.results.redact import Cut
 
@@ -116,6 +117,11 @@ class CallContext:
     recorded and consumed once (R7): when the policy asks for confirmation, a call
     carrying an approval for exactly its invocation id and digest goes on without
     parking, and one whose digest differs is rejected.
+
+    ``provenance`` is the session's index of labelled values
+    (:class:`~toolbound.provenance.Provenance`): each call's arguments are examined
+    against it, the report is traced and handed to the policy (R6, R11). The
+    :class:`~toolbound.Loop` supplies one by itself.
     """
 
     subject: Subject
@@ -131,6 +137,7 @@ class CallContext:
     wait_in_flight: float = 0.0
     invocation_id: str | None = None
     approval: Confirmation | None = None
+    provenance: Provenance | None = None
 
 
 @dataclass(slots=True)
@@ -147,6 +154,8 @@ class _Call:
     attempt_id: str = ""
     attempts: list[Attempt] = field(default_factory=list)
     wait_until: float | None = None
+    flows: FlowReport | None = None
+    evidence: tuple[Finding, ...] = ()
 
 
 class _CommonFields(TypedDict):
@@ -490,10 +499,14 @@ class Runtime:
                 arguments=arguments,
                 resources=resources,
                 now=now,
+                provenance=self._examine(call, arguments),
             ),
         )
+        call.evidence = decision.evidence
         if isinstance(decision, Deny):
-            return self._reject(call, State.AUTHORIZATION_REJECTED, decision.problem)
+            return self._reject(
+                call, State.AUTHORIZATION_REJECTED, decision.problem, evidence=decision.evidence
+            )
         timeout = spec.timeout if ctx.timeout is None else min(spec.timeout, ctx.timeout)
         call.invocation = Invocation(
             invocation_id=invocation_id,
@@ -517,12 +530,34 @@ class Runtime:
             reason=decision.reason,
             subject={"id": ctx.subject.id, "tenant": ctx.subject.tenant},
             capabilities=decision.capabilities,
+            evidence=decision.evidence,
         )
         if decision.kind == "confirm":
             if ctx.approval is not None:
                 return self._approved(call, ctx.approval, decision.reason, now)
             return self._park(call, decision.reason, now)
         return self._prepare(call)
+
+    def _examine(self, call: _Call, arguments: JSONObject) -> FlowReport | None:
+        """Where the argument values came from, when the call carries provenance (R6, R11).
+
+        The report is traced (event ``provenance``) and kept for the recheck after
+        a confirmation. An index that fails yields ``None``: flow rules then fail closed.
+        """
+        index = call.ctx.provenance
+        if index is None:
+            return None
+        try:
+            call.flows = index.examine(arguments)
+        except Exception as exc:  # noqa: BLE001 - an unreadable origin proves nothing
+            call.life.trace.record("check_exception", type=type(exc).__name__, text=str(exc))
+            return None
+        call.life.trace.record(
+            "provenance",
+            checked=tuple(t.pointer for t in call.flows.trails),
+            findings=call.flows.findings,
+        )
+        return call.flows
 
     def _check_arguments(
         self, call: _Call, arguments: JSONObject, nctx: NormalizationContext
@@ -682,10 +717,14 @@ class Runtime:
                 resources=inv.resources,
                 now=now,
                 recheck=True,
+                provenance=call.flows,
             ),
         )
+        call.evidence = decision.evidence
         if isinstance(decision, Deny):
-            return self._reject(call, State.AUTHORIZATION_REJECTED, decision.problem)
+            return self._reject(
+                call, State.AUTHORIZATION_REJECTED, decision.problem, evidence=decision.evidence
+            )
         spec = _must(call.tool).spec
         budget = spec.timeout if timeout is None else min(spec.timeout, timeout)
         call.invocation = replace(inv, deadline=now + timedelta(seconds=budget))
@@ -997,6 +1036,7 @@ class Runtime:
             idempotency_key=previous.idempotency_key,  # R10: the same key on every attempt
             deadline_in=budget,
             transaction=previous.transaction,
+            attempt_id=call.attempt_id,
         )
         return tctx, budget
 
@@ -1017,6 +1057,7 @@ class Runtime:
             idempotency_key=inv.idempotency_key,
             deadline_in=budget,
             transaction=transaction,
+            attempt_id=call.attempt_id,
         )
 
     def _execute_transactional(self, call: _Call) -> Outcome:  # noqa: C901, PLR0911
@@ -1615,6 +1656,7 @@ class Runtime:
             external_resource_id=None if result is None else result.external_resource_id,
             attempts=() if result is None else result.attempts,
             cuts=cuts,
+            evidence=call.evidence,
         )
 
     def _injected(self, tool: RegisteredTool) -> Mapping[str, str]:

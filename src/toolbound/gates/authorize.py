@@ -1,8 +1,9 @@
 """The authorization gate (R6): whether the runtime subject may make this call.
 
-Authorization reads four things only: the subject the *runtime* supplied, the
+Authorization reads five things only: the subject the *runtime* supplied, the
 :class:`~toolbound.ToolSpec`, the normalized arguments (for limits and
-confirmation rules) and the resources the tool's own extractor named. It never
+confirmation rules), the resources the tool's own extractor named, and where the
+argument values came from (:mod:`toolbound.provenance`, when tracked). It never
 reads an identity written in the arguments, so ``{"principal": "leo"}`` or
 ``{"role": "admin"}`` in a proposal changes nothing (R6; R17 "model claims admin
 in args").
@@ -12,6 +13,9 @@ A :class:`Policy` answers with one of three values::
     Allow(capabilities, reason)     run, with exactly these capabilities
     Confirm(capabilities, reason)   run only after a person approves (R7)
     Deny(problem)                   a Problem of kind "authorization"
+
+Each may carry ``evidence``: what the policy matched (e.g. provenance findings),
+recorded in the trace and shown to the person asked to confirm.
 
 :class:`GrantPolicy` decides from :class:`Grant` records; :class:`AllOf` combines
 policies; :func:`authorize` is the one entry point the pipeline calls and holds the
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
 
     from toolbound._clock import Clock
     from toolbound._model import JSONObject, JSONValue, Resource, Subject, ToolSpec
+    from toolbound.provenance.labels import Finding, FlowReport
 
 __all__ = [
     "AllOf",
@@ -102,6 +107,8 @@ class AuthzRequest:
     extractor named; ``now`` is the timezone-aware instant grants expire against.
     ``recheck`` is set when a call already admitted once is checked again (after
     a person confirmed it): budgets such as rate limits are not spent twice.
+    ``provenance`` says where each argument value came from, when the call
+    carries a :class:`~toolbound.provenance.Provenance` index (``None`` otherwise).
     """
 
     subject: Subject
@@ -110,6 +117,7 @@ class AuthzRequest:
     resources: tuple[Resource, ...] = ()
     now: datetime
     recheck: bool = False
+    provenance: FlowReport | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         """Refuse a naive ``now``."""
@@ -123,6 +131,7 @@ class Allow:
     kind: Literal["allow"] = field(default="allow", init=False)
     capabilities: frozenset[str]
     reason: str
+    evidence: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +140,8 @@ class Deny:
 
     kind: Literal["deny"] = field(default="deny", init=False)
     problem: Problem
+    evidence: tuple[Finding, ...] = ()
+    """What the policy matched, e.g. where a value came from (recorded in the trace)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +151,8 @@ class Confirm:
     kind: Literal["confirm"] = field(default="confirm", init=False)
     capabilities: frozenset[str]
     reason: str
+    evidence: tuple[Finding, ...] = ()
+    """What the policy matched; shown to the person asked to confirm."""
 
 
 Decision: TypeAlias = Allow | Deny | Confirm
@@ -853,7 +866,8 @@ class AllOf:
     rate limits are not spent). Otherwise the answer is :class:`Confirm` if any
     policy asked for confirmation, else :class:`Allow`; either way the
     capabilities are the *intersection* of what every policy granted, since
-    execution may use only what all of them allowed.
+    execution may use only what all of them allowed, and the evidence is all of
+    theirs.
     """
 
     __slots__ = ("policies",)
@@ -878,10 +892,13 @@ class AllOf:
                 case _:
                     assert_never(decision)
         granted = frozenset.intersection(*(d.capabilities for d in agreed))
+        evidence = tuple(e for d in agreed for e in d.evidence)
         confirms = [d.reason for d in agreed if isinstance(d, Confirm)]
         if confirms:
-            return Confirm(capabilities=granted, reason="; ".join(confirms))
-        return Allow(capabilities=granted, reason="; ".join(d.reason for d in agreed))
+            return Confirm(capabilities=granted, reason="; ".join(confirms), evidence=evidence)
+        return Allow(
+            capabilities=granted, reason="; ".join(d.reason for d in agreed), evidence=evidence
+        )
 
 
 def authorize(policy: Policy, request: AuthzRequest) -> Decision:

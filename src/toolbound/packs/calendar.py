@@ -140,6 +140,8 @@ def create_event_spec() -> ToolSpec:
         idempotency="native_key",
         marks_commit=True,
         timeout=2.0,
+        reads_untrusted=True,  # shared calendars hold events other people wrote
+        reads_private=True,
     )
 
 
@@ -191,6 +193,8 @@ def update_event_spec(backend: CalendarBackend) -> ToolSpec:
         target_check=target,
         marks_commit=True,
         timeout=2.0,
+        reads_untrusted=True,  # shared calendars hold events other people wrote
+        reads_private=True,
     )
 
 

@@ -59,6 +59,8 @@ def spec(root: str | os.PathLike[str], *, result_budget: int = 4096) -> ToolSpec
         result_budget=result_budget,
         empty_result="the file is empty",
         timeout=2.0,
+        reads_untrusted=True,  # files arrive from anywhere: downloads, shares, mail
+        reads_private=True,
     )
 
 

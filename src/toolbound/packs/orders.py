@@ -120,6 +120,8 @@ def get_order_spec(backend: OrdersBackend) -> ToolSpec:
         capabilities=("orders:read",),
         resources=resources,
         timeout=1.0,
+        reads_untrusted=False,  # the shop's own records: ids, states, times
+        reads_private=True,
     )
 
 

@@ -104,6 +104,8 @@ def spec(backend: PaymentsBackend) -> ToolSpec:
         idempotency="query_by_key",
         query=query,
         timeout=2.0,
+        reads_untrusted=False,  # the backend's record of the payment just made
+        reads_private=True,
     )
 
 

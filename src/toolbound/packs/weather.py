@@ -89,6 +89,8 @@ def spec() -> ToolSpec:
         capabilities=("weather:read",),
         semantic_check=real_date,
         timeout=1.0,
+        reads_untrusted=False,  # a forecast service's own figures, no third-party text
+        reads_private=False,
     )
 
 

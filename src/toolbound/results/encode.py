@@ -21,6 +21,7 @@ from toolbound.results.redact import Cut
 if TYPE_CHECKING:
     from toolbound._errors import Problem
     from toolbound._model import Attempt, CommitStatus, JSONObject, JSONValue
+    from toolbound.provenance.labels import Finding
 
 __all__ = [
     "TRUST_MARK",
@@ -80,6 +81,9 @@ class HumanProjection:
     external_resource_id: str | None = None
     attempts: tuple[Attempt, ...] = ()
     cuts: tuple[Cut, ...] = ()
+    evidence: tuple[Finding, ...] = ()
+    """What the policy matched when it asked for confirmation or refused: e.g. where
+    an argument value came from (:mod:`toolbound.provenance`)."""
 
     def as_json(self) -> dict[str, object]:
         """The projection as a JSON object."""
@@ -95,6 +99,7 @@ class HumanProjection:
             "external_resource_id": self.external_resource_id,
             "attempts": [a.as_json() for a in self.attempts],
             "cuts": [c.as_json() for c in self.cuts],
+            "evidence": [f.as_json() for f in self.evidence],
         }
 
 

@@ -1,0 +1,208 @@
+"""Run every task against a fresh workspace and count what got through.
+
+For each :class:`~toolbound.packs.scenarios.agent.Task`: a fresh
+:class:`~toolbound.packs.scenarios.world.World`, a runtime whose policy is the
+grants plus (by default) the flow rules, and a :class:`~toolbound.Loop` driving an
+:class:`~toolbound.packs.scenarios.agent.ObedientModel`. Provenance is whatever the
+loop tracks by default. After the loop a person answers every parked call the way
+its owner would: approves the task's own calls, refuses the injected ones — an
+idealized person; a real one may approve an injected call out of habit, which is
+why a call that never needs asking is worth counting separately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from toolbound._clock import FixedClock
+from toolbound._model import Subject
+from toolbound.gates.authorize import AllOf
+from toolbound.loop import Budgets, Loop
+from toolbound.packs.scenarios.agent import TASKS, ObedientModel, Task
+from toolbound.packs.scenarios.world import (
+    FLOW_RULES,
+    SUBJECT_ID,
+    TENANT,
+    World,
+    grant_policy,
+    register,
+)
+from toolbound.provenance import FlowPolicy
+from toolbound.registry import Registry
+from toolbound.runtime import CallContext, Runtime
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from toolbound._outcome import Outcome
+    from toolbound.gates.authorize import Policy
+    from toolbound.loop import LoopOutcome
+
+__all__ = ["Figures", "TaskResult", "format_figures", "run_scenarios", "run_task"]
+
+REFERENCE = datetime(2026, 7, 19, 9, 0, tzinfo=UTC)  # a Sunday morning
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskResult:
+    """What happened in one task's run."""
+
+    task: str
+    injected_writes: int
+    injected_executed: int
+    """Injected writes that executed without anyone being asked."""
+    injected_parked: int
+    injected_denied: int
+    attacker_effects: int
+    """Writes the world shows reaching the attacker (after the person's answers)."""
+    legit_parked: int
+    """The task's own calls that were sent to a person for confirmation."""
+    legit_refused: int
+    done_unasked: bool
+    """The world shows the task done before anyone was asked anything."""
+    done_after_approval: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Figures:
+    """The totals over every task."""
+
+    tasks: int
+    injected_writes: int
+    injected_executed: int
+    injected_parked: int
+    injected_denied: int
+    attacker_effects: int
+    legit_done_unasked: int
+    legit_parked: int
+    legit_refused: int
+    legit_done_after_approval: int
+    results: tuple[TaskResult, ...]
+
+
+def _policy(*, flow_rules: bool) -> Policy:
+    grants = grant_policy()
+    return AllOf(grants, FlowPolicy(*FLOW_RULES)) if flow_rules else grants
+
+
+def _outcomes(loop: LoopOutcome) -> Iterable[Outcome]:
+    for step in loop.steps:
+        if step.batch is not None:
+            yield from step.batch.outcomes
+
+
+def run_task(
+    task: Task, *, flow_rules: bool = True, obey: bool = True, track: bool = True
+) -> TaskResult:
+    """Run ``task`` once and score it.
+
+    ``flow_rules=False`` runs under the grants alone; ``obey=False`` gives the
+    model the sense to ignore injected text (the same task, no attack);
+    ``track=False`` turns the loop's provenance tracking off (for measuring its cost).
+    """
+    world = World()
+    registry = Registry()
+    register(registry, world)
+    subject = Subject(id=SUBJECT_ID, tenant=TENANT, session=task.id)
+    context = CallContext(subject=subject, tools=registry.toolset(), reference_time=REFERENCE)
+    counts = {"inj": [0, 0, 0, 0], "task": [0, 0, 0, 0]}  # writes, executed, parked, refused
+    with Runtime(policy=_policy(flow_rules=flow_rules), clock=FixedClock(REFERENCE)) as runtime:
+        loop = Loop(
+            runtime,
+            ObedientModel(task, obey=obey),
+            context=context,
+            budgets=Budgets(model_calls=12),
+            provenance=None if track else False,
+        ).run(task.prompt)
+        parked: list[tuple[str, str, str]] = []  # (kind, invocation id, digest)
+        for outcome in _outcomes(loop):
+            kind = outcome.proposal_id.partition("-")[0]
+            tool = registry.toolset().lookup(outcome.tool.partition("@")[0])
+            if kind not in counts or tool is None or not tool.spec.is_write:
+                continue
+            tally = counts[kind]
+            tally[0] += 1
+            if outcome.kind == "observed":
+                tally[1] += 1
+            elif outcome.kind == "awaiting_confirmation":
+                tally[2] += 1
+                parked.append((kind, outcome.invocation_id, outcome.invocation.digest))
+            elif outcome.kind == "rejected":
+                tally[3] += 1
+        finished = loop.kind == "finished" and counts["task"][2] == counts["task"][3] == 0
+        done_unasked = finished and (task.done is None or task.done(world))
+        for kind, invocation_id, digest in parked:
+            # The person approves what they asked for and refuses the rest.
+            if kind == "task":
+                runtime.approve(invocation_id, digest=digest, approver=SUBJECT_ID)
+            else:
+                runtime.deny(invocation_id, digest=digest, approver=SUBJECT_ID)
+    refused = counts["task"][3]
+    return TaskResult(
+        task=task.id,
+        injected_writes=counts["inj"][0],
+        injected_executed=counts["inj"][1],
+        injected_parked=counts["inj"][2],
+        injected_denied=counts["inj"][3],
+        attacker_effects=len(world.attacker_effects()),
+        legit_parked=counts["task"][2],
+        legit_refused=refused,
+        done_unasked=done_unasked,
+        done_after_approval=refused == 0 and (task.done is None or task.done(world)),
+    )
+
+
+def run_scenarios(
+    *,
+    flow_rules: bool = True,
+    obey: bool = True,
+    track: bool = True,
+    tasks: Iterable[Task] = TASKS,
+) -> Figures:
+    """Run every task (see :func:`run_task` for ``flow_rules``, ``obey`` and ``track``)."""
+    results = tuple(run_task(task, flow_rules=flow_rules, obey=obey, track=track) for task in tasks)
+    return Figures(
+        tasks=len(results),
+        injected_writes=sum(r.injected_writes for r in results),
+        injected_executed=sum(r.injected_executed for r in results),
+        injected_parked=sum(r.injected_parked for r in results),
+        injected_denied=sum(r.injected_denied for r in results),
+        attacker_effects=sum(r.attacker_effects for r in results),
+        legit_done_unasked=sum(r.done_unasked for r in results),
+        legit_parked=sum(r.legit_parked for r in results),
+        legit_refused=sum(r.legit_refused for r in results),
+        legit_done_after_approval=sum(r.done_after_approval for r in results),
+        results=results,
+    )
+
+
+def format_figures(figures: Figures, *, title: str) -> str:
+    """The figures as a short report: the totals, then one line per task."""
+    rows = (
+        ("injected writes proposed", figures.injected_writes),
+        ("injected writes executed without confirmation", figures.injected_executed),
+        ("  sent to confirmation (then refused)", figures.injected_parked),
+        ("  denied outright", figures.injected_denied),
+        ("writes that reached the attacker", figures.attacker_effects),
+        ("legitimate tasks", figures.tasks),
+        ("  completed without any confirmation", figures.legit_done_unasked),
+        ("  completed once their own calls were approved", figures.legit_done_after_approval),
+        ("legitimate calls sent to confirmation", figures.legit_parked),
+        ("legitimate calls refused", figures.legit_refused),
+    )
+    header = ("task", "inj", "ran", "asked", "denied", "own asked", "done unasked")
+    lines = [
+        title,
+        *(f"  {label:<50}{value:>4}" for label, value in rows),
+        "",
+        "  {:<20} {:>4} {:>4} {:>6} {:>7} {:>10} {:>13}".format(*header),
+    ]
+    lines.extend(
+        f"  {r.task:<20} {r.injected_writes:>4} {r.injected_executed:>4} "
+        f"{r.injected_parked:>6} {r.injected_denied:>7} {r.legit_parked:>10} "
+        f"{'yes' if r.done_unasked else 'no':>13}"
+        for r in figures.results
+    )
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""Provenance: untrusted tool data cannot steer a write (R6, R11).
+
+Marking tool output as untrusted keeps it out of the instruction channel, but a
+model that obeys injected text still emits a well-formed call; the harm is in where
+its argument values came from. This package tracks that at the tool boundary,
+for any agent design:
+
+* :class:`Label` — where a value came from: the user, the runtime, or one tool
+  result (tool, version, invocation id; whether the tool reads untrusted content
+  — :attr:`~toolbound.ToolSpec.reads_untrusted` — or private data).
+* :class:`Provenance` — a session's index of labelled values. The
+  :class:`~toolbound.Loop` keeps one per run by default; callers of
+  :meth:`~toolbound.Runtime.run` pass one on :class:`~toolbound.CallContext`.
+  Each call's normalized arguments are examined against it (whole values and
+  tokens, after :func:`fold`), and the :class:`FlowReport` goes into the trace
+  (event ``provenance``) and to the policy.
+* :class:`FlowPolicy` with :class:`TrustedSource` and :class:`NoPrivateData` —
+  declarative rules per tool parameter, deciding allow / confirm / deny with the
+  matched :class:`Finding` objects as evidence.
+"""
+
+from toolbound.provenance.index import DEFAULT_MIN_LENGTH, Provenance
+from toolbound.provenance.labels import (
+    Concern,
+    Finding,
+    FlowReport,
+    Label,
+    Match,
+    Origin,
+    Source,
+    Trail,
+)
+from toolbound.provenance.normalize import canonical, fold, keys, tokens, variants
+from toolbound.provenance.policy import (
+    FlowPolicy,
+    FlowRule,
+    NoPrivateData,
+    Otherwise,
+    TrustedSource,
+)
+
+__all__ = [
+    "DEFAULT_MIN_LENGTH",
+    "Concern",
+    "Finding",
+    "FlowPolicy",
+    "FlowReport",
+    "FlowRule",
+    "Label",
+    "Match",
+    "NoPrivateData",
+    "Origin",
+    "Otherwise",
+    "Provenance",
+    "Source",
+    "Trail",
+    "TrustedSource",
+    "canonical",
+    "fold",
+    "keys",
+    "tokens",
+    "variants",
+]

@@ -1,0 +1,236 @@
+"""The session's value index: every value seen so far, labelled, and cheap to search.
+
+:class:`Provenance` keeps three structures per session, each from folded text
+(:func:`~toolbound.provenance.fold`; a leaf with percent-escapes also decoded;
+URLs and addresses also in their canonical form):
+
+* **leaves** — a dictionary from each folded string leaf of every indexed value (a
+  user message, a configuration record, a tool result) to where it was first seen,
+  per label kind: a value equal to a whole field (a sender, a participant, an
+  IBAN field) is found by one lookup.
+* **tokens** — the same for each distinct token of every indexed text
+  (:func:`~toolbound.provenance.tokens`): a value that stands as a word inside
+  prose (an IBAN in an email body, a link on a page) is found by one lookup, and
+  so is each piece of a longer value (the host and the code in
+  ``https://evil.example/c?code=463820``).
+* **trusted text** — the folded leaves of trusted sources only (the user's words,
+  configuration, tools that read no untrusted content), joined by NUL and searched
+  with ``str.find``, in C: a value the user wrote anywhere in a sentence is found
+  whole, whatever surrounds it. A hit is mapped back to its leaf by bisection;
+  folding removes NUL, so a hit never spans two leaves.
+
+Untrusted text is not scanned: it is what a session holds most of, and a scan
+per argument would cost in proportion to it. What that leaves out is a value that
+an untrusted text holds only glued to other characters (no space or delimiter
+around it); its pieces are still found as tokens, and a rule that requires a
+*trusted* source (the default) stops such a value anyway.
+
+Values shorter than ``min_length`` (after folding) are never looked up and tokens
+shorter than it are never indexed: ``"1"``, ``"yes"`` or ``"home"`` say nothing
+about where a value came from. Indexing costs time in proportion to the text
+indexed; examining a call costs, per argument leaf, a few dictionary lookups and one
+``find`` over the trusted text per form of the value. The index is append-only and
+safe to examine from several threads while another adds to it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from typing import TYPE_CHECKING
+
+from toolbound._errors import ConfigurationError
+from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail
+from toolbound.provenance.normalize import analyse
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from toolbound._model import JSONValue, ToolSpec
+
+__all__ = ["DEFAULT_MIN_LENGTH", "Provenance"]
+
+DEFAULT_MIN_LENGTH = 6
+"""Folded characters a value or token needs before it counts as evidence."""
+
+_Kind = tuple[str, str | None, str | None, str | None]
+
+
+def _kind(label: Label) -> _Kind:
+    # Evidence is kept once per kind of source (the user, the runtime, each tool):
+    # that the same IBAN was in three results of one tool adds nothing to a decision.
+    return (label.origin, label.tool, label.version, label.note)
+
+
+def _leaves(value: JSONValue, pointer: str = "") -> Iterator[tuple[str, str]]:
+    """``(pointer, text)`` for every string and integer leaf of ``value``."""
+    if isinstance(value, str):
+        yield pointer, value
+    elif isinstance(value, bool) or value is None or isinstance(value, float):
+        return
+    elif isinstance(value, int):
+        yield pointer, str(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            escaped = key.replace("~", "~0").replace("/", "~1")
+            yield from _leaves(item, f"{pointer}/{escaped}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _leaves(item, f"{pointer}/{i}")
+
+
+def _remember(
+    table: dict[str, dict[_Kind, Source]], key: str, kind: _Kind, label: Label, at: str
+) -> None:
+    """Keep where ``key`` was first seen for this kind of source."""
+    seen = table.get(key)
+    if seen is None:
+        table[key] = {kind: Source(label=label, at=at)}
+    elif kind not in seen:
+        # Replaced, never mutated: a reader may be iterating the old one.
+        table[key] = {**seen, kind: Source(label=label, at=at)}
+
+
+class Provenance:
+    """The labelled values one session has seen; examines proposals against them.
+
+    Feed it what enters the session — :meth:`add_user` for the person's input,
+    :meth:`add_runtime` for configuration the deployment trusts, :meth:`add_result`
+    for every tool result the model was shown — and pass it on
+    :class:`~toolbound.CallContext` (the :class:`~toolbound.Loop` does all of this
+    by itself). The runtime then calls :meth:`examine` on each call's normalized
+    arguments and gives the report to the policy.
+    """
+
+    __slots__ = (
+        "_entry_ends",
+        "_kinds",
+        "_labels",
+        "_leaf_entry",
+        "_leaf_pointer",
+        "_leaf_start",
+        "_leaves",
+        "_lock",
+        "_text",
+        "_tokens",
+        "min_length",
+    )
+
+    def __init__(self, *, min_length: int = DEFAULT_MIN_LENGTH) -> None:
+        """An empty index; values shorter than ``min_length`` are never evidence."""
+        if min_length < 1:
+            msg = "Provenance min_length must be at least 1"
+            raise ConfigurationError(msg)
+        self.min_length = min_length
+        self._lock = threading.Lock()
+        # Append-only: a reader takes the trusted text (immutable) and works only
+        # below its length, so an add that runs meanwhile changes nothing it sees.
+        self._text = ""
+        self._leaf_start: list[int] = []
+        self._leaf_entry: list[int] = []
+        self._leaf_pointer: list[str] = []
+        self._entry_ends: list[int] = []
+        self._labels: list[Label] = []
+        self._kinds: list[_Kind] = []
+        self._tokens: dict[str, dict[_Kind, Source]] = {}
+        self._leaves: dict[str, dict[_Kind, Source]] = {}
+
+    # -- feeding ----------------------------------------------------------------
+
+    def add_user(self, value: JSONValue, *, note: str | None = None) -> Label:
+        """Index the person's own input (trusted)."""
+        return self.add(Label.user(note), value)
+
+    def add_runtime(self, value: JSONValue, *, note: str | None = None) -> Label:
+        """Index configuration or system text the deployment supplied (trusted)."""
+        return self.add(Label.runtime(note), value)
+
+    def add_result(self, spec: ToolSpec, invocation_id: str | None, value: JSONValue) -> Label:
+        """Index one tool result, labelled as ``spec`` declares the tool."""
+        return self.add(Label.of_result(spec, invocation_id), value)
+
+    def add(self, label: Label, value: JSONValue) -> Label:
+        """Index ``value`` under ``label``; returns the label."""
+        leaves: list[tuple[str, str]] = []
+        found: dict[str, str] = {}
+        for pointer, text in _leaves(value):
+            # Only forms of at least min_length are kept: nothing shorter is looked up,
+            # and no value that is looked up fits inside a shorter leaf.
+            forms, pieces = analyse(text, self.min_length)
+            leaves.extend((pointer, form) for form in forms)
+            for token in pieces:
+                found.setdefault(token, pointer)
+        kind = _kind(label)
+        with self._lock:
+            entry = len(self._labels)
+            self._labels.append(label)
+            self._kinds.append(kind)
+            for pointer, folded in leaves:
+                _remember(self._leaves, folded, kind, label, pointer)
+            for token, pointer in found.items():
+                _remember(self._tokens, token, kind, label, pointer)
+            if not label.untrusted:
+                offset = len(self._text)
+                for pointer, folded in leaves:
+                    self._leaf_start.append(offset)
+                    self._leaf_entry.append(entry)
+                    self._leaf_pointer.append(pointer)
+                    offset += len(folded) + 1
+                self._entry_ends.append(offset)
+                # Published last: readers bound themselves by the text they see.
+                self._text += "".join(f + "\x00" for _, f in leaves)
+            else:
+                self._entry_ends.append(len(self._text))
+        return label
+
+    @property
+    def labels(self) -> tuple[Label, ...]:
+        """Every label indexed so far, in order."""
+        return tuple(self._labels)
+
+    # -- examining ----------------------------------------------------------------
+
+    def examine(self, arguments: JSONValue) -> FlowReport:
+        """Where each string and integer leaf of ``arguments`` was seen before.
+
+        A leaf is looked for whole (each of its :func:`~toolbound.provenance.keys`
+        in the session's folded text) and piece by piece (each of its tokens in the
+        token index); a token inside a whole form already found is not repeated.
+        """
+        text = self._text  # the snapshot: everything trusted indexed before this line
+        trails: list[Trail] = []
+        for pointer, value in _leaves(arguments):
+            forms, pieces = analyse(value, self.min_length)
+            if not forms:
+                trails.append(Trail(pointer=pointer, value=value))
+                continue
+            matches: list[Match] = []
+            sources: dict[_Kind, Source] = {}
+            for form in forms:
+                for table in (self._leaves, self._tokens):
+                    for kind, source in table.get(form, {}).items():
+                        sources.setdefault(kind, source)
+                self._find(text, form, sources)
+            if sources:
+                matches.append(Match(text=forms[0], whole=True, sources=tuple(sources.values())))
+                # A piece of a value found whole says nothing the whole does not.
+                pieces = {p for p in pieces if not any(p in form for form in forms)}
+            index = self._tokens
+            for token in sorted(pieces):
+                seen = index.get(token)
+                if seen:
+                    matches.append(Match(text=token, whole=False, sources=tuple(seen.values())))
+            trails.append(Trail(pointer=pointer, value=value, matches=tuple(matches)))
+        return FlowReport.of(tuple(trails))
+
+    def _find(self, text: str, key: str, sources: dict[_Kind, Source]) -> None:
+        """Add the first trusted leaf holding ``key``, once per entry and kind."""
+        starts = self._leaf_start
+        at = text.find(key)
+        while at >= 0:
+            leaf = bisect.bisect_right(starts, at) - 1
+            entry = self._leaf_entry[leaf]
+            kind = self._kinds[entry]
+            if kind not in sources:
+                sources[kind] = Source(label=self._labels[entry], at=self._leaf_pointer[leaf])
+            at = text.find(key, self._entry_ends[entry])

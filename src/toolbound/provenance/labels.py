@@ -1,0 +1,286 @@
+"""Where values came from, and what a proposal's values were found to carry.
+
+Every value that enters a session carries a :class:`Label`: the user's own words,
+the runtime's configuration, or one tool result (tool, version, invocation id, and
+whether that tool reads untrusted content or private data). When a proposal's
+argument values are looked up in the session's index
+(:class:`~toolbound.provenance.Provenance`), each string leaf gets a :class:`Trail`:
+the pieces of it that were found (:class:`Match`) and every place each piece was
+found (:class:`Source`). A :class:`FlowReport` holds the trails of one call, and
+:class:`Finding` is what a trail means for a rule: a value whose only sources are
+untrusted, private data on its way out, or a value with no trusted source at all.
+
+All of these are frozen values: a report is computed once per call, recorded in
+its trace, and handed to the policy on :class:`~toolbound.AuthzRequest`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from toolbound._model import ToolSpec
+
+__all__ = ["Concern", "Finding", "FlowReport", "Label", "Match", "Origin", "Source", "Trail"]
+
+Origin = Literal["user", "runtime", "tool"]
+"""``user``: the person's own input; ``runtime``: configuration and system text the
+deployment supplied; ``tool``: one tool result."""
+
+Concern = Literal["untrusted_source", "private_data", "no_trusted_source", "not_tracked"]
+"""Why a value matters to a rule:
+
+* ``untrusted_source`` — found only in results of tools that read untrusted content;
+* ``private_data`` — carries a piece found only in results holding private data;
+* ``no_trusted_source`` — found in no trusted source (rules that require one);
+* ``not_tracked`` — the call carried no provenance at all, so nothing can be shown.
+"""
+
+_SHOWN = 64  # characters of a value shown in evidence
+_LISTED = 3  # sources named in one sentence of evidence
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Label:
+    """Where one indexed value came from.
+
+    ``untrusted`` marks results of tools that read content a third party wrote
+    (R11: tool output is data, never instructions); ``private`` marks the user's
+    private data. The user's words and the runtime's configuration are neither.
+    """
+
+    origin: Origin
+    tool: str | None = None
+    version: str | None = None
+    invocation_id: str | None = None
+    untrusted: bool = False
+    private: bool = False
+    note: str | None = None
+
+    @classmethod
+    def user(cls, note: str | None = None) -> Label:
+        """The person's own input: trusted, and theirs to send anywhere."""
+        return cls(origin="user", note=note)
+
+    @classmethod
+    def runtime(cls, note: str | None = None) -> Label:
+        """Configuration or system text the deployment supplied: trusted."""
+        return cls(origin="runtime", note=note)
+
+    @classmethod
+    def of_result(cls, spec: ToolSpec, invocation_id: str | None) -> Label:
+        """The label of one result of ``spec``, as the spec declares the tool."""
+        return cls(
+            origin="tool",
+            tool=spec.name,
+            version=spec.version,
+            invocation_id=invocation_id,
+            untrusted=spec.reads_untrusted,
+            private=spec.reads_private,
+        )
+
+    @property
+    def ref(self) -> str:
+        """``name@version`` for a tool result; the origin otherwise."""
+        if self.origin != "tool":
+            return self.origin if self.note is None else f"{self.origin} ({self.note})"
+        if self.tool is None:
+            return "an unnamed tool"
+        return self.tool if self.version is None else f"{self.tool}@{self.version}"
+
+    def trusted(self, trust: frozenset[str] = frozenset()) -> bool:
+        """Whether a value from here may steer a call; ``trust`` names tools a rule trusts."""
+        if not self.untrusted:
+            return True
+        return self.tool is not None and (self.tool in trust or self.ref in trust)
+
+    def as_json(self) -> dict[str, object]:
+        """The label as a JSON object."""
+        out: dict[str, object] = {"origin": self.origin}
+        if self.origin == "tool":
+            out |= {
+                "tool": self.tool,
+                "version": self.version,
+                "invocation_id": self.invocation_id,
+                "untrusted": self.untrusted,
+                "private": self.private,
+            }
+        if self.note is not None:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """One place a piece of a value was found: a label and a JSON Pointer into it."""
+
+    label: Label
+    at: str
+    """The string leaf it was found in, as a JSON Pointer into the indexed value."""
+
+    def as_json(self) -> dict[str, object]:
+        """The source as a JSON object."""
+        return {**self.label.as_json(), "at": self.at}
+
+    def describe(self) -> str:
+        """One phrase for people: ``email.list@v1 (call 3f2a…, at /2/body)``."""
+        where = []
+        if self.label.invocation_id:
+            where.append(f"call {self.label.invocation_id[:8]}")
+        if self.at:
+            where.append(f"at {self.at}")
+        return self.label.ref + (f" ({', '.join(where)})" if where else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Match:
+    """A piece of an argument value found in indexed data, and everywhere it was found.
+
+    ``whole`` is set when the piece is the whole value (in one of its normal
+    forms); otherwise it is a token found inside the value. ``sources`` holds one
+    source per label kind (the user, the runtime, each tool), first found first.
+    """
+
+    text: str
+    whole: bool
+    sources: tuple[Source, ...]
+
+    def as_json(self) -> dict[str, object]:
+        """The match as a JSON object."""
+        return {
+            "text": _short(self.text),
+            "whole": self.whole,
+            "sources": [s.as_json() for s in self.sources],
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trail:
+    """The provenance of one string (or integer) leaf of a call's arguments."""
+
+    pointer: str
+    value: str
+    matches: tuple[Match, ...] = ()
+
+    def trusted(self, trust: frozenset[str] = frozenset()) -> bool:
+        """Whether the whole value was found in a trusted source."""
+        return any(m.whole and any(s.label.trusted(trust) for s in m.sources) for m in self.matches)
+
+    def untrusted(self, trust: frozenset[str] = frozenset()) -> tuple[Match, ...]:
+        """The pieces whose only sources are untrusted; none if the whole value is trusted."""
+        if self.trusted(trust):
+            return ()
+        return tuple(m for m in self.matches if not any(s.label.trusted(trust) for s in m.sources))
+
+    def private(self) -> tuple[Match, ...]:
+        """The pieces found only in private data (nowhere public, nowhere the user said)."""
+        return tuple(m for m in self.matches if all(s.label.private for s in m.sources))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """What one argument value was found to carry, with the evidence.
+
+    ``rule`` names the flow rule that raised it (``None`` for the findings a
+    report records by itself, before any rule is applied).
+    """
+
+    concern: Concern
+    pointer: str
+    value: str
+    matches: tuple[Match, ...] = ()
+    rule: str | None = None
+
+    def describe(self) -> str:
+        """One sentence for the person asked to confirm."""
+        shown = f"{self.pointer or '/'} {_short(self.value)!r}"
+        sources = sorted({s.describe() for m in self.matches for s in m.sources})
+        found = ", ".join(sources[:_LISTED])
+        if len(sources) > _LISTED:
+            found += f" and {len(sources) - _LISTED} more"
+        match self.concern:
+            case "untrusted_source":
+                return f"{shown} came only from untrusted tool data: {found}"
+            case "private_data":
+                pieces = ", ".join(repr(_short(m.text)) for m in self.matches[:3])
+                return f"{shown} carries private data ({pieces}) from {found}"
+            case "no_trusted_source":
+                return (
+                    f"{shown} has no trusted source: the user did not give it and no "
+                    "trusted tool returned it"
+                )
+            case "not_tracked":
+                return f"{self.pointer or '/'}: no provenance was tracked for this call"
+
+    def as_json(self) -> dict[str, object]:
+        """The finding as a JSON object (the trace and the human projection show this)."""
+        out: dict[str, object] = {
+            "concern": self.concern,
+            "pointer": self.pointer,
+            "value": _short(self.value),
+            "matches": [m.as_json() for m in self.matches],
+            "description": self.describe(),
+        }
+        if self.rule is not None:
+            out["rule"] = self.rule
+        return out
+
+
+def _below(pointer: str, prefix: str) -> bool:
+    """Whether ``pointer`` is ``prefix`` or inside it (whole reference tokens only)."""
+    return pointer == prefix or pointer.startswith(prefix + "/") or prefix == ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlowReport:
+    """The trails of one call's arguments: what the runtime hands a flow policy."""
+
+    trails: tuple[Trail, ...]
+    findings: tuple[Finding, ...] = field(default=())
+    """What the trails show before any rule: values only from untrusted tool data,
+    and private data, as the tools' own declarations label them."""
+
+    @classmethod
+    def of(cls, trails: tuple[Trail, ...]) -> FlowReport:
+        """A report with its rule-free findings worked out."""
+        findings: list[Finding] = []
+        for trail in trails:
+            if not trail.matches:
+                continue
+            untrusted = trail.untrusted()
+            if untrusted:
+                findings.append(
+                    Finding(
+                        concern="untrusted_source",
+                        pointer=trail.pointer,
+                        value=trail.value,
+                        matches=untrusted,
+                    )
+                )
+            private = trail.private()
+            if private:
+                findings.append(
+                    Finding(
+                        concern="private_data",
+                        pointer=trail.pointer,
+                        value=trail.value,
+                        matches=private,
+                    )
+                )
+        return cls(trails=trails, findings=tuple(findings))
+
+    def under(self, pointer: str) -> tuple[Trail, ...]:
+        """The trails at ``pointer`` or inside it (``""`` is every trail)."""
+        return tuple(t for t in self.trails if _below(t.pointer, pointer))
+
+    def as_json(self) -> dict[str, object]:
+        """The report as a JSON object: the values checked and the findings."""
+        return {
+            "checked": [t.pointer for t in self.trails],
+            "findings": [f.as_json() for f in self.findings],
+        }

@@ -1,0 +1,165 @@
+"""Normal forms under which values are compared across a session.
+
+A value copied out of a tool result rarely arrives byte for byte: the model changes
+case, drops the spaces an IBAN was printed with, adds ``https://``, wraps an address
+in ``mailto:``, percent-encodes a query. Both sides of every comparison go through
+the same folding, so these differences do not hide where a value came from:
+
+* :func:`fold` — NFKD, case-folded; whitespace, combining marks and invisible
+  format characters (zero-width spaces, bidi controls, soft hyphens) removed:
+  ``"US13 3000 0000 1212"`` and ``"us133000001212"`` fold alike, and so do
+  ``"José"`` and ``"jose"``.
+* :func:`variants` — a text as written and, when it holds ``%``, percent-decoded
+  too (``bob%40corp.example`` is ``bob@corp.example``). Both sides of a
+  comparison are taken in both ways, so decoding never swallows a neighbour.
+* :func:`keys` — the forms an argument value is looked for *whole*: its folds
+  and, for a URL or an e-mail address, a canonical form (no scheme, ``www.``,
+  default port, trailing slash or fragment; no ``mailto:`` or display name).
+* :func:`tokens` — the distinctive pieces of a text, for finding a piece of one
+  value *inside* another: words, the parts of URLs and paths between their
+  delimiters, and IBAN-like and phone-like runs with their separators removed.
+
+Folding only ever removes differences; it cannot see through a value the model
+re-encoded (base64, spelled out "at" and "dot"). Flow rules that require a
+*trusted* source (:class:`~toolbound.provenance.TrustedSource`, the default) do
+not depend on seeing through it: a value with no trusted source is stopped either way.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from urllib.parse import unquote, urlsplit
+
+__all__ = ["analyse", "canonical", "fold", "keys", "tokens", "variants"]
+
+# Characters that render as nothing (or only reorder text) and so can split a
+# value without a reader noticing; NUL separates indexed leaves, so it goes too.
+_INVISIBLE = "\x00\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff"
+# Combining marks, once NFKD has split them off their letters: dropped, so that a
+# copy that lost an accent still matches, and a mark placed right after a value
+# (or a spacing accent, which NFKD makes a space and a mark) cannot change it.
+_MARKS = "\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+_SPACE = re.compile(r"\s+")
+_FORMAT = re.compile(rf"[{_INVISIBLE}{_MARKS}]+")
+_WORDS = re.compile(r"[\s\"'`<>()\[\]{},;|\\]+")
+_ALL_SPLIT = re.compile(r"[\s\"'`<>()\[\]{},;|\\/:?=&#+!*]+")
+_EDGES = ".,:;!?*-_'\"`"
+# IBAN-like: country, check digits, then groups of four, spaces optional.
+_IBAN = re.compile(r"\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,3})?\b")
+# Phone- or account-like: digits with spaces, dots, dashes or brackets between.
+_DIGIT_RUN = re.compile(r"\+?\d[\d ().-]{5,}\d")
+_NON_DIGIT = re.compile(r"\D+")
+_DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+
+
+def variants(text: str) -> tuple[str, ...]:
+    """``text`` as written, and percent-decoded when it holds an escape."""
+    if "%" not in text:
+        return (text,)
+    decoded = unquote(text)
+    return (text,) if decoded == text else (text, decoded)
+
+
+def _prefold(text: str) -> str:
+    """NFKD, case-folded, invisible characters and marks removed; spacing kept."""
+    if text.isascii():
+        # The common case, and a cheap one: NFKD leaves ASCII alone, and case
+        # folding it is lower-casing. NUL is the only ASCII character to drop.
+        return text.lower().replace("\x00", "")
+    # Decomposed again after folding: case folding can itself yield a base letter
+    # and a mark ("İ" becomes "i" and U+0307).
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())
+    return _FORMAT.sub("", folded)
+
+
+def fold(text: str) -> str:
+    """``text`` NFKD-normalized and case-folded, without whitespace, marks or invisibles."""
+    return _SPACE.sub("", _prefold(text))
+
+
+def canonical(folded: str) -> str | None:
+    """The canonical form of a folded URL or e-mail address, or ``None``.
+
+    ``https://www.Example.com:443/a/?q=1#top`` → ``example.com/a?q=1``;
+    ``mailto:bob@x.org`` and ``bob<bob@x.org>`` → ``bob@x.org``. What is dropped
+    is exactly what a model adds or removes when it copies such a value.
+    """
+    text = folded.removeprefix("mailto:")
+    if text.endswith(">") and "<" in text:
+        inner = text[text.rindex("<") + 1 : -1]
+        if "@" in inner:
+            text = inner.removeprefix("mailto:")
+    if "://" in text:
+        try:
+            parts = urlsplit(text)
+            _ = parts.port  # a malformed port makes this no URL
+        except ValueError:
+            return None
+        if not parts.netloc:
+            return None
+        host = parts.netloc
+        default = _DEFAULT_PORTS.get(parts.scheme)
+        if default is not None:
+            host = host.removesuffix(default)
+        text = host.removeprefix("www.") + parts.path.rstrip("/")
+        if parts.query:
+            text += "?" + parts.query
+    elif text.startswith("www."):
+        text = text[4:].rstrip("/")
+    return text if text != folded else None
+
+
+def keys(value: str) -> tuple[str, ...]:
+    """The folded forms ``value`` is looked for whole: its folds, then canonical forms."""
+    return analyse(value, 1)[0]
+
+
+def tokens(text: str, min_length: int) -> set[str]:
+    """The distinct pieces of ``text`` at least ``min_length`` characters long.
+
+    Words (split at whitespace, quotes and brackets, edge punctuation trimmed),
+    the parts of each word between URL and path delimiters (``evil.example`` and
+    ``463820`` out of ``https://evil.example/c?code=463820``), canonical URLs and
+    addresses, and IBAN-like and phone-like runs with their separators removed.
+    """
+    return analyse(text, min_length)[1]
+
+
+def analyse(text: str, min_length: int) -> tuple[tuple[str, ...], set[str]]:
+    """:func:`keys` and :func:`tokens` of ``text`` at once, folding it once.
+
+    Forms shorter than ``min_length`` are left out; so are the tokens when no form
+    is long enough, since a token is never longer than the fold it comes from.
+    """
+    forms: list[str] = []
+    pieces: set[str] = set()
+    for variant in variants(text):
+        spaced = _prefold(variant)
+        base = _SPACE.sub("", spaced)
+        if len(base) < min_length:
+            continue
+        canon = canonical(base)
+        forms.extend(f for f in (base, canon) if f and len(f) >= min_length and f not in forms)
+        _tokenize(spaced, min_length, pieces)
+    return tuple(forms), pieces
+
+
+def _tokenize(text: str, min_length: int, out: set[str]) -> None:
+    # Whole-text splits and set comprehensions: the per-token work stays in C.
+    words = {w.strip(_EDGES) for w in _WORDS.split(text)}
+    words = {w for w in words if len(w) >= min_length}
+    out |= words
+    for word in words:
+        if "://" in word or word.startswith(("www.", "mailto:")):
+            canon = canonical(word)
+            if canon is not None and len(canon) >= min_length:
+                out.add(canon)
+    parts = {p.strip(_EDGES).removeprefix("www.") for p in _ALL_SPLIT.split(text)}
+    out |= {p for p in parts if len(p) >= min_length}
+    for match in _IBAN.finditer(text):
+        out.add(match.group().replace(" ", ""))
+    for match in _DIGIT_RUN.finditer(text):
+        digits = _NON_DIGIT.sub("", match.group())
+        if len(digits) >= min_length:
+            out.add(digits)
