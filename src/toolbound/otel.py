@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from toolbound._state import REJECTED, TERMINAL, State
+from toolbound.trace import publish_attempt_span, retract_attempt_span
 
 try:
     from opentelemetry import context as otel_context
@@ -400,7 +401,7 @@ class OpenTelemetrySink:
             return
         call.attempt_count += 1
         parent = otel_trace.set_span_in_context(call.call)
-        call.attempts[attempt_id] = self._tracer.start_span(
+        span = call.attempts[attempt_id] = self._tracer.start_span(
             f"toolbound.attempt {call.name}",
             context=parent,
             attributes={
@@ -411,12 +412,17 @@ class OpenTelemetrySink:
             },
             start_time=_ns(at),
         )
+        context = span.get_span_context()
+        if context.is_valid:
+            # An HTTP tool names this span as its traceparent's parent.
+            publish_attempt_span(attempt_id, f"{context.span_id:016x}")
 
     def _close_attempt(self, call: _Open, attempt: object, at: float) -> None:
         attempt_id = getattr(attempt, "attempt_id", None)
         span = call.attempts.pop(attempt_id, None) if isinstance(attempt_id, str) else None
         if span is None:
             return
+        retract_attempt_span(str(attempt_id))
         done: Attempt = attempt  # type: ignore[assignment]
         span.set_attribute("toolbound.attempt.outcome", done.outcome)
         if done.detail is not None:

@@ -141,3 +141,28 @@ def _jsonable(value: object) -> object:  # noqa: PLR0911 - one return per JSON s
     if callable(as_json):
         return as_json()
     return repr(value)
+
+
+# -- attempt spans, for propagation ------------------------------------------------------
+#
+# A telemetry sink that opens a span for each attempt publishes its id here, so that a
+# tool calling another service (HttpTool) can name that span as the ``traceparent``
+# parent: the remote side's spans then nest under the attempt that made the request.
+# Keyed by attempt id (random, unique); a plain dict is safe under the GIL.
+
+_ATTEMPT_SPANS: dict[str, str] = {}
+
+
+def publish_attempt_span(attempt_id: str, span_id: str) -> None:
+    """Record the (16 hex digit) span id of the span for ``attempt_id``."""
+    _ATTEMPT_SPANS[attempt_id] = span_id
+
+
+def retract_attempt_span(attempt_id: str) -> None:
+    """The attempt ended: forget its span."""
+    _ATTEMPT_SPANS.pop(attempt_id, None)
+
+
+def attempt_span(attempt_id: str) -> str | None:
+    """The span id a sink published for ``attempt_id``, if any."""
+    return _ATTEMPT_SPANS.get(attempt_id)

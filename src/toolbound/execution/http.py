@@ -60,6 +60,7 @@ from toolbound.execution.retry import (
 )
 from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolContext, ToolOutput
 from toolbound.results.redact import Redactor
+from toolbound.trace import attempt_span
 
 try:
     import httpx
@@ -385,7 +386,8 @@ class HttpTool:
         headers.update(self._credentials(ctx.secrets))
         if ctx.idempotency_key is not None:
             headers[self.idempotency_header] = ctx.idempotency_key  # R8: the key travels
-        parent = traceparent(ctx.invocation.trace_id, span_id)
+        # The parent is the attempt's span when a telemetry sink opened one (R14).
+        parent = traceparent(ctx.invocation.trace_id, span_id or attempt_span(ctx.attempt_id))
         if parent is not None:
             headers["traceparent"] = parent
         request = HttpRequest(

@@ -124,6 +124,8 @@ class ToolContext:
     transaction: object = None
     """For ``transactional`` tools: the ledger's open DB-API connection. Write the
     business rows through it; they commit with the ledger record or not at all."""
+    attempt_id: str = ""
+    """This attempt's id, as the trace records it."""
     # A plain flag: one store, visible to the runtime's thread under the GIL.
     _committed: bool = field(default=False, repr=False)
 
