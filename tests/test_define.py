@@ -655,3 +655,22 @@ def test_sync_function_can_run_inline(registry):
     assert defined.register(registry, inline=True).inline
     assert defined.original is add
     assert not asyncio.iscoroutinefunction(defined.function)
+
+
+def test_a_typing_extensions_typeddict_is_a_typeddict():
+    """Pydantic needs typing_extensions.TypedDict before 3.12; it describes the same object."""
+    import typing_extensions
+
+    class Point(typing_extensions.TypedDict):
+        x: int
+        y: typing_extensions.NotRequired[int]
+
+    @tool(effect="pure")
+    def where(point: Point) -> str:
+        """Say where a point is."""
+        return f"{point['x']}"
+
+    schema = where.spec.input_schema["properties"]["point"]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["x"]
+    assert schema["additionalProperties"] is False

@@ -454,7 +454,7 @@ class _Builder:
             return self._enum(hint, at)
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             return self._guarded(typing.cast("type", hint), at, self._dataclass)
-        if typing.is_typeddict(hint):
+        if _is_typeddict(hint):
             return self._guarded(typing.cast("type", hint), at, self._typeddict)
         model = _pydantic_model(hint)
         if model is not None:
@@ -933,3 +933,17 @@ def _rest(lines: list[str]) -> dict[str, str]:
         elif current is not None and line[:1].isspace():
             params[current] = f"{params[current]} {stripped}".strip()
     return params
+
+
+def _is_typeddict(hint: object) -> bool:
+    """A TypedDict class, from ``typing`` or ``typing_extensions``.
+
+    On Python 3.11 ``typing.is_typeddict`` does not recognise the
+    ``typing_extensions`` form, which Pydantic requires before 3.12.
+    """
+    return typing.is_typeddict(hint) or (
+        isinstance(hint, type)
+        and issubclass(hint, dict)
+        and hasattr(hint, "__required_keys__")
+        and hasattr(hint, "__total__")
+    )
