@@ -1,0 +1,482 @@
+"""toolbound under the OpenAI Agents SDK: every tool call through the whole pipeline (R18).
+
+:class:`GuardedTools` turns the tools of a :class:`~toolbound.ToolSet` into the SDK's
+``FunctionTool`` objects. An ``Agent`` uses them like any other tool; each call the
+model proposes is a :class:`~toolbound.Proposal` run by :meth:`toolbound.Runtime.arun`::
+
+    guarded = GuardedTools(runtime, context)        # a CallContext, or a factory for one
+    agent = Agent(name="orders", instructions="...", tools=guarded.tools)
+
+What maps to what:
+
+* **Schemas.** ``params_json_schema`` is the tool's input schema exactly as
+  registered. ``strict_json_schema`` is on only when
+  :func:`~toolbound.adapters.strict_compatible` finds nothing *and* the SDK's own
+  strict conversion leaves the schema as it is; otherwise it is off and the schema
+  is still sent unchanged. Validation is the runtime's either way (R4).
+* **Arguments.** ``on_invoke_tool`` receives the argument string the model sent,
+  which the SDK hands over without parsing it; it becomes ``Proposal.arguments``
+  as UTF-8 bytes, so duplicate keys, NaN, truncated JSON… are the runtime's to
+  reject (R3). Subject, tenant, deadline and key come from the
+  :class:`~toolbound.CallContext`, never from the arguments (R1, R6).
+* **Results.** The text the tool returns to the SDK is the outcome's model
+  projection, the exact bytes the trace records as sent (R14): a ``tool_result``
+  envelope marking the data ``untrusted_tool_data`` when the call was observed,
+  a ``tool_error`` envelope (kind, code, recoverable, hint, commit status) for a
+  rejection, a failure, an unknown outcome or a cancellation (R11).
+* **Confirmation.** Before it runs a call the SDK asks ``needs_approval``;
+  toolbound answers from its own gates (validate, normalize, authorize, with
+  nothing executed, recorded or spent) and says yes exactly when its policy asks a
+  person (R7). The run then stops with ``result.interruptions``.
+  :meth:`GuardedTools.pending` shows each one as toolbound sees it, judged from the
+  raw argument bytes (normalized arguments, digest, reason, or the problem that
+  makes toolbound reject it). :meth:`GuardedTools.approve` records the person's
+  decision *on that digest* and approves the SDK item; :meth:`GuardedTools.deny`
+  rejects the item with toolbound's ``denied_by_person`` envelope, and nothing
+  runs; :meth:`GuardedTools.dismiss` lets the runtime reject a call it rejects
+  anyway. When the run resumes the call goes through the runtime again from its
+  raw bytes, is parked, and is confirmed with the recorded decision: the runtime
+  compares the digests, so a decision never covers changed arguments or another
+  call. A call that reaches the runtime needing a person without such a decision
+  (an approval given with ``RunState.approve`` alone, an ``always_approve``
+  carried over to a new call) is cancelled before it runs.
+
+The SDK is an optional dependency: ``pip install 'toolbound[agents]'``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from toolbound._errors import ConfigurationError, ConfirmationMismatch, Problem, Rejection
+from toolbound._model import NormalizationContext, Proposal
+from toolbound.adapters import NameMap
+from toolbound.adapters.openai_responses import tool_definitions
+from toolbound.gates.authorize import AuthzRequest, Confirm, Deny, authorize
+from toolbound.gates.normalize import canonical_json, digest, normalize
+from toolbound.gates.parse import parse_arguments
+from toolbound.registry import Registry, ToolSet
+from toolbound.results.encode import model_error
+from toolbound.runtime import CallContext
+
+try:
+    from agents import FunctionTool
+except ImportError as exc:  # pragma: no cover - the extra is installed wherever tests run
+    msg = (
+        "toolbound.integrations.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'toolbound[agents]'"
+    )
+    raise ImportError(msg) from exc
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from agents import (
+        RunContextWrapper,
+        RunResult,
+        RunResultStreaming,
+        RunState,
+        Tool,
+        ToolApprovalItem,
+    )
+    from agents.tool_context import ToolContext as SDKToolContext
+
+    from toolbound._model import JSONObject
+    from toolbound._outcome import AwaitingConfirmation, Outcome
+    from toolbound.registry import RegisteredTool
+    from toolbound.runtime import Runtime
+
+__all__ = ["ContextFactory", "GuardedTools", "PendingConfirmation"]
+
+logger = logging.getLogger("toolbound.integrations.openai_agents")
+
+ContextFactory: TypeAlias = "Callable[[RunContextWrapper[Any]], CallContext]"
+"""Builds the :class:`~toolbound.CallContext` for one SDK run from its run context.
+
+The SDK passes its ``RunContextWrapper``; ``wrapper.context`` is whatever the
+application gave ``Runner.run(context=...)`` (its session, its user). The subject
+comes from there, never from the model.
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingConfirmation:
+    """One SDK interruption as toolbound sees it: what a person is asked to approve.
+
+    ``item`` is the SDK's ``ToolApprovalItem``. ``arguments`` are the normalized
+    arguments and ``digest`` binds them (R5), both computed from the raw argument
+    bytes the model sent; ``reason`` is why the policy asks a person. ``problem`` is
+    set instead when toolbound will reject the call whatever a person says (the SDK
+    sends calls it cannot parse itself, NaN for one, to approval):
+    :meth:`GuardedTools.dismiss` lets the model hear that rejection.
+    """
+
+    item: ToolApprovalItem
+    call_id: str
+    tool: str
+    arguments: JSONObject | None
+    digest: str | None
+    reason: str | None
+    problem: Problem | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """A person's approval, kept until the call it names runs (R7)."""
+
+    digest: str | None
+    approver: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class _Admission:
+    """What the runtime's gates would say about one call, without running it."""
+
+    problem: Problem | None = None
+    arguments: JSONObject | None = None
+    digest: str | None = None
+    confirm: str | None = None
+    """The policy's reason to ask a person; ``None`` when it would not ask."""
+
+
+class GuardedTools:
+    """toolbound tools as OpenAI Agents SDK ``FunctionTool`` objects.
+
+    ``runtime`` runs every call; ``context`` is the :class:`~toolbound.CallContext`
+    of the request or a :data:`ContextFactory` building one per SDK run. ``tools``
+    are the tools to offer (a :class:`~toolbound.ToolSet`, or every tool of a
+    :class:`~toolbound.Registry`); by default the context's own tool set, which
+    then must be a CallContext. ``strict`` asks for the SDK's strict schema mode
+    where the schema allows it. A person's decision recorded by :meth:`approve`
+    holds for ``approval_ttl``. ``on_outcome`` receives every call's outcome (with
+    its trace and human projection) as it ends.
+
+    Tool names with dots are shown to the model with ``__`` for each dot
+    (:class:`~toolbound.adapters.NameMap`).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        context: CallContext | ContextFactory,
+        *,
+        tools: ToolSet | Registry | None = None,
+        strict: bool = True,
+        approval_ttl: timedelta = timedelta(minutes=15),
+        on_outcome: Callable[[Outcome], None] | None = None,
+    ) -> None:
+        if tools is None:
+            if not isinstance(context, CallContext):
+                msg = "GuardedTools with a context factory needs tools= (a ToolSet or Registry)"
+                raise ConfigurationError(msg)
+            tools = context.tools
+        toolset = tools.toolset() if isinstance(tools, Registry) else tools
+        self.runtime = runtime
+        self._context = context
+        self._approval_ttl = approval_ttl
+        self._on_outcome = on_outcome
+        self._names = NameMap(toolset.specs)
+        self._by_provider_name: dict[str, RegisteredTool] = {}
+        self._decisions: dict[str, _Decision] = {}
+        self._lock = threading.Lock()
+        self.tools: list[Tool] = [self._function_tool(t, strict=strict) for t in toolset]
+        """The tools to give an ``Agent``: one ``FunctionTool`` per toolbound tool."""
+
+    # -- the person's side ------------------------------------------------------
+
+    def pending(self, result: RunResult | RunResultStreaming) -> list[PendingConfirmation]:
+        """The interruptions of ``result`` that belong to these tools, as toolbound sees them.
+
+        Each is judged from the raw argument bytes of its call with the context of
+        this run: show a person ``tool``, ``arguments`` and ``reason``; their
+        decision is bound to ``digest``.
+        """
+        out: list[PendingConfirmation] = []
+        context: CallContext | None = None
+        for item in result.interruptions:
+            tool = self._by_provider_name.get(item.tool_name or "")
+            call_id, raw = _member(item.raw_item, "call_id"), _member(item.raw_item, "arguments")
+            if tool is None or not isinstance(call_id, str) or not isinstance(raw, str):
+                continue  # another tool's interruption: not toolbound's to judge
+            if context is None:
+                context = self._call_context(result.context_wrapper)
+            seen = self._admission(tool, _utf8(raw), context)
+            out.append(
+                PendingConfirmation(
+                    item=item,
+                    call_id=call_id,
+                    tool=tool.spec.ref,
+                    arguments=seen.arguments,
+                    digest=seen.digest,
+                    reason=seen.confirm,
+                    problem=seen.problem,
+                )
+            )
+        return out
+
+    def approve(self, state: RunState, pending: PendingConfirmation, *, approver: str) -> None:
+        """``approver`` approves the call they were shown, by its digest; approve the SDK item.
+
+        The decision is used once, when the resumed run reaches this call, and only
+        if the call's digest is still ``pending.digest`` (R7). Resume with
+        ``Runner.run(agent, state)``. A call toolbound rejects (``pending.problem``)
+        is not a person's to approve: :meth:`dismiss` it.
+        """
+        if pending.problem is not None or pending.digest is None:
+            why = pending.problem.code if pending.problem is not None else "no digest"
+            msg = f"toolbound rejects call {pending.call_id} ({why}): dismiss it"
+            raise ConfigurationError(msg, code="not_confirmable")
+        self._decide(pending.call_id, pending.digest, approver)
+        state.approve(pending.item)
+
+    def dismiss(self, state: RunState, pending: PendingConfirmation) -> None:
+        """Let the runtime answer a call it rejects (``pending.problem`` is set).
+
+        The SDK stops for approval on its own when it cannot parse the arguments
+        (NaN, invalid JSON), and with the arguments it parsed, a duplicate key
+        already dropped. The item is approved so that the call reaches the
+        runtime, which rejects it from its raw bytes and records it (R3, R14); the
+        model gets that rejection. Nothing runs: should the call now pass, it is
+        cancelled before execution.
+        """
+        self._decide(pending.call_id, None, "")
+        state.approve(pending.item)
+
+    def deny(self, state: RunState, pending: PendingConfirmation, *, approver: str) -> None:
+        """``approver`` refuses the call: the SDK never runs it; the model is told why."""
+        with self._lock:
+            self._decisions.pop(pending.call_id, None)
+        problem = Problem(
+            kind="confirmation",
+            code="denied_by_person",
+            message=f"{approver} denied the call",
+            recoverable=False,
+        )
+        # No invocation exists: the call never reached the runtime. The envelope
+        # has the runtime's shape, so the model reads every ending one way.
+        message = model_error(
+            invocation_id="",
+            proposal_id=pending.call_id,
+            tool=pending.tool,
+            problem=problem,
+            commit_status="not_committed",
+        )
+        state.reject(pending.item, rejection_message=message.text)
+
+    def _decide(self, call_id: str, digest: str | None, approver: str) -> None:
+        now = self.runtime.clock.now()
+        with self._lock:
+            self._decisions = {k: d for k, d in self._decisions.items() if d.expires_at > now}
+            self._decisions[call_id] = _Decision(
+                digest=digest, approver=approver, expires_at=now + self._approval_ttl
+            )
+
+    # -- the SDK's side ---------------------------------------------------------
+
+    def _function_tool(self, tool: RegisteredTool, *, strict: bool) -> FunctionTool:
+        spec = tool.spec
+        # The same definition the Responses adapter sends (R18), strict only where
+        # strict_compatible finds nothing.
+        definition = tool_definitions([spec], strict=strict, names=self._names)[0]
+        parameters = definition["parameters"]
+        self._by_provider_name[definition["name"]] = tool
+
+        async def needs_approval(
+            run: RunContextWrapper[Any], params: dict[str, Any], call_id: str
+        ) -> bool:
+            del call_id
+            # The SDK asks with arguments it parsed itself (a duplicate key is already
+            # gone); they only decide whether to stop for a person. The call is judged,
+            # and run, from its raw bytes in on_invoke_tool.
+            seen = self._admission(tool, params, self._call_context(run), digested=False)
+            return seen.confirm is not None
+
+        async def on_invoke_tool(ctx: SDKToolContext[Any], arguments: str) -> str:
+            outcome = await self._run(tool, ctx, arguments)
+            if self._on_outcome is not None:
+                self._on_outcome(outcome)
+            return outcome.message.text
+
+        function_tool = self._build(definition, on_invoke_tool, needs_approval)
+        if function_tool.strict_json_schema and function_tool.params_json_schema != parameters:
+            # The SDK rewrites schemas for strict mode (a $ref beside a description is
+            # inlined, for one); the model must see the schema the runtime enforces.
+            logger.warning(
+                "%s: the SDK's strict mode would rewrite the input schema; sent with "
+                "strict_json_schema=False as written",
+                spec.ref,
+            )
+            function_tool = self._build(
+                {**definition, "strict": False}, on_invoke_tool, needs_approval
+            )
+        return function_tool
+
+    @staticmethod
+    def _build(
+        definition: Mapping[str, Any],
+        on_invoke_tool: Callable[[SDKToolContext[Any], str], Any],
+        needs_approval: Callable[[RunContextWrapper[Any], dict[str, Any], str], Any],
+    ) -> FunctionTool:
+        return FunctionTool(
+            name=definition["name"],
+            description=definition["description"],
+            params_json_schema=definition["parameters"],
+            on_invoke_tool=on_invoke_tool,
+            strict_json_schema=definition["strict"],
+            needs_approval=needs_approval,
+        )
+
+    async def _run(self, tool: RegisteredTool, ctx: SDKToolContext[Any], arguments: str) -> Outcome:
+        """One SDK call through the runtime, confirmed with a recorded decision if it needs one."""
+        call_id = ctx.tool_call_id
+        with self._lock:
+            decision = self._decisions.pop(call_id, None)
+        context = self._call_context(ctx)
+        if decision is not None and decision.digest is None:
+            # Dismissed: the call may run to its rejection, never further.
+            stop = threading.Event()
+            stop.set()
+            context = replace(context, cancel=stop)
+        proposal = Proposal(
+            name=tool.spec.name,
+            version=tool.spec.version,
+            arguments=_utf8(arguments),
+            proposal_id=call_id,
+        )
+        outcome = await self.runtime.arun(proposal, context)
+        if outcome.kind == "awaiting_confirmation":
+            return await self._confirm(outcome, decision)
+        return outcome
+
+    async def _confirm(self, parked: AwaitingConfirmation, decision: _Decision | None) -> Outcome:
+        """Resume a parked call with the person's decision; cancel it when there is none."""
+        runtime = self.runtime
+        if decision is None or decision.digest is None:
+            parked.trace.record(
+                "confirmation_missing",
+                reason="no decision was recorded for this call through GuardedTools.approve",
+            )
+            return runtime.cancel_pending(parked.invocation_id)
+        remaining = decision.expires_at - runtime.clock.now()
+        if remaining <= timedelta(0):
+            remaining = timedelta(microseconds=-1)  # expired: a zero ttl means the default
+        try:
+            # The runtime checks the digest the person saw against the parked call's.
+            return await runtime.aapprove(
+                parked.invocation_id,
+                digest=decision.digest,
+                approver=decision.approver,
+                ttl=remaining,
+            )
+        except ConfirmationMismatch as exc:
+            parked.trace.record("confirmation_refused", code=exc.code, message=str(exc))
+            return runtime.cancel_pending(parked.invocation_id)
+
+    def _call_context(self, run: RunContextWrapper[Any]) -> CallContext:
+        if isinstance(self._context, CallContext):
+            return self._context
+        return self._context(run)
+
+    def _admission(
+        self,
+        tool: RegisteredTool,
+        arguments: JSONObject | bytes,
+        ctx: CallContext,
+        *,
+        digested: bool = True,
+    ) -> _Admission:
+        """The runtime's gates over ``arguments``, in its order, spending and recording nothing.
+
+        Only for deciding whether to stop for a person (from the SDK's parsed
+        arguments, without a digest) and for showing a person the call (from its
+        raw bytes, with the digest their decision is bound to): the call itself is
+        judged again by :meth:`Runtime.arun` when it runs.
+        """
+        spec = tool.spec
+        if ctx.tools.lookup(spec.name, spec.version) is None:
+            return _Admission(problem=_unknown(spec.ref))
+        now = self.runtime.clock.now()
+        nctx = NormalizationContext(
+            reference_time=ctx.reference_time or now, timezone=ctx.timezone, locale=ctx.locale
+        )
+        try:
+            if isinstance(arguments, bytes):
+                arguments = parse_arguments(arguments)
+            tool.input.validate(arguments)
+            if spec.normalizers:
+                arguments = normalize(arguments, spec.normalizers, nctx)
+                tool.input.validate(arguments)
+            problem = spec.semantic_check(arguments, nctx) if spec.semantic_check else None
+            if problem is not None:
+                return _Admission(problem=problem)
+            canonical = canonical_json(arguments) if digested else None
+            resources = tuple(spec.resources(arguments)) if spec.resources is not None else ()
+        except Rejection as r:
+            return _Admission(problem=r.problem)
+        except Exception as exc:  # noqa: BLE001 - the runtime fails a broken check closed too
+            return _Admission(problem=_broken(spec.ref, exc))
+        d = (
+            None
+            if canonical is None
+            else digest(
+                tenant=ctx.subject.tenant,
+                tool_name=spec.name,
+                tool_version=spec.version,
+                canonical=canonical,
+            )
+        )
+        decision = authorize(
+            self.runtime.policy,
+            # recheck: a look ahead must not spend rate limits the call will spend.
+            AuthzRequest(
+                subject=ctx.subject,
+                spec=spec,
+                arguments=arguments,
+                resources=resources,
+                now=now,
+                recheck=True,
+            ),
+        )
+        if isinstance(decision, Deny):
+            return _Admission(problem=decision.problem, arguments=arguments, digest=d)
+        reason = decision.reason if isinstance(decision, Confirm) else None
+        return _Admission(arguments=arguments, digest=d, confirm=reason)
+
+    def __repr__(self) -> str:
+        return f"GuardedTools({[t.name for t in self.tools]!r})"
+
+
+def _member(item: object, name: str) -> object:
+    """A field of an SDK item, which is a model or, restored from JSON, a dict."""
+    if isinstance(item, Mapping):
+        return item.get(name)
+    return getattr(item, name, None)
+
+
+def _utf8(text: str) -> bytes:
+    # A lone surrogate has no UTF-8 form: keep its code unit so the parser rejects it (R3).
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _unknown(ref: str) -> Problem:
+    return Problem(
+        kind="unknown_tool",
+        code="unknown_tool",
+        message=f"no tool {ref} is available in this request",
+        recoverable=True,
+    )
+
+
+def _broken(ref: str, exc: Exception) -> Problem:
+    return Problem(
+        kind="semantic",
+        code="check_failed",
+        message=f"{ref} could not check these arguments ({type(exc).__name__})",
+        recoverable=False,
+    )
