@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from harness import Harness, grant, spec
+from harness import Harness, grant, proposal, spec
 from toolbound import ConfirmationMismatch, State
 from toolbound.gates.confirm import check_confirmation
 from toolbound.testing import FakeTool
@@ -248,3 +248,41 @@ def test_a_denial_or_an_expired_approval_does_not_run(stored, clock):
     out = stored.run("write", {"text": "x"}, invocation_id="inv-1", approval=approval)
     assert out.problem.code == "confirmation_expired"
     assert stored.tool.calls == []
+
+
+# -- preview: what the gates would say, nothing recorded, run or spent ------------------
+
+
+def test_preview_says_a_person_would_be_asked_and_binds_the_digest(confirming):
+    """The preview's digest is the digest the call will have when it runs."""
+    seen = confirming.runtime.preview(proposal("write", {"text": "x"}), confirming.context())
+    assert (seen.decision, seen.problem) == ("confirm", None)
+    assert seen.arguments == {"text": "x"}
+    parked = confirming.run("write", {"text": "x"})
+    assert seen.digest == parked.request.digest
+    assert confirming.tool.calls == []
+
+
+def test_preview_rejects_what_run_would_reject_without_a_trace(confirming):
+    runtime, context = confirming.runtime, confirming.context()
+    assert runtime.preview(proposal("write", b'{"text":"a","text":"b"}'), context).problem.code == (
+        "duplicate_key"
+    )
+    assert runtime.preview(proposal("nope", {}), context).problem.code == "unknown_tool"
+    assert runtime.preview(proposal("write", {"text": 1}), context).problem.kind == "validation"
+    assert runtime.pending() == []
+
+
+def test_preview_never_spends_a_rate_limit(clock):
+    from datetime import timedelta
+
+    from toolbound import RateLimit
+
+    limit = RateLimit(1, timedelta(minutes=1), clock)
+    h = Harness(clock, grant(limits=(limit,)))
+    h.registry.register(spec("read"), FakeTool(returns={"text": "ok"}))
+    for _ in range(3):
+        assert h.runtime.preview(proposal("read", {"text": "x"}), h.context()).decision == "allow"
+    assert h.run("read", {"text": "x"}).kind == "observed"
+    assert h.run("read", {"text": "x"}).problem.code == "rate_limited"
+    h.close()

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Self, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Literal, Self, TypedDict, TypeVar, cast
 
 from toolbound._clock import Clock, SystemClock
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
@@ -85,7 +85,14 @@ from toolbound.trace import Trace, TraceSink
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
-    from toolbound._model import CommitStatus, JSONObject, JSONValue, Proposal, Subject
+    from toolbound._model import (
+        CommitStatus,
+        JSONObject,
+        JSONValue,
+        Proposal,
+        Subject,
+        ToolSpec,
+    )
     from toolbound.execution.tool import SecretProvider
     from toolbound.ledger.store import Phase
     from toolbound.provenance import Finding, FlowReport, Provenance
@@ -439,19 +446,8 @@ class Runtime:
 
         tool = ctx.tools.lookup(proposal.name, proposal.version)
         if tool is None:
-            # R17 row 1: no fuzzy matching; a hidden tool is rejected like an unknown one.
             wanted = proposal.name + (f"@{proposal.version}" if proposal.version else "")
-            return self._reject(
-                call,
-                State.VALIDATION_REJECTED,
-                Problem(
-                    kind="unknown_tool",
-                    code="unknown_tool",
-                    message=f"no tool {wanted} is available in this request",
-                    recoverable=True,
-                    hint="call only the tools you were given, by their exact names",
-                ),
-            )
+            return self._reject(call, State.VALIDATION_REJECTED, _unknown_tool(wanted))
         call.tool = tool
         spec = tool.spec
         nctx = NormalizationContext(
@@ -563,35 +559,76 @@ class Runtime:
         self, call: _Call, arguments: JSONObject, nctx: NormalizationContext
     ) -> tuple[JSONObject, bytes] | Rejected:
         """Validate, normalize, re-validate, semantic check, canonical form (R4 to R6)."""
-        tool = _must(call.tool)
-        spec = tool.spec
-        life = call.life
+        spec = _must(call.tool).spec
         try:
-            tool.input.validate(arguments)
-            if spec.normalizers:
-                arguments = normalize(arguments, spec.normalizers, nctx)
-                tool.input.validate(arguments)  # normalizers must keep the contract
-            if spec.semantic_check is not None:
-                problem = spec.semantic_check(arguments, nctx)
-                if problem is not None:
-                    raise Rejection(problem)  # noqa: TRY301 - one rejection path for all checks
-            canonical = canonical_json(arguments)
+            return _checked(_must(call.tool), arguments, nctx)
         except Rejection as r:
             return self._reject(call, State.VALIDATION_REJECTED, r.problem, spec=spec.ref)
         except Exception as exc:  # noqa: BLE001 - a broken normalizer or check fails closed
-            life.trace.record("check_exception", type=type(exc).__name__, text=str(exc))
+            call.life.trace.record("check_exception", type=type(exc).__name__, text=str(exc))
             return self._reject(
-                call,
-                State.VALIDATION_REJECTED,
-                Problem(
-                    kind="semantic",
-                    code="check_failed",
-                    message=f"{spec.ref} could not check these arguments ({type(exc).__name__})",
-                    recoverable=False,
-                ),
-                spec=spec.ref,
+                call, State.VALIDATION_REJECTED, _check_failed(spec, exc), spec=spec.ref
             )
-        return arguments, canonical
+
+    def preview(self, proposal: Proposal, context: CallContext) -> Preview:
+        """What the gates would decide for ``proposal``, with nothing recorded, run or spent.
+
+        The same parse, validation, normalization, digest, provenance and policy as
+        :meth:`run`, in the same order — for a surface that must know before it runs
+        a call whether a person will be asked (an SDK's approval hook), or must show
+        a person the normalized arguments and digest. Rate limits are consulted as a
+        recheck, so a preview never spends them. The call itself is judged again when
+        it runs.
+        """
+        tool = context.tools.lookup(proposal.name, proposal.version)
+        if tool is None:
+            wanted = proposal.name + (f"@{proposal.version}" if proposal.version else "")
+            return Preview(problem=_unknown_tool(wanted))
+        spec = tool.spec
+        now = self.clock.now()
+        nctx = NormalizationContext(
+            reference_time=context.reference_time or now,
+            timezone=context.timezone,
+            locale=context.locale,
+        )
+        try:
+            arguments, canonical = _checked(
+                tool, parse_arguments(proposal.arguments, self._limits), nctx
+            )
+            resources = tuple(spec.resources(arguments)) if spec.resources is not None else ()
+        except Rejection as r:
+            return Preview(problem=r.problem)
+        except Exception as exc:  # noqa: BLE001 - fails closed, as run() does
+            return Preview(problem=_check_failed(spec, exc))
+        d = digest(
+            tenant=context.subject.tenant,
+            tool_name=spec.name,
+            tool_version=spec.version,
+            canonical=canonical,
+        )
+        flows = None
+        if context.provenance is not None:
+            try:
+                flows = context.provenance.examine(arguments)
+            except Exception:  # noqa: BLE001 - flow rules then fail closed, as in run()
+                flows = None
+        decision = authorize(
+            self.policy,
+            AuthzRequest(
+                subject=context.subject,
+                spec=spec,
+                arguments=arguments,
+                resources=resources,
+                now=now,
+                recheck=True,
+                provenance=flows,
+            ),
+        )
+        if isinstance(decision, Deny):
+            return Preview(problem=decision.problem, arguments=arguments, digest=d, decision="deny")
+        return Preview(
+            arguments=arguments, digest=d, decision=decision.kind, reason=decision.reason
+        )
 
     def _begin(self, proposal: Proposal, ctx: CallContext) -> _Call:
         """A new call in PROPOSED, its trace opened with the raw proposal (R14)."""
@@ -1700,6 +1737,57 @@ def _output_problem(tool: RegisteredTool, value: object) -> Problem | None:
             pointer=r.problem.pointer,
         )
     return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preview:
+    """What :meth:`Runtime.preview` found: a problem, or the decision the policy would take."""
+
+    problem: Problem | None = None
+    arguments: JSONObject | None = field(default=None, hash=False)
+    digest: str | None = None
+    decision: Literal["allow", "confirm", "deny"] | None = None
+    reason: str = ""
+
+
+def _checked(
+    tool: RegisteredTool, arguments: JSONObject, nctx: NormalizationContext
+) -> tuple[JSONObject, bytes]:
+    """Validate, normalize, re-validate, semantic check, canonical form (R4 to R6).
+
+    Raises :class:`Rejection` for arguments that fail; any other exception is a
+    broken normalizer or check, which the callers fail closed.
+    """
+    spec = tool.spec
+    tool.input.validate(arguments)
+    if spec.normalizers:
+        arguments = normalize(arguments, spec.normalizers, nctx)
+        tool.input.validate(arguments)  # normalizers must keep the contract
+    if spec.semantic_check is not None:
+        problem = spec.semantic_check(arguments, nctx)
+        if problem is not None:
+            raise Rejection(problem)
+    return arguments, canonical_json(arguments)
+
+
+def _check_failed(spec: ToolSpec, exc: Exception) -> Problem:
+    return Problem(
+        kind="semantic",
+        code="check_failed",
+        message=f"{spec.ref} could not check these arguments ({type(exc).__name__})",
+        recoverable=False,
+    )
+
+
+def _unknown_tool(wanted: str) -> Problem:
+    # R17 row 1: no fuzzy matching; a hidden tool is rejected like an unknown one.
+    return Problem(
+        kind="unknown_tool",
+        code="unknown_tool",
+        message=f"no tool {wanted} is available in this request",
+        recoverable=True,
+        hint="call only the tools you were given, by their exact names",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ The SDK is an optional dependency: ``pip install 'toolbound[agents]'``.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Mapping
@@ -53,13 +54,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from toolbound._errors import ConfigurationError, ConfirmationMismatch, Problem, Rejection
-from toolbound._model import NormalizationContext, Proposal
+from toolbound._errors import ConfigurationError, ConfirmationMismatch, Problem
+from toolbound._model import Proposal
 from toolbound.adapters import NameMap
 from toolbound.adapters.openai_responses import tool_definitions
-from toolbound.gates.authorize import AuthzRequest, Confirm, Deny, authorize
-from toolbound.gates.normalize import canonical_json, digest, normalize
-from toolbound.gates.parse import parse_arguments
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import model_error
 from toolbound.runtime import CallContext
@@ -294,7 +292,7 @@ class GuardedTools:
             # The SDK asks with arguments it parsed itself (a duplicate key is already
             # gone); they only decide whether to stop for a person. The call is judged,
             # and run, from its raw bytes in on_invoke_tool.
-            seen = self._admission(tool, params, self._call_context(run), digested=False)
+            seen = self._admission(tool, params, self._call_context(run))
             return seen.confirm is not None
 
         async def on_invoke_tool(ctx: SDKToolContext[Any], arguments: str) -> str:
@@ -384,69 +382,27 @@ class GuardedTools:
         return self._context(run)
 
     def _admission(
-        self,
-        tool: RegisteredTool,
-        arguments: JSONObject | bytes,
-        ctx: CallContext,
-        *,
-        digested: bool = True,
+        self, tool: RegisteredTool, arguments: JSONObject | bytes, ctx: CallContext
     ) -> _Admission:
-        """The runtime's gates over ``arguments``, in its order, spending and recording nothing.
+        """The runtime's gates over ``arguments`` (:meth:`Runtime.preview`): nothing spent.
 
         Only for deciding whether to stop for a person (from the SDK's parsed
-        arguments, without a digest) and for showing a person the call (from its
-        raw bytes, with the digest their decision is bound to): the call itself is
-        judged again by :meth:`Runtime.arun` when it runs.
+        arguments) and for showing a person the call (from its raw bytes, with the
+        digest their decision is bound to): the call itself is judged again by
+        :meth:`Runtime.arun` when it runs.
         """
+        raw = arguments if isinstance(arguments, bytes) else json.dumps(arguments).encode()
         spec = tool.spec
-        if ctx.tools.lookup(spec.name, spec.version) is None:
-            return _Admission(problem=_unknown(spec.ref))
-        now = self.runtime.clock.now()
-        nctx = NormalizationContext(
-            reference_time=ctx.reference_time or now, timezone=ctx.timezone, locale=ctx.locale
+        seen = self.runtime.preview(
+            Proposal(name=spec.name, version=spec.version, arguments=raw, proposal_id="preview"),
+            ctx,
         )
-        try:
-            if isinstance(arguments, bytes):
-                arguments = parse_arguments(arguments)
-            tool.input.validate(arguments)
-            if spec.normalizers:
-                arguments = normalize(arguments, spec.normalizers, nctx)
-                tool.input.validate(arguments)
-            problem = spec.semantic_check(arguments, nctx) if spec.semantic_check else None
-            if problem is not None:
-                return _Admission(problem=problem)
-            canonical = canonical_json(arguments) if digested else None
-            resources = tuple(spec.resources(arguments)) if spec.resources is not None else ()
-        except Rejection as r:
-            return _Admission(problem=r.problem)
-        except Exception as exc:  # noqa: BLE001 - the runtime fails a broken check closed too
-            return _Admission(problem=_broken(spec.ref, exc))
-        d = (
-            None
-            if canonical is None
-            else digest(
-                tenant=ctx.subject.tenant,
-                tool_name=spec.name,
-                tool_version=spec.version,
-                canonical=canonical,
-            )
+        return _Admission(
+            problem=seen.problem,
+            arguments=seen.arguments,
+            digest=seen.digest,
+            confirm=seen.reason if seen.decision == "confirm" else None,
         )
-        decision = authorize(
-            self.runtime.policy,
-            # recheck: a look ahead must not spend rate limits the call will spend.
-            AuthzRequest(
-                subject=ctx.subject,
-                spec=spec,
-                arguments=arguments,
-                resources=resources,
-                now=now,
-                recheck=True,
-            ),
-        )
-        if isinstance(decision, Deny):
-            return _Admission(problem=decision.problem, arguments=arguments, digest=d)
-        reason = decision.reason if isinstance(decision, Confirm) else None
-        return _Admission(arguments=arguments, digest=d, confirm=reason)
 
     def __repr__(self) -> str:
         return f"GuardedTools({[t.name for t in self.tools]!r})"
