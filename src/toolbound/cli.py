@@ -292,3 +292,10 @@ def _clock() -> Clock:
 def _short(value: object, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+if _MISSING is None:
+    from toolbound.mcp.cli import mcp_gateway, mcp_serve
+
+    _cli.add_command(mcp_gateway)
+    _cli.add_command(mcp_serve)

@@ -89,6 +89,7 @@ __all__ = [
     "Principal",
     "ServiceConfig",
     "TelemetryConfig",
+    "check_tables",
     "hash_key",
     "load_config",
     "parse_config",
@@ -102,9 +103,14 @@ _EFFECTS: frozenset[str] = frozenset(
 _ACTIONS: frozenset[str] = frozenset({"read", "create", "modify", "delete"})
 _SHA256_HEX = re.compile("[0-9a-f]{64}")
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+# [gateway] and [[upstream]] belong to the MCP gateway (toolbound.mcp.config), which
+# reads the same file.
 _TOP = frozenset(
-    {"store", "tools", "principal", "grant", "service", "budgets", "retention", "telemetry"}
-)
+    {
+        "store", "tools", "principal", "grant", "service", "budgets", "retention", "telemetry",
+        "gateway", "upstream",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,11 +262,23 @@ def parse_config(text: str, *, source: Path | None = None) -> ServiceConfig:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([ConfigIssue("", f"not valid TOML: {exc}")], source=name) from None
+    config, issues = check_tables(raw, source=source)
+    if issues or config is None:
+        raise ConfigError(issues, source=name)
+    return config
+
+
+def check_tables(
+    raw: Mapping[str, object], *, source: Path | None = None
+) -> tuple[ServiceConfig | None, list[ConfigIssue]]:
+    """Validate already-parsed TOML tables: the configuration, or ``None`` and every issue.
+
+    For a program that reads more sections of the same file (the MCP gateway's
+    ``[gateway]`` and ``[[upstream]]``) and reports all problems together.
+    """
     checker = _Checker()
     config = checker.config(raw, source)
-    if checker.issues or config is None:
-        raise ConfigError(checker.issues, source=name)
-    return config
+    return (None if checker.issues else config), checker.issues
 
 
 # ---------------------------------------------------------------------------

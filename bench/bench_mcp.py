@@ -1,0 +1,161 @@
+"""The MCP gateway against a direct client → upstream call, measured in the same run.
+
+The tool is mcp-server-time's ``get_current_time``, a read with an output schema,
+started as a real child process. Three ways to call it, with the official MCP SDK
+client in every case:
+
+* **direct**: client → mcp-server-time (stdio);
+* **gateway**: client → the gateway in this process (the SDK's in-process
+  connection, as when a service mounts it) → mcp-server-time (stdio);
+* **gateway over stdio**: client → ``toolbound mcp-gateway`` (a child process) →
+  mcp-server-time — one more process hop than direct.
+
+For each: µs per call one at a time (best round, and the median round), the CPU
+time this process spent per call (the client's, plus the gateway's when it runs
+here), and calls/s with several callers at once. The gateway's path is the whole
+pipeline: parse, validate, normalize, digest, authorize, execute under a deadline,
+check the output schema, encode, trace.
+
+Run: ``.venv/bin/python bench/bench_mcp.py`` (add ``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from toolbound import Subject
+from toolbound.mcp import Gateway, load_gateway_config
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+QUICK = "--quick" in sys.argv
+CALLS = 30 if QUICK else 300
+ROUNDS = 2 if QUICK else 5
+CALLERS = 8
+TOKEN = "bench-token"  # noqa: S105 - a throwaway principal of this run
+ARGS = {"timezone": "Europe/Paris"}
+QUIET = Path(os.devnull).open("w")  # noqa: SIM115 - the upstreams' stderr, for the whole run
+
+CONFIG = f"""
+[store]
+url = "memory"
+
+[gateway]
+stdio_principal = "bench"
+
+[[principal]]
+name = "bench"
+key_sha256 = "{hashlib.sha256(TOKEN.encode()).hexdigest()}"
+subject = "bench"
+tenant = "acme"
+roles = ["agent"]
+
+[[grant]]
+subject = "bench"
+tenant = "acme"
+capability = "time:read"
+actions = ["read"]
+
+[[upstream]]
+name = "time"
+command = ["{sys.executable}", "-m", "mcp_server_time", "--local-timezone", "UTC"]
+[upstream.tools.get_current_time]
+effect = "read"
+capability = "time:read"
+"""
+
+
+async def per_call(call: Callable[[], Awaitable[object]]) -> tuple[float, float]:
+    """Mean wall µs and mean CPU µs of this process, over ``CALLS`` sequential calls."""
+    started, cpu = time.perf_counter(), time.process_time()
+    for _ in range(CALLS):
+        await call()
+    wall = (time.perf_counter() - started) / CALLS * 1e6
+    return wall, (time.process_time() - cpu) / CALLS * 1e6
+
+
+async def throughput(call: Callable[[], Awaitable[object]]) -> float:
+    """Calls per second with ``CALLERS`` callers at once, ``CALLS`` calls in all."""
+
+    async def caller(n: int) -> None:
+        for _ in range(n):
+            await call()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller(CALLS // CALLERS) for _ in range(CALLERS)))
+    return CALLERS * (CALLS // CALLERS) / (time.perf_counter() - started)
+
+
+async def main() -> None:
+    """Measure the three paths in interleaved rounds and print them with ratios."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
+    (folder / "gateway.toml").write_text(CONFIG)
+    config = load_gateway_config(folder / "gateway.toml")
+    time_server = StdioServerParameters(
+        command=sys.executable, args=["-m", "mcp_server_time", "--local-timezone", "UTC"]
+    )
+    gateway_process = StdioServerParameters(
+        command=str(Path(sys.executable).parent / "toolbound"),
+        args=["mcp-gateway", "--config", str(folder / "gateway.toml")],
+    )
+    gateway = Gateway(config, errlog=QUIET)
+    async with (
+        gateway.running(),
+        Client(stdio_client(time_server, errlog=QUIET)) as direct,
+        Client(gateway.server.lowlevel(Subject(id="bench", tenant="acme"))) as guarded,
+        Client(stdio_client(gateway_process, errlog=QUIET)) as remote,
+    ):
+        paths: dict[str, Callable[[], Awaitable[object]]] = {
+            "direct": lambda: direct.call_tool("get_current_time", ARGS),
+            "gateway": lambda: guarded.call_tool("time.get_current_time", ARGS),
+            "gateway over stdio": lambda: remote.call_tool("time.get_current_time", ARGS),
+        }
+        for call in paths.values():  # warm up every connection and cache
+            for _ in range(20):
+                assert not getattr(await call(), "is_error", True)
+        latency: dict[str, list[float]] = {name: [] for name in paths}
+        cpu: dict[str, list[float]] = {name: [] for name in paths}
+        rate: dict[str, list[float]] = {name: [] for name in paths}
+        for _ in range(ROUNDS):  # interleaved, so load on the machine hits all alike
+            for name, call in paths.items():
+                wall, used = await per_call(call)
+                latency[name].append(wall)
+                cpu[name].append(used)
+                rate[name].append(await throughput(call))
+    base_us = min(latency["direct"])
+    base_rate = max(rate["direct"])
+    print(f"get_current_time via mcp-server-time; {CALLS} calls x {ROUNDS} rounds")
+    print(
+        f"{'path':<20} {'µs/call':>9} {'median':>9} {'ratio':>6} {'cpu µs':>8} "
+        f"{'calls/s':>9} {'ratio':>6}"
+    )
+    for name in paths:
+        best = min(latency[name])
+        print(
+            f"{name:<20} {best:>9.0f} {statistics.median(latency[name]):>9.0f} "
+            f"{best / base_us:>6.2f} {min(cpu[name]):>8.0f} "
+            f"{max(rate[name]):>9.0f} {max(rate[name]) / base_rate:>6.2f}"
+        )
+    # CPU time of this process does not count the time other processes took the
+    # cores: on a busy machine it is the steadier measure of what the gateway costs.
+    added = min(cpu["gateway"]) - min(cpu["direct"])
+    print(
+        f"the gateway's own work: {added:.0f} µs CPU per call "
+        f"({added / base_us:.0%} of a direct call's {base_us:.0f} µs)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,437 @@
+"""The gateway's TOML configuration: the service file plus ``[gateway]`` and ``[[upstream]]``.
+
+One file configures both the service and the MCP gateway. The service's sections
+(``[store]``, ``[[principal]]``, ``[[grant]]``, ``[budgets]``, ``[retention]``,
+``[service]``, ``[telemetry]``) are read and checked by :mod:`toolbound.config`
+exactly as the service reads them; this module adds two::
+
+    [gateway]
+    name = "toolbound-gateway"        # the server name downstream clients see
+    stdio_principal = "local"         # who a stdio client is (a [[principal]] name)
+    confirm = "elicitation"           # or "console": never ask through the client
+    approvals = "gateway.approvals.json"   # approved tool versions (default: beside this file)
+    http_path = "/mcp"
+
+    [[upstream]]
+    name = "git"                      # also the default prefix: tools become git.<tool>
+    command = ["python", "-m", "mcp_server_git", "--repository", "/srv/repo"]
+    # url = "http://127.0.0.1:9000/mcp"; bearer_env = "GIT_UPSTREAM_TOKEN"
+    timeout = 30                      # seconds per call (the deadline)
+    attempt_timeout = 10              # seconds per attempt (a slower answer is lost)
+    new_tools = "trust"               # pin a tool's first definition, or "quarantine"
+    strict_schemas = true             # close object schemas against invented fields
+
+    [upstream.tools.git_commit]
+    effect = "irreversible_write"     # unset: irreversible_write, the most conservative
+    capability = "git:write"          # unset: "<upstream>:<tool>"
+    resource = { kind = "repository", pointer = "/repo_path", action = "modify" }
+    idempotency = "none"              # or "native_key": the upstream dedupes by key
+    max_attempts = 1
+
+Every problem is reported at once, with the key path it is about
+(``upstream[1].tools.git_commit.effect: …``), in one
+:class:`~toolbound.config.ConfigError`. Loading opens nothing and starts nothing.
+Annotations an upstream publishes are never read here: a tool's effect class
+comes from this file only (R18: untrusted upstreams).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast, get_args
+
+from toolbound import config as service_config
+from toolbound._model import Action, EffectClass, IdempotencySupport, Subject
+from toolbound.config import ConfigError, ConfigIssue, ServiceConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from toolbound.config import Principal
+
+__all__ = [
+    "GatewayConfig",
+    "GatewaySettings",
+    "GrantHolder",
+    "ResourceRule",
+    "ToolRule",
+    "UpstreamConfig",
+    "load_gateway_config",
+    "parse_gateway_config",
+]
+
+ConfirmVia = Literal["elicitation", "console"]
+NewTools = Literal["trust", "quarantine"]
+
+CONSERVATIVE_EFFECT: EffectClass = "irreversible_write"
+"""The effect class of a tool the configuration says nothing about (R18)."""
+
+_EFFECTS: frozenset[str] = frozenset(get_args(EffectClass))
+_ACTIONS: frozenset[str] = frozenset(get_args(Action))
+_IDEMPOTENCY: frozenset[str] = frozenset(get_args(IdempotencySupport)) - {"query_by_key"}
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+_GATEWAY_KEYS = frozenset({"name", "stdio_principal", "confirm", "approvals", "http_path"})
+_UPSTREAM_KEYS = frozenset(
+    {
+        "name", "prefix", "command", "env", "cwd", "url", "bearer_env", "timeout",
+        "attempt_timeout", "new_tools", "strict_schemas", "refresh_seconds", "tools",
+    }
+)  # fmt: skip
+_TOOL_KEYS = frozenset(
+    {"effect", "capability", "resource", "idempotency", "max_attempts", "timeout", "hidden"}
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceRule:
+    """Which resource a call of one tool touches: the argument at ``pointer``."""
+
+    kind: str
+    pointer: str
+    action: Action
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolRule:
+    """What the gateway decides about one upstream tool (nothing comes from the upstream)."""
+
+    effect: EffectClass = CONSERVATIVE_EFFECT
+    capability: str | None = None
+    resource: ResourceRule | None = None
+    idempotency: IdempotencySupport = "none"
+    max_attempts: int | None = None
+    timeout: float | None = None
+    hidden: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamConfig:
+    """One upstream MCP server: a command run over stdio, or a streamable HTTP URL."""
+
+    name: str
+    prefix: str
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    bearer_env: str | None = None
+    timeout: float = 30.0
+    attempt_timeout: float | None = None
+    new_tools: NewTools = "trust"
+    strict_schemas: bool = True
+    refresh_seconds: float = 60.0
+    tools: Mapping[str, ToolRule] = field(default_factory=dict)
+
+    def rule(self, tool: str) -> ToolRule:
+        """The configured rule for ``tool``, or the conservative default."""
+        return self.tools.get(tool, ToolRule())
+
+    def capability(self, tool: str) -> str:
+        """The capability a call of ``tool`` needs: configured, or ``<upstream>:<tool>``."""
+        return self.rule(tool).capability or f"{self.name}:{tool}"
+
+
+@dataclass(frozen=True, slots=True)
+class GrantHolder:
+    """The parts of a configured grant that decide which tools a subject sees."""
+
+    subject: str
+    tenant: str
+    session: str | None
+    capability: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewaySettings:
+    """The ``[gateway]`` table."""
+
+    name: str = "toolbound-gateway"
+    stdio_principal: str | None = None
+    confirm: ConfirmVia = "elicitation"
+    approvals: Path | None = None
+    http_path: str = "/mcp"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayConfig:
+    """A validated gateway configuration: the service's sections and the gateway's own."""
+
+    service: ServiceConfig
+    gateway: GatewaySettings
+    upstreams: tuple[UpstreamConfig, ...]
+
+    @property
+    def approvals_path(self) -> Path:
+        """Where approved tool versions are kept (a JSON file beside the configuration)."""
+        if self.gateway.approvals is not None:
+            return self.gateway.approvals
+        source = self.service.source
+        if source is None:
+            return Path("toolbound-gateway.approvals.json").resolve()
+        return source.resolve().with_suffix(".approvals.json")
+
+    def subject_for(self, token: str) -> Subject | None:
+        """The subject a bearer token stands for; only principals with the ``agent`` role call."""
+        principal = self.service.principal_for(token)
+        if principal is None or "agent" not in principal.roles:
+            return None
+        return Subject(id=principal.subject, tenant=principal.tenant)
+
+    def grant_holders(self) -> list[GrantHolder]:
+        """Who holds which capability, from ``[[grant]]``: what decides visibility."""
+        return [
+            GrantHolder(
+                subject=str(g["subject"]),
+                tenant=str(g["tenant"]),
+                session=None if g.get("session") is None else str(g.get("session")),
+                capability=str(g["capability"]),
+            )
+            for g in self.service.grants
+        ]
+
+    def stdio_principal(self) -> Principal | None:
+        """The principal a stdio client stands for, if one is configured."""
+        wanted = self.gateway.stdio_principal
+        return next((p for p in self.service.principals if p.name == wanted), None)
+
+
+def load_gateway_config(path: str | Path) -> GatewayConfig:
+    """Read and validate the TOML file at ``path``."""
+    source = Path(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            [ConfigIssue("", f"cannot read the file: {exc}")], source=str(path)
+        ) from None
+    return parse_gateway_config(text, source=source)
+
+
+def parse_gateway_config(text: str, *, source: Path | None = None) -> GatewayConfig:
+    """Validate TOML ``text``; relative paths resolve against ``source``'s folder."""
+    name = str(source) if source else ""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([ConfigIssue("", f"not valid TOML: {exc}")], source=name) from None
+    gateway_raw = raw.pop("gateway", {})
+    upstream_raw = raw.pop("upstream", [])
+    # The service's own sections are checked by the service's checker, so that one
+    # file means the same thing to both.
+    service, shared_issues = service_config.check_tables(raw, source=source)
+    mine = _Checker(source)
+    settings = mine.gateway(gateway_raw)
+    upstreams = mine.upstreams(upstream_raw)
+    if settings.stdio_principal is not None:
+        declared = raw.get("principal", [])
+        names = {p.get("name") for p in declared if isinstance(p, dict)}
+        if settings.stdio_principal not in names:
+            mine.fail(
+                "gateway.stdio_principal",
+                f"no [[principal]] is named {settings.stdio_principal!r}",
+            )
+    issues = [*shared_issues, *mine.issues]
+    if issues or service is None:
+        raise ConfigError(issues, source=name)
+    return GatewayConfig(service=service, gateway=settings, upstreams=upstreams)
+
+
+class _Checker:
+    """Collects every problem in the gateway's sections, each with its key path."""
+
+    def __init__(self, source: Path | None) -> None:
+        self.issues: list[ConfigIssue] = []
+        self.folder = source.resolve().parent if source is not None else Path.cwd()
+
+    def fail(self, path: str, message: str) -> None:
+        self.issues.append(ConfigIssue(path, message))
+
+    def known(self, raw: Mapping[str, object], path: str, allowed: frozenset[str]) -> None:
+        for key in raw:
+            if key not in allowed:
+                self.fail(
+                    f"{path}.{key}", f"unknown key (expected one of {', '.join(sorted(allowed))})"
+                )
+
+    def text(
+        self, raw: Mapping[str, object], path: str, key: str, default: str | None = None
+    ) -> str | None:
+        value = raw.get(key, default)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            self.fail(f"{path}.{key}", f"must be a non-empty string, got {value!r}")
+            return default
+        return value
+
+    def seconds(
+        self, raw: Mapping[str, object], path: str, key: str, default: float | None
+    ) -> float | None:
+        value = raw.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            self.fail(f"{path}.{key}", f"must be a positive number of seconds, got {value!r}")
+            return default
+        return float(value)
+
+    def choice(
+        self, raw: Mapping[str, object], path: str, key: str, allowed: frozenset[str], default: str
+    ) -> str:
+        value = raw.get(key, default)
+        if value not in allowed:
+            self.fail(
+                f"{path}.{key}", f"must be one of {', '.join(sorted(allowed))}, got {value!r}"
+            )
+            return default
+        return value
+
+    def flag(self, raw: Mapping[str, object], path: str, key: str, *, default: bool) -> bool:
+        value = raw.get(key, default)
+        if not isinstance(value, bool):
+            self.fail(f"{path}.{key}", f"must be true or false, got {value!r}")
+            return default
+        return value
+
+    def gateway(self, raw: object) -> GatewaySettings:
+        if not isinstance(raw, dict):
+            self.fail("gateway", "must be a table ([gateway])")
+            return GatewaySettings()
+        table = cast("dict[str, object]", raw)
+        self.known(table, "gateway", _GATEWAY_KEYS)
+        approvals = self.text(table, "gateway", "approvals")
+        http_path = self.text(table, "gateway", "http_path", "/mcp") or "/mcp"
+        if not http_path.startswith("/"):
+            self.fail("gateway.http_path", f"must start with '/', got {http_path!r}")
+        return GatewaySettings(
+            name=self.text(table, "gateway", "name", "toolbound-gateway") or "toolbound-gateway",
+            stdio_principal=self.text(table, "gateway", "stdio_principal"),
+            confirm=cast(
+                "ConfirmVia",
+                self.choice(
+                    table,
+                    "gateway",
+                    "confirm",
+                    frozenset({"elicitation", "console"}),
+                    "elicitation",
+                ),
+            ),
+            approvals=None if approvals is None else self.folder / approvals,
+            http_path=http_path,
+        )
+
+    def upstreams(self, raw: object) -> tuple[UpstreamConfig, ...]:
+        if not isinstance(raw, list) or not all(isinstance(u, dict) for u in raw):
+            self.fail("upstream", "must be an array of tables ([[upstream]])")
+            return ()
+        out = [
+            self.upstream(cast("dict[str, object]", u), f"upstream[{i}]") for i, u in enumerate(raw)
+        ]
+        for what in ("name", "prefix"):
+            seen: dict[str, int] = {}
+            for i, upstream in enumerate(out):
+                value = getattr(upstream, what)
+                if value in seen:
+                    self.fail(
+                        f"upstream[{i}].{what}",
+                        f"{value!r} is already used by upstream[{seen[value]}]",
+                    )
+                seen.setdefault(value, i)
+        return tuple(out)
+
+    def upstream(self, raw: Mapping[str, object], path: str) -> UpstreamConfig:
+        self.known(raw, path, _UPSTREAM_KEYS)
+        name = self.text(raw, path, "name") or ""
+        if name and not _NAME.match(name):
+            self.fail(f"{path}.name", f"must match {_NAME.pattern}, got {name!r}")
+        prefix = self.text(raw, path, "prefix", name) or name
+        if prefix and not _NAME.match(prefix):
+            self.fail(f"{path}.prefix", f"must match {_NAME.pattern}, got {prefix!r}")
+        command = raw.get("command", [])
+        if not isinstance(command, list) or not all(isinstance(c, str) and c for c in command):
+            self.fail(f"{path}.command", f"must be an array of non-empty strings, got {command!r}")
+            command = []
+        url = self.text(raw, path, "url")
+        if url is not None and not url.startswith(("http://", "https://")):
+            self.fail(f"{path}.url", f"must be an http(s) URL, got {url!r}")
+        if bool(command) == (url is not None):
+            self.fail(path, "give exactly one of command (a stdio server) or url (streamable HTTP)")
+        env = raw.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            self.fail(f"{path}.env", f"must be a table of strings, got {env!r}")
+            env = {}
+        cwd = self.text(raw, path, "cwd")
+        tools_raw = raw.get("tools", {})
+        tools: dict[str, ToolRule] = {}
+        if not isinstance(tools_raw, dict):
+            self.fail(f"{path}.tools", "must be a table of tables ([upstream.tools.NAME])")
+        else:
+            for tool, rule in cast("dict[str, object]", tools_raw).items():
+                tools[tool] = self.tool(rule, f"{path}.tools.{tool}")
+        return UpstreamConfig(
+            name=name,
+            prefix=prefix,
+            command=tuple(cast("list[str]", command)),
+            env=cast("dict[str, str]", env),
+            cwd=None if cwd is None else str(self.folder / cwd),
+            url=url,
+            bearer_env=self.text(raw, path, "bearer_env"),
+            timeout=self.seconds(raw, path, "timeout", 30.0) or 30.0,
+            attempt_timeout=self.seconds(raw, path, "attempt_timeout", None),
+            new_tools=cast(
+                "NewTools",
+                self.choice(raw, path, "new_tools", frozenset({"trust", "quarantine"}), "trust"),
+            ),
+            strict_schemas=self.flag(raw, path, "strict_schemas", default=True),
+            refresh_seconds=self.seconds(raw, path, "refresh_seconds", 60.0) or 60.0,
+            tools=tools,
+        )
+
+    def tool(self, raw: object, path: str) -> ToolRule:
+        if not isinstance(raw, dict):
+            self.fail(path, "must be a table")
+            return ToolRule()
+        table = cast("dict[str, object]", raw)
+        self.known(table, path, _TOOL_KEYS)
+        effect = self.choice(table, path, "effect", _EFFECTS, CONSERVATIVE_EFFECT)
+        idempotency = self.choice(table, path, "idempotency", _IDEMPOTENCY, "none")
+        if idempotency != "none" and effect in {"pure", "read"}:
+            self.fail(f"{path}.idempotency", "only a write has an idempotency key")
+        attempts = table.get("max_attempts")
+        if attempts is not None and (
+            isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
+        ):
+            self.fail(f"{path}.max_attempts", f"must be a positive integer, got {attempts!r}")
+            attempts = None
+        return ToolRule(
+            effect=cast("EffectClass", effect),
+            capability=self.text(table, path, "capability"),
+            resource=self.resource(table.get("resource"), f"{path}.resource", effect),
+            idempotency=cast("IdempotencySupport", idempotency),
+            max_attempts=attempts,
+            timeout=self.seconds(table, path, "timeout", None),
+            hidden=self.flag(table, path, "hidden", default=False),
+        )
+
+    def resource(self, raw: object, path: str, effect: str) -> ResourceRule | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            self.fail(path, "must be a table: { kind, pointer, action }")
+            return None
+        table = cast("dict[str, object]", raw)
+        self.known(table, path, frozenset({"kind", "pointer", "action"}))
+        pointer = self.text(table, path, "pointer") or ""
+        if pointer and not pointer.startswith("/"):
+            self.fail(
+                f"{path}.pointer", f"must be a JSON pointer starting with '/', got {pointer!r}"
+            )
+        default_action = "read" if effect in {"pure", "read"} else "modify"
+        return ResourceRule(
+            kind=self.text(table, path, "kind") or "",
+            pointer=pointer,
+            action=cast("Action", self.choice(table, path, "action", _ACTIONS, default_action)),
+        )

@@ -1,0 +1,390 @@
+"""The MCP gateway: upstream MCP servers, every call through the whole pipeline (R18).
+
+:class:`Gateway` connects to the upstreams its configuration names (stdio commands
+and streamable HTTP URLs), imports their tools as tool specs (:class:`~toolbound.ToolSpec`) and
+serves them downstream as ``<prefix>.<tool>`` through a
+:class:`~toolbound.mcp.server.GuardedServer`. Between a downstream caller and an
+upstream there is: strict parsing, schema validation that fails closed (a tool whose
+schema is missing or does not compile is not served), authorization of the caller's
+own subject (bearer token → principal in the configuration), confirmation, the
+idempotency ledger for writes, retries only as R10's matrix allows, output
+validation (never of an ``isError`` result, whose text reaches the caller whole),
+result encoding and the trace.
+
+An upstream is untrusted (:mod:`toolbound.mcp.upstream`): its annotations are hints
+no decision reads; each tool's effect class comes from the configuration and is
+``irreversible_write`` when unset. A tool's version is the digest of its definition,
+and a tool is served only while that digest is the approved one
+(:mod:`toolbound.mcp.approvals`); a changed definition is quarantined — neither
+listed nor callable — until a person approves it (:meth:`Gateway.approve_tool`,
+``toolbound mcp-gateway --config FILE approve-tool NAME --digest D``).
+
+Mounting it in a service: the gateway holds its :class:`~toolbound.Runtime`
+(:attr:`Gateway.runtime`), so a console in the same process sees and decides the
+calls it parks::
+
+    gateway = Gateway(load_gateway_config("toolbound.toml"))
+    http = gateway.http()                      # authenticates with the [[principal]]s
+    app = Starlette(routes=[Mount("/mcp", app=http)], lifespan=...)
+    # in the lifespan:  async with gateway.running(), http.running(): yield
+    # in the console:   await gateway.runtime.aapprove(invocation_id, digest=d, approver=p)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from toolbound._clock import Clock, SystemClock
+from toolbound._errors import ToolboundError
+from toolbound._model import Resource, Subject, ToolSpec
+from toolbound.mcp.approvals import ApprovalStore
+from toolbound.mcp.server import GuardedServer, HttpEndpoint, holds_capabilities
+from toolbound.mcp.upstream import (
+    Upstream,
+    UpstreamTool,
+    close_schema,
+    definition_of,
+    digest_or_none,
+)
+from toolbound.registry import RegisteredTool, Registry, ToolSet
+from toolbound.runtime import Runtime
+from toolbound.service.core import ledger_for, telemetry_sinks
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+    from typing import TextIO
+
+    import mcp_types as types
+
+    from toolbound._model import JSONObject, JSONValue, ResourceExtractor
+    from toolbound.ledger.store import Ledger
+    from toolbound.mcp.config import GatewayConfig, ResourceRule
+    from toolbound.trace import TraceSink
+
+__all__ = ["Gateway", "ToolState", "ToolStatus", "ToolVersionMismatch"]
+
+_LOG = logging.getLogger("toolbound.mcp")
+
+ToolState = Literal["served", "quarantined", "broken", "hidden"]
+"""Where one upstream tool stands: served, waiting for a person's approval of its
+current definition, refused for a definition that cannot be enforced, or hidden by
+the configuration."""
+
+_FIRST_SIGHT = "trust on first use"
+
+
+class ToolVersionMismatch(ToolboundError):  # noqa: N818 - names the event
+    """An approval named a digest that is not the tool's current definition."""
+
+    code = "version_mismatch"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStatus:
+    """One upstream tool as the gateway sees it now."""
+
+    name: str
+    """The name served downstream, ``<prefix>.<tool>``."""
+    upstream: str
+    tool: str
+    state: ToolState
+    digest: str | None
+    approved_digest: str | None = None
+    reason: str = ""
+    definition: JSONObject = field(default_factory=dict, hash=False, repr=False)
+
+
+class Gateway:
+    """Guards the upstreams of a :class:`~toolbound.mcp.config.GatewayConfig`.
+
+    ``runtime`` defaults to one built from the configuration: its grants, its store
+    (``ledger`` overrides it) and its ``[telemetry]`` (``sinks`` overrides them). Pass
+    one to share a runtime with a service. ``errlog`` receives the stderr of stdio
+    upstreams.
+    """
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        runtime: Runtime | None = None,
+        ledger: Ledger | None = None,
+        clock: Clock | None = None,
+        sinks: Sequence[TraceSink] | None = None,
+        errlog: TextIO | None = None,
+    ) -> None:
+        self.config = config
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._owns_runtime = runtime is None
+        if runtime is None:
+            runtime = Runtime(
+                policy=config.service.build_policy(self.clock),
+                ledger=ledger if ledger is not None else ledger_for(config.service.store_url),
+                clock=self.clock,
+                sinks=telemetry_sinks(config.service) if sinks is None else sinks,
+            )
+        self.runtime = runtime
+        self.approvals = ApprovalStore(config.approvals_path)
+        self.upstreams = {u.name: Upstream(u, errlog=errlog) for u in config.upstreams}
+        self.registry = Registry()
+        self._served: dict[str, RegisteredTool] = {}
+        self._status: dict[str, ToolStatus] = {}
+        self._refreshed: dict[str, float] = {}
+        self.unreachable: set[str] = set()
+        """Upstreams whose last listing failed (their tools stay as they were)."""
+        self._generation = 0
+        self._views: dict[Subject, tuple[int, ToolSet]] = {}
+        self._lock: asyncio.Lock | None = None
+        self._can_see = holds_capabilities(config.grant_holders())
+        self.server = GuardedServer(
+            runtime=self.runtime,
+            catalog=self,
+            name=config.gateway.name,
+            confirm=("console" if config.service.four_eyes else config.gateway.confirm),
+            timeout=config.service.timeout,
+            result_budget=config.service.result_budget,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect every upstream (one that fails is retried at the next refresh) and import."""
+        self._lock = asyncio.Lock()
+        results = await asyncio.gather(
+            *(u.start() for u in self.upstreams.values()), return_exceptions=True
+        )
+        for upstream, result in zip(self.upstreams.values(), results, strict=True):
+            if isinstance(result, BaseException):
+                _LOG.warning("upstream %s: not reachable (%r)", upstream.name, result)
+        await self.refresh(listing=True)
+
+    async def stop(self) -> None:
+        """Close every upstream connection."""
+        await asyncio.gather(*(u.stop() for u in self.upstreams.values()))
+
+    def close(self) -> None:
+        """Release the runtime and ledger the gateway built (not one it was given)."""
+        if self._owns_runtime:
+            self.runtime.close()
+            self.runtime.ledger.close()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Gateway]:
+        """Started inside; stopped and closed after (a gateway runs once)."""
+        await self.start()
+        try:
+            yield self
+        finally:
+            await self.stop()
+            self.close()
+
+    def http(self, *, allowed_hosts: list[str] | None = None) -> HttpEndpoint:
+        """The gateway over streamable HTTP, callers authenticated by their bearer tokens."""
+        return HttpEndpoint(self.server, self.config.subject_for, allowed_hosts=allowed_hosts)
+
+    async def run_stdio(self) -> None:
+        """Serve one client on stdin/stdout as ``[gateway].stdio_principal``."""
+        principal = self.config.stdio_principal()
+        if principal is None:
+            msg = "serving over stdio needs [gateway].stdio_principal naming a [[principal]]"
+            raise ToolboundError(msg, code="no_stdio_principal")
+        async with self.running():
+            await self.server.run_stdio(Subject(id=principal.subject, tenant=principal.tenant))
+
+    # -- the catalog ----------------------------------------------------------------------
+
+    async def refresh(self, *, listing: bool = True) -> None:
+        """Re-import the upstreams' tools: always for a listing, else those gone stale."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        now = time.monotonic()
+        due = [
+            u
+            for u in self.upstreams.values()
+            if listing or now - self._refreshed.get(u.name, 0.0) > u.config.refresh_seconds
+        ]
+        if not due:
+            return
+        async with self._lock:
+            listings = await asyncio.gather(
+                *(self._listing(u) for u in due), return_exceptions=False
+            )
+            changed = False
+            for upstream, tools in zip(due, listings, strict=True):
+                if tools is None:
+                    self.unreachable.add(upstream.name)
+                else:
+                    self.unreachable.discard(upstream.name)
+                    changed |= self._import(upstream, tools)
+                    self._refreshed[upstream.name] = time.monotonic()
+            if changed:
+                self._generation += 1
+
+    def visible(self, subject: Subject) -> ToolSet:
+        """The served tools ``subject`` holds the capabilities for (list and call agree)."""
+        seen = self._views.get(subject)
+        if seen is not None and seen[0] == self._generation:
+            return seen[1]
+        view = ToolSet(t for t in self._served.values() if self._can_see(subject, t.spec))
+        self._views[subject] = (self._generation, view)
+        return view
+
+    def status(self) -> list[ToolStatus]:
+        """Every upstream tool the gateway knows, with its state; by served name."""
+        return [self._status[name] for name in sorted(self._status)]
+
+    async def approve_tool(self, name: str, *, digest: str, approver: str) -> ToolStatus:
+        """A person approves the current definition of ``name``, shown to them by ``digest``.
+
+        Raises :class:`ToolVersionMismatch` when the upstream's current definition has
+        another digest (it changed again since the person looked): nothing is approved.
+        """
+        await self.refresh(listing=True)
+        status = self._status.get(name)
+        if status is None:
+            msg = f"no upstream tool is served as {name!r}"
+            raise ToolVersionMismatch(msg, code="unknown_tool")
+        if status.digest != digest:
+            msg = f"{name}'s current definition is {status.digest}, not {digest}"
+            raise ToolVersionMismatch(msg)
+        self.approvals.approve(name, digest=digest, approver=approver, definition=status.definition)
+        await self.refresh(listing=True)
+        return self._status[name]
+
+    # -- importing ---------------------------------------------------------------------------
+
+    async def _listing(self, upstream: Upstream) -> list[types.Tool] | None:
+        try:
+            return await upstream.list_tools()
+        except Exception as exc:  # noqa: BLE001 - an unreachable upstream keeps what it had
+            _LOG.warning("upstream %s: cannot list tools (%r)", upstream.name, exc)
+            return None
+
+    def _import(self, upstream: Upstream, tools: list[types.Tool]) -> bool:
+        """Bring one upstream's served tools in line with its listing; whether any changed."""
+        cfg = upstream.config
+        before = {n: t.spec.key for n, t in self._served.items() if n.startswith(cfg.prefix + ".")}
+        for name in before:
+            del self._served[name]
+        for name in [n for n, s in self._status.items() if s.upstream == cfg.name]:
+            del self._status[name]
+        for tool in tools:
+            status, registered = self._admit(upstream, tool)
+            self._status[status.name] = status
+            if registered is not None:
+                self._served[status.name] = registered
+            elif status.state != "hidden":
+                _LOG.warning("%s is not served: %s (%s)", status.name, status.state, status.reason)
+        after = {n: t.spec.key for n, t in self._served.items() if n.startswith(cfg.prefix + ".")}
+        return before != after
+
+    def _admit(
+        self, upstream: Upstream, tool: types.Tool
+    ) -> tuple[ToolStatus, RegisteredTool | None]:
+        cfg = upstream.config
+        name = f"{cfg.prefix}.{tool.name}"
+        definition = definition_of(tool)
+        found = digest_or_none(definition)
+
+        def status(state: ToolState, reason: str = "") -> ToolStatus:
+            approval = self.approvals.get(name)
+            return ToolStatus(
+                name=name,
+                upstream=cfg.name,
+                tool=tool.name,
+                state=state,
+                digest=found,
+                approved_digest=None if approval is None else approval.digest,
+                reason=reason,
+                definition=definition,
+            )
+
+        rule = cfg.rule(tool.name)
+        if rule.hidden:
+            return status("hidden", "hidden by the configuration"), None
+        if found is None:
+            return status("broken", "the definition has no canonical JSON form"), None
+        try:
+            registered = self._register(upstream, tool, name, found)
+        except ToolboundError as exc:
+            # R4: a schema that is missing or does not compile fails closed.
+            return status("broken", str(exc)), None
+        approval = self.approvals.get(name)
+        if approval is None and cfg.new_tools == "trust":
+            approval = self.approvals.approve(
+                name, digest=found, approver=_FIRST_SIGHT, definition=definition
+            )
+        if approval is None:
+            return status("quarantined", "a new tool: a person has not approved it yet"), None
+        if approval.digest != found:
+            return status(
+                "quarantined",
+                f"its definition changed since {approval.approved_by} approved "
+                f"{approval.digest}; a person must approve the new one",
+            ), None
+        return status("served"), registered
+
+    def _register(
+        self, upstream: Upstream, tool: types.Tool, name: str, found: str
+    ) -> RegisteredTool:
+        cfg = upstream.config
+        version = found.removeprefix("sha256:")[:16]
+        existing = self.registry.get(name, version)
+        if existing is not None:
+            return existing
+        rule = cfg.rule(tool.name)
+        inputs: dict[str, object] = dict(tool.input_schema)
+        outputs = None if tool.output_schema is None else dict(tool.output_schema)
+        if cfg.strict_schemas:
+            inputs = close_schema(inputs)
+            outputs = None if outputs is None else close_schema(outputs)
+        read = rule.effect in {"pure", "read"}
+        spec = ToolSpec(
+            name=name,
+            version=version,
+            description=(tool.description or "").strip() or f"{tool.name}, from {cfg.name}",
+            input_schema=inputs,
+            output_schema=outputs,
+            effect=rule.effect,
+            capabilities=(cfg.capability(tool.name),),
+            resources=None if rule.resource is None else _extractor(rule.resource),
+            timeout=rule.timeout or cfg.timeout,
+            # Reads may be re-read; a write is repeated only with a key the upstream honours.
+            max_attempts=rule.max_attempts
+            or (2 if read or rule.idempotency == "native_key" else 1),
+            idempotency=rule.idempotency,
+        )
+        implementation = UpstreamTool(
+            upstream,
+            tool.name,
+            write=spec.is_write,
+            structured=outputs is not None,
+            native_key=rule.idempotency == "native_key",
+            attempt_timeout=cfg.attempt_timeout,
+        )
+        return self.registry.register(spec, implementation)
+
+
+def _extractor(rule: ResourceRule) -> ResourceExtractor:
+    """The resource a call touches: the argument at ``rule.pointer`` (none if absent)."""
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in rule.pointer.split("/")[1:]]
+
+    def extract(arguments: JSONObject) -> list[Resource]:
+        value: JSONValue = arguments
+        for part in parts:
+            if isinstance(value, dict) and part in value:
+                value = value[part]
+            elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                value = value[int(part)]
+            else:
+                return []  # nothing to show a scope: a scoped grant then denies
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            return []
+        return [Resource(kind=rule.kind, id=str(value), action=rule.action)]
+
+    return extract

@@ -1,0 +1,822 @@
+"""Any toolbound tool set as a guarded MCP server, on the official ``mcp`` SDK (R18).
+
+``tools/list`` shows each caller exactly the tools it may call: the input and
+output schemas the runtime enforces and annotations derived from the tool's effect
+class (:func:`annotations_for`), never copied from anywhere else. ``tools/call`` is
+one :meth:`~toolbound.Runtime.arun` through the whole pipeline, and its outcome is
+mapped back (:func:`call_result`)::
+
+    observed                        content: the model projection (untrusted data)
+                                    structuredContent: the value, valid against outputSchema
+    rejected, failed, unknown,      isError: true; content and structuredContent carry the
+      cancelled                     error envelope: kind, code, recoverable, message, hint
+    awaiting confirmation           elicitation where the client offers it, else a
+                                    pending isError result naming invocation and digest
+    unknown or hidden tool          JSON-RPC error -32602, "Unknown tool: NAME" — the same
+                                    for a tool that does not exist and one this caller
+                                    may not see (list-time and call-time agree)
+
+Confirmation over MCP (R7). When the policy asks a person, the call is parked in the
+runtime. A client that supports form elicitation is asked there and then — through
+``InputRequiredResult`` on a 2026-07-28 connection (the answer comes back on the
+retried call, whose arguments must have the parked call's digest, under a
+``requestState`` sealed to that invocation, digest and subject), or through an
+``elicitation/create`` request on an older one. Otherwise the caller gets a pending
+result and a person approves in the console (``Runtime.approve``), after which the
+same call replays the committed result from the ledger. Either way one
+confirmation approves one digest once: :class:`ConfirmOnce` keeps a second identical
+call from parking a second copy, and lets a repeat of a call already confirmed and
+recorded in the ledger go on without a second person, since it cannot execute again.
+
+Who calls comes from the transport, never from the arguments: a fixed subject for
+stdio and in-process use, the ``Authorization: Bearer`` token for HTTP
+(:class:`HttpEndpoint`), which also refuses a request body that is not strict JSON
+(duplicate keys, NaN, bad UTF-8) before the SDK parses it (R3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+
+from toolbound._errors import ConfirmationMismatch, Problem, Rejection
+from toolbound._model import Proposal, Subject
+from toolbound._state import State
+from toolbound.gates.authorize import Allow, AuthzRequest, Confirm, Decision, Deny, Policy
+from toolbound.gates.normalize import canonical_json, digest
+from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.ledger.store import LedgerError, LedgerKey
+from toolbound.otel import context_from_traceparent
+from toolbound.registry import Registry, ToolSet
+from toolbound.results.encode import dumps
+from toolbound.runtime import CallContext, Runtime
+
+try:
+    import mcp_types as types
+    from mcp.server import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
+    raise ImportError(msg) from exc
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+
+    from mcp.server.context import ServerRequestContext
+    from starlette.types import Message, Receive, Scope, Send
+
+    from toolbound._model import EffectClass, JSONObject, ToolSpec
+    from toolbound._outcome import Outcome
+    from toolbound.gates.confirm import ConfirmationRequest
+
+
+__all__ = [
+    "SUBJECT_SCOPE_KEY",
+    "Catalog",
+    "ConfirmOnce",
+    "GuardedServer",
+    "HttpEndpoint",
+    "StaticCatalog",
+    "annotations_for",
+    "call_result",
+    "holds_capabilities",
+    "pending_result",
+    "tool_definition",
+]
+
+SUBJECT_SCOPE_KEY: Final = "toolbound.subject"
+"""Where :class:`HttpEndpoint` puts the authenticated :class:`~toolbound.Subject` in
+the ASGI scope; the server reads the caller from there."""
+
+_CONFIRM_KEY: Final = "confirm"
+_CONFIRM_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Approve this call",
+            "description": "Run it once, exactly as shown.",
+        }
+    },
+    "required": ["approve"],
+}
+# The JSON-RPC envelope adds three levels above a call's arguments.
+_BODY_LIMITS: Final = ParseLimits(max_bytes=4 * 1024 * 1024, max_depth=67)
+
+
+# -- pure mapping functions ------------------------------------------------------------
+
+
+def annotations_for(effect: EffectClass) -> types.ToolAnnotations:
+    """MCP annotations that say what toolbound enforces for ``effect``.
+
+    ``idempotentHint`` is true for every class: through toolbound a repeated
+    identical call replays the recorded result instead of acting twice (R8).
+    """
+    read_only = effect in {"pure", "read"}
+    return types.ToolAnnotations(
+        read_only_hint=read_only,
+        destructive_hint=effect in {"irreversible_write", "open_world"},
+        idempotent_hint=True,
+        open_world_hint=effect == "open_world",
+    )
+
+
+def tool_definition(spec: ToolSpec, *, legacy: bool = False) -> types.Tool:
+    """The ``tools/list`` entry for ``spec``.
+
+    ``legacy`` (a 2025-era connection): an output schema whose root is not an
+    object cannot be declared there, so it is left out.
+    """
+    output = _declared_output(spec, legacy=legacy)
+    return types.Tool(
+        name=spec.name,
+        description=spec.description,
+        input_schema=dict(spec.input_schema),
+        output_schema=None if output is None else dict(output),
+        annotations=annotations_for(spec.effect),
+        _meta={"io.toolbound/version": spec.version, "io.toolbound/effect": spec.effect},
+    )
+
+
+def call_result(outcome: Outcome, *, structured: bool) -> types.CallToolResult:
+    """The ``tools/call`` result for an outcome that is not awaiting confirmation.
+
+    ``structured``: the tool declares an output schema, so a success carries the
+    value the runtime checked against it as ``structuredContent`` (whole, even when
+    the text was cut to the result budget). An error carries its envelope there.
+    A rejection for an unknown tool is not a result but a protocol error (see
+    :meth:`GuardedServer.call_tool`).
+    """
+    message = outcome.message
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=message.text)]
+    if outcome.kind != "observed":
+        return types.CallToolResult(
+            content=content, structured_content=dict(message.payload), is_error=True
+        )
+    if not structured:
+        return types.CallToolResult(content=content)
+    value = outcome.result.value if message.truncated else message.payload.get("data")
+    return types.CallToolResult(content=content, structured_content=value)
+
+
+def pending_result(request: ConfirmationRequest, *, proposal_id: str) -> types.CallToolResult:
+    """The result for a call parked until a person confirms it (no elicitation)."""
+    payload: JSONObject = {
+        "type": "tool_pending",
+        "call_id": proposal_id,
+        "tool": request.tool,
+        "status": "awaiting_confirmation",
+        "invocation_id": request.invocation_id,
+        "digest": request.digest,
+        "expires_at": request.expires_at.isoformat(),
+        "error": {
+            "kind": "confirmation",
+            "code": "awaiting_confirmation",
+            "message": (
+                f"a person must approve invocation {request.invocation_id} "
+                f"(digest {request.digest}) before it runs"
+            ),
+            "recoverable": True,
+            "hint": (
+                "do not change the arguments; once it is approved, make the same call "
+                "again to get its result"
+            ),
+        },
+    }
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=dumps(payload).decode())],
+        structured_content=payload,
+        is_error=True,
+    )
+
+
+def _declared_output(spec: ToolSpec, *, legacy: bool) -> Mapping[str, object] | None:
+    output = spec.output_schema
+    if output is None or (legacy and output.get("type") != "object"):
+        return None
+    return output
+
+
+# -- which tools a caller sees -----------------------------------------------------------
+
+
+class Catalog(Protocol):
+    """The tools a server offers, and which of them one subject may see and call."""
+
+    async def refresh(self, *, listing: bool) -> None:
+        """Bring the tool set up to date: always before a listing, when stale before a call."""
+        ...
+
+    def visible(self, subject: Subject) -> ToolSet:
+        """The tools ``subject`` may see — and so call: the two never differ (R18)."""
+        ...
+
+
+class _GrantLike(Protocol):
+    @property
+    def subject(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def session(self) -> str | None: ...
+    @property
+    def capability(self) -> str: ...
+
+
+def holds_capabilities(
+    grants: Iterable[_GrantLike],
+) -> Callable[[Subject, ToolSpec], bool]:
+    """A visibility rule: a subject sees a tool when it holds a grant for each capability.
+
+    Scopes and limits depend on a call's arguments, so they are left to
+    authorization; a tool the subject holds no grant for could never be allowed.
+    """
+    held: dict[tuple[str, str], list[tuple[str | None, str]]] = {}
+    for g in grants:
+        held.setdefault((g.tenant, g.subject), []).append((g.session, g.capability))
+
+    def can_see(subject: Subject, spec: ToolSpec) -> bool:
+        mine = held.get((subject.tenant, subject.id), [])
+        have = {c for s, c in mine if s is None or s == subject.session}
+        return all(c in have for c in spec.capabilities)
+
+    return can_see
+
+
+class StaticCatalog:
+    """A fixed tool set (a :class:`~toolbound.Registry`'s), filtered per subject by ``can_see``."""
+
+    def __init__(
+        self,
+        tools: Registry | ToolSet,
+        can_see: Callable[[Subject, ToolSpec], bool] | None = None,
+    ) -> None:
+        self._tools = tools.toolset() if isinstance(tools, Registry) else tools
+        self._can_see = can_see
+        self._seen: dict[Subject, ToolSet] = {}
+
+    async def refresh(self, *, listing: bool) -> None:
+        """Nothing to refresh: the tool set is fixed."""
+
+    def visible(self, subject: Subject) -> ToolSet:
+        """The tools ``subject`` may see."""
+        found = self._seen.get(subject)
+        if found is None:
+            rule = self._can_see
+            found = ToolSet(t for t in self._tools if rule is None or rule(subject, t.spec))
+            self._seen[subject] = found
+        return found
+
+
+# -- one confirmation, one digest, once -------------------------------------------------
+
+
+class ConfirmOnce:
+    """Wraps a policy so that confirmation over MCP approves one digest once (R7, R8).
+
+    When ``inner`` asks for confirmation:
+
+    * a call whose identical twin (same tenant, tool version and digest) was already
+      confirmed and is recorded in the ledger — committed, in flight or of unknown
+      outcome — cannot execute again (the idempotency claim replays or refuses it),
+      so it is allowed without a second person;
+    * a call whose identical twin from the same subject is already waiting for a
+      person is denied with code ``confirmation_pending``, so it is never parked twice.
+
+    Re-checks after a person's decision are passed through unchanged.
+    """
+
+    def __init__(self, inner: Policy, runtime: Runtime | None = None) -> None:
+        self.inner = inner
+        self.runtime = runtime
+
+    def authorize(self, request: AuthzRequest) -> Decision:
+        """``inner``'s decision, with the two exceptions above."""
+        decision = self.inner.authorize(request)
+        runtime = self.runtime
+        if not isinstance(decision, Confirm) or request.recheck or runtime is None:
+            return decision
+        spec = request.spec
+        d = digest(
+            tenant=request.subject.tenant,
+            tool_name=spec.name,
+            tool_version=spec.version,
+            canonical=canonical_json(request.arguments),
+        )
+        if spec.is_write:
+            # The runtime's default idempotency key is the digest (R8).
+            key = LedgerKey(request.subject.tenant, spec.ref, f"tb:{d}")
+            try:
+                record = runtime.ledger.get(key)
+            except LedgerError:
+                record = None
+            if record is not None and record.digest == d and record.phase != "failed":
+                return Allow(
+                    capabilities=decision.capabilities,
+                    reason=(
+                        f"the same call was confirmed as {record.invocation_id} and is "
+                        f"{record.phase}; it cannot execute again"
+                    ),
+                )
+        for parked in runtime.pending():
+            if parked.digest == d and parked.subject == request.subject:
+                return Deny(
+                    problem=Problem(
+                        kind="confirmation",
+                        code="confirmation_pending",
+                        message=f"the same call is waiting for a person as {parked.invocation_id}",
+                        recoverable=True,
+                        hint="wait for the person's decision; do not change the arguments",
+                    )
+                )
+        return decision
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What a person said through elicitation."""
+
+    verdict: str  # "approve" | "deny" | "cancel"
+
+
+class GuardedServer:
+    """Serves a :class:`Catalog` over MCP, every call through ``runtime`` (R18).
+
+    ``confirm`` is ``"elicitation"`` (ask through the client when it can) or
+    ``"console"`` (always park for a person elsewhere). ``timeout`` and
+    ``result_budget`` bound each call (:class:`~toolbound.CallContext`). The
+    runtime's policy is wrapped in :class:`ConfirmOnce` if it is not already.
+
+    Build the SDK server with :meth:`lowlevel`, serve stdio with :meth:`run_stdio`,
+    or HTTP with :class:`HttpEndpoint`.
+    """
+
+    def __init__(
+        self,
+        *,
+        runtime: Runtime,
+        catalog: Catalog,
+        name: str = "toolbound",
+        version: str = "",
+        confirm: str = "elicitation",
+        timeout: float | None = None,
+        result_budget: int | None = None,
+    ) -> None:
+        if confirm not in {"elicitation", "console"}:
+            msg = f"confirm must be 'elicitation' or 'console', not {confirm!r}"
+            raise ValueError(msg)
+        if not isinstance(runtime.policy, ConfirmOnce):
+            runtime.policy = ConfirmOnce(runtime.policy, runtime)
+        elif runtime.policy.runtime is None:
+            runtime.policy.runtime = runtime
+        self.runtime = runtime
+        self.catalog = catalog
+        self.name = name
+        self.version = version
+        self.confirm = confirm
+        self.timeout = timeout
+        self.result_budget = result_budget
+        self._state_key = os.urandom(32)
+
+    # -- the SDK server ----------------------------------------------------------------
+
+    def lowlevel(self, subject: Subject | None = None) -> Server[Any]:
+        """An SDK server whose every request runs as ``subject``.
+
+        Without one, the subject is the one :class:`HttpEndpoint` authenticated for
+        the HTTP request; a request with neither is refused.
+        """
+
+        def caller(ctx: ServerRequestContext[Any, Any]) -> Subject:
+            if subject is not None:
+                return subject
+            scope = getattr(ctx.request, "scope", None)
+            found = None if scope is None else scope.get(SUBJECT_SCOPE_KEY)
+            if not isinstance(found, Subject):
+                raise MCPError(
+                    code=types.INVALID_REQUEST, message="the caller is not authenticated"
+                )
+            return found
+
+        async def on_list_tools(
+            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListToolsResult:
+            del params  # one page: a caller's tool set is small
+            tools = await self.list_tools(caller(ctx), legacy=_legacy(ctx))
+            return types.ListToolsResult(tools=tools, ttl_ms=0, cache_scope="private")
+
+        async def on_call_tool(
+            ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        ) -> types.CallToolResult | types.InputRequiredResult:
+            return await self.call_tool(caller(ctx), params, ctx)
+
+        return Server(
+            self.name,
+            version=self.version,
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+            # Our schemas declare no Mcp-Param headers; without this the SDK would
+            # run a whole tools/list for every HTTP call to look for them.
+            get_tool_input_schema=lambda _name: None,
+        )
+
+    async def run_stdio(self, subject: Subject) -> None:
+        """Serve one client on this process's stdin and stdout, as ``subject``."""
+        server = self.lowlevel(subject)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    # -- the two methods ---------------------------------------------------------------
+
+    async def list_tools(self, subject: Subject, *, legacy: bool = False) -> list[types.Tool]:
+        """What ``subject`` sees: every tool it may call, and no other."""
+        await self.catalog.refresh(listing=True)
+        return [
+            tool_definition(spec, legacy=legacy) for spec in self.catalog.visible(subject).specs
+        ]
+
+    async def call_tool(
+        self,
+        subject: Subject,
+        params: types.CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any] | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Run one ``tools/call`` through the pipeline as ``subject``."""
+        await self.catalog.refresh(listing=False)
+        tools = self.catalog.visible(subject)
+        proposal = Proposal(
+            name=params.name,
+            arguments=_argument_bytes(params.arguments),
+            proposal_id=f"mcp-{ctx.request_id}"
+            if ctx is not None and ctx.request_id
+            else _new_id(),
+        )
+        meta: Mapping[str, object] = params.meta or {}
+        context = CallContext(
+            subject=subject,
+            tools=tools,
+            timeout=self.timeout,
+            result_budget=self.result_budget,
+            trace_id=context_from_traceparent(_str_or_none(meta.get("traceparent"))),
+        )
+        legacy = ctx is not None and _legacy(ctx)
+        outcome = await self.runtime.arun(proposal, context)
+        parked = self._parked(outcome)
+        if parked is None:
+            return self._result(outcome, tools, legacy=legacy)
+        answer = self._answer(params, parked, subject) if params.request_state else None
+        if answer is None:
+            asked = await self._ask(parked, subject, ctx)
+            if isinstance(asked, types.InputRequiredResult):
+                return asked
+            answer = asked
+        if answer is None:
+            return pending_result(parked, proposal_id=proposal.proposal_id)
+        decided = await self._decide(parked, answer, subject)
+        if decided is None:
+            # The parked call was settled elsewhere meanwhile (a console approved it):
+            # the same call now replays its result or finds it in flight.
+            decided = await self.runtime.arun(proposal, context)
+            again = self._parked(decided)
+            if again is not None:
+                return pending_result(again, proposal_id=proposal.proposal_id)
+        return self._result(decided, tools, legacy=legacy)
+
+    # -- confirmation ----------------------------------------------------------------------
+
+    def _parked(self, outcome: Outcome) -> ConfirmationRequest | None:
+        """The parked call this outcome stands for: its own, or the identical one waiting."""
+        if outcome.kind == "awaiting_confirmation":
+            return outcome.request
+        if outcome.kind == "rejected" and outcome.problem.code == "confirmation_pending":
+            wanted = _digest_of(outcome)
+            return next((p for p in self.runtime.pending() if p.digest == wanted), None)
+        return None
+
+    async def _ask(
+        self,
+        parked: ConfirmationRequest,
+        subject: Subject,
+        ctx: ServerRequestContext[Any, Any] | None,
+    ) -> types.InputRequiredResult | _Answer | None:
+        """Ask the person at the client, if this client and configuration allow it."""
+        if self.confirm != "elicitation" or ctx is None or not _can_elicit(ctx):
+            return None
+        message = _elicitation_message(parked)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return types.InputRequiredResult(
+                input_requests={
+                    _CONFIRM_KEY: types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(
+                            message=message, requested_schema=_CONFIRM_SCHEMA
+                        )
+                    )
+                },
+                request_state=self._seal(parked, subject),
+            )
+        if not ctx.session.can_send_request:
+            return None
+        try:
+            result = await ctx.session.elicit_form(
+                message, _CONFIRM_SCHEMA, related_request_id=ctx.request_id
+            )
+        except Exception:  # noqa: BLE001 - the client could not ask: a person decides elsewhere
+            return None
+        return _verdict(result)
+
+    def _answer(
+        self, params: types.CallToolRequestParams, parked: ConfirmationRequest, subject: Subject
+    ) -> _Answer | None:
+        """The person's answer on a retried call, if its state is for this very call."""
+        state = params.request_state or ""
+        if not hmac.compare_digest(state, self._seal(parked, subject)):
+            return None  # another call's, another subject's or a forged state: ask again
+        response = (params.input_responses or {}).get(_CONFIRM_KEY)
+        if not isinstance(response, types.ElicitResult):
+            return None
+        return _verdict(response)
+
+    async def _decide(
+        self, parked: ConfirmationRequest, answer: _Answer, subject: Subject
+    ) -> Outcome | None:
+        """Apply the person's answer to the parked call; ``None`` if it is no longer parked."""
+        approver = f"{subject.id}@{subject.tenant} via MCP elicitation"
+        try:
+            if answer.verdict == "approve":
+                return await self.runtime.aapprove(
+                    parked.invocation_id, digest=parked.digest, approver=approver
+                )
+            if answer.verdict == "deny":
+                return self.runtime.deny(
+                    parked.invocation_id, digest=parked.digest, approver=approver
+                )
+            return self.runtime.cancel_pending(parked.invocation_id)
+        except ConfirmationMismatch:
+            return None
+
+    def _seal(self, parked: ConfirmationRequest, subject: Subject) -> str:
+        """The requestState for ``parked``: bound to its invocation, digest and subject."""
+        text = "\x1f".join(
+            (parked.invocation_id, parked.digest, subject.tenant, subject.id, subject.session or "")
+        )
+        mac = hmac.new(self._state_key, text.encode(), hashlib.sha256).hexdigest()
+        return f"{parked.invocation_id}.{mac}"
+
+    def _result(self, outcome: Outcome, tools: ToolSet, *, legacy: bool) -> types.CallToolResult:
+        if outcome.kind == "rejected" and outcome.problem.kind == "unknown_tool":
+            # R18: a hidden tool is refused exactly like one that does not exist.
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_name(outcome)}")
+        structured = False
+        if outcome.kind == "observed":
+            tool = tools.lookup(outcome.invocation.tool_name)
+            structured = tool is not None and _declared_output(tool.spec, legacy=legacy) is not None
+        return call_result(outcome, structured=structured)
+
+
+# -- HTTP -----------------------------------------------------------------------------------
+
+
+class HttpEndpoint:
+    """A guarded server over streamable HTTP: an ASGI app, and the context it runs in.
+
+    ``authenticate`` maps a bearer token to the caller's subject, or ``None`` to
+    refuse (401). The app also refuses a body that is not strict JSON (400, JSON-RPC
+    ``-32700`` with the parse gate's code). The endpoint is itself the ASGI app: mount
+    it anywhere in a Starlette or other ASGI application and enter :meth:`running`
+    in its lifespan; or serve :meth:`starlette` on its own. ``allowed_hosts`` guards
+    against DNS rebinding (``None`` allows any host: only behind a proxy that checks it).
+    """
+
+    def __init__(
+        self,
+        server: GuardedServer,
+        authenticate: Callable[[str], Subject | None],
+        *,
+        allowed_hosts: list[str] | None = None,
+        json_response: bool = False,
+    ) -> None:
+        security = (
+            None
+            if allowed_hosts is None
+            else TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=allowed_hosts,
+                allowed_origins=[f"http://{h}" for h in allowed_hosts]
+                + [f"https://{h}" for h in allowed_hosts],
+            )
+        )
+        self.server = server
+        self._authenticate = authenticate
+        self._manager = StreamableHTTPSessionManager(
+            app=server.lowlevel(), json_response=json_response, security_settings=security
+        )
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run the session manager; the app serves only inside this context."""
+        async with self._manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The ASGI app: authenticate, check the body strictly, then hand over to the SDK."""
+        if scope["type"] != "http":
+            await self._manager.handle_request(scope, receive, send)
+            return
+        subject = self._subject(scope)
+        if subject is None:
+            await _respond(
+                send,
+                401,
+                {"error": "unauthorized", "message": "a valid bearer token is required"},
+                extra=[(b"www-authenticate", b'Bearer realm="toolbound"')],
+            )
+            return
+        scope = {**scope, SUBJECT_SCOPE_KEY: subject}
+        if scope.get("method") == "POST":
+            body = await _read_body(receive)
+            problem = _strict(body)
+            if problem is not None:
+                await _respond(send, 400, _parse_error(body, problem))
+                return
+            receive = _replay(body, receive)
+        await self._manager.handle_request(scope, receive, send)
+
+    def starlette(
+        self,
+        path: str = "/mcp",
+        *,
+        also: Sequence[Callable[[], contextlib.AbstractAsyncContextManager[object]]] = (),
+    ) -> Any:  # noqa: ANN401 - a Starlette app
+        """A Starlette app serving the endpoint at ``path``.
+
+        Its lifespan enters ``also`` (a gateway's ``running``, say), then :meth:`running`.
+        """
+        from starlette.applications import Starlette  # noqa: PLC0415 - only for serving
+        from starlette.routing import Route  # noqa: PLC0415
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_app: object) -> AsyncIterator[None]:
+            async with contextlib.AsyncExitStack() as stack:
+                for enter in also:
+                    await stack.enter_async_context(enter())
+                await stack.enter_async_context(self.running())
+                yield
+
+        return Starlette(routes=[Route(path, endpoint=self)], lifespan=lifespan)
+
+    def _subject(self, scope: Scope) -> Subject | None:
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                if scheme.lower() == "bearer" and token.strip():
+                    return self._authenticate(token.strip())
+        return None
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > _BODY_LIMITS.max_bytes:
+            chunks.append(chunk)
+            break
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _strict(body: bytes) -> Problem | None:
+    """R3 at the transport: the whole JSON-RPC message must be strict JSON."""
+    if not body:
+        return None  # the SDK answers an empty body itself
+    try:
+        parse_arguments(body, _BODY_LIMITS)
+    except Rejection as r:
+        if r.problem.code == "not_an_object":
+            return None  # a batch or a scalar: the SDK's own error is the right one
+        return r.problem
+    return None
+
+
+def _parse_error(body: bytes, problem: Problem) -> dict[str, object]:
+    request_id: object = None
+    with contextlib.suppress(ValueError, AttributeError):
+        request_id = json.loads(body).get("id")
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id if isinstance(request_id, str | int) else None,
+        "error": {
+            "code": types.PARSE_ERROR,
+            "message": f"the request is not strict JSON: {problem.message}",
+            "data": {"code": problem.code, "pointer": problem.pointer},
+        },
+    }
+
+
+async def _respond(
+    send: Send,
+    status: int,
+    body: Mapping[str, object],
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    content = dumps(body)
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(content)).encode()),
+    ]
+    await send(
+        {"type": "http.response.start", "status": status, "headers": headers + (extra or [])}
+    )
+    await send({"type": "http.response.body", "body": content})
+
+
+# -- small helpers ------------------------------------------------------------------------
+
+
+def _argument_bytes(arguments: Mapping[str, Any] | None) -> bytes:
+    """The arguments as the parse gate will see them (NaN stays NaN, and is refused there)."""
+    return json.dumps(
+        {} if arguments is None else arguments, ensure_ascii=False, separators=(",", ":")
+    ).encode()
+
+
+def _legacy(ctx: ServerRequestContext[Any, Any]) -> bool:
+    return ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+
+
+def _can_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
+    caps = ctx.session.client_capabilities
+    if caps is None or caps.elicitation is None:
+        return False
+    # An empty elicitation capability means form mode (2025-06-18).
+    return caps.elicitation.form is not None or caps.elicitation.url is None
+
+
+def _verdict(result: types.ElicitResult) -> _Answer:
+    if result.action == "accept":
+        approved = (result.content or {}).get("approve") is True
+        return _Answer("approve" if approved else "deny")
+    return _Answer("deny" if result.action == "decline" else "cancel")
+
+
+def _elicitation_message(parked: ConfirmationRequest) -> str:
+    arguments = json.dumps(parked.arguments, ensure_ascii=False, indent=2, sort_keys=True)
+    return (
+        f"Approve a call of {parked.tool}?\n\n"
+        f"Arguments:\n{arguments}\n\n"
+        f"Reason: {parked.reason}\n"
+        f"Digest: {parked.digest}\n"
+        "It runs once, exactly as shown."
+    )
+
+
+def _digest_of(outcome: Outcome) -> str | None:
+    """The digest the trace recorded for this call, at VALIDATED (R14)."""
+    for event in outcome.trace.events:
+        if event.state is State.VALIDATED:
+            return cast("str | None", event.data.get("digest"))
+    return None
+
+
+def _name(outcome: Outcome) -> str:
+    return outcome.tool.partition("@")[0]
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _new_id() -> str:
+    return "mcp-" + os.urandom(8).hex()

@@ -1,0 +1,465 @@
+"""The client side of the gateway: one connection per upstream MCP server (R18).
+
+An upstream is untrusted. What it says about its tools is imported as data and
+checked, never believed:
+
+* a tool's *definition* is its name, description, input schema and output schema;
+  its *version* is :func:`definition_digest` of that definition (RFC 8785 canonical
+  JSON, SHA-256), so any change to what the model is shown is a new version;
+* annotations (``readOnlyHint`` and friends) are kept for display only — the effect
+  class of every tool comes from the gateway's configuration;
+* schemas are closed with :func:`close_schema` (an object schema that lists its
+  properties and says nothing else gets ``additionalProperties: false``), so an
+  invented argument or result field is rejected (R4, R11).
+
+:class:`Upstream` owns one live connection (a stdio child process or a streamable
+HTTP session) on the event loop that started it, reconnects after a connection is
+lost, and maps every failure at this boundary onto the typed signals of the retry
+matrix (:func:`call_failure`, R9 and R10)::
+
+    could not connect, nothing sent             NotReached          retry
+    connection lost / no answer in time         write: ResponseLost  (outcome unknown)
+                                                read:  NoResponse    (re-read)
+    JSON-RPC error: parse, invalid request or   BusinessRejection   never retried
+      params, unknown method or tool
+    any other JSON-RPC error                    write: MaybeCommitted (outcome unknown)
+                                                read:  Transient     (backoff)
+    an ``isError`` result                       NotCommitted, with the tool's own text
+
+:class:`UpstreamTool` is the tool implementation the gateway registers for each
+imported tool: it forwards the call, with the invocation's idempotency key in
+``_meta`` (``io.toolbound/idempotency-key``) for tools configured ``native_key``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar, cast
+
+from toolbound._errors import Rejection
+from toolbound.execution.retry import (
+    BusinessRejection,
+    MaybeCommitted,
+    NoResponse,
+    NotReached,
+    ResponseLost,
+    Transient,
+)
+from toolbound.execution.tool import CommitUnknown, NotCommitted
+from toolbound.gates.normalize import canonical_json
+
+try:
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+    from pydantic import ValidationError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
+    raise ImportError(msg) from exc
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Coroutine, Mapping
+
+    from toolbound._model import JSONObject, JSONValue
+    from toolbound.execution.tool import ToolContext
+    from toolbound.mcp.config import UpstreamConfig
+
+__all__ = [
+    "IDEMPOTENCY_META_KEY",
+    "Upstream",
+    "UpstreamTool",
+    "call_failure",
+    "close_schema",
+    "definition_digest",
+    "definition_of",
+    "digest_or_none",
+    "error_text",
+    "result_value",
+]
+
+IDEMPOTENCY_META_KEY: Final = "io.toolbound/idempotency-key"
+"""Where a ``native_key`` upstream finds the invocation's idempotency key (``_meta``)."""
+
+_LOG = logging.getLogger("toolbound.mcp")
+_T = TypeVar("_T")
+_PAGES: Final = 100  # a paginator that never ends cannot hang a refresh
+# JSON-RPC errors answered before anything ran: the same request fails the same way.
+_REFUSALS: Final = frozenset(
+    {types.PARSE_ERROR, types.INVALID_REQUEST, types.METHOD_NOT_FOUND, types.INVALID_PARAMS}
+)
+# Keywords that make "which properties are allowed" depend on more than `properties`:
+# closing such a schema could reject what it accepts, so it is left as it is.
+_OPEN_ENDED: Final = frozenset(
+    {
+        "additionalProperties", "unevaluatedProperties", "patternProperties", "allOf",
+        "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
+        "dependentSchemas",
+    }
+)  # fmt: skip
+
+
+# -- pure functions over definitions and results -----------------------------------------
+
+
+def definition_of(tool: types.Tool) -> JSONObject:
+    """What the model is shown of ``tool``: name, description and both schemas."""
+    return {
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": cast("JSONValue", tool.input_schema),
+        "outputSchema": cast("JSONValue", tool.output_schema),
+    }
+
+
+def definition_digest(definition: JSONObject) -> str:
+    """``sha256:`` and the hex SHA-256 of the RFC 8785 form of ``definition``.
+
+    Raises :class:`~toolbound.Rejection` when the definition holds a value RFC 8785
+    cannot represent (a huge integer, NaN): such a tool is not served.
+    """
+    return "sha256:" + hashlib.sha256(canonical_json(definition)).hexdigest()
+
+
+def close_schema(schema: Mapping[str, object]) -> dict[str, object]:
+    """``schema`` with ``additionalProperties: false`` on every object that lists its properties.
+
+    Only where that cannot change what the schema means otherwise: an object schema
+    with ``properties`` and none of the keywords that let other properties in (or
+    compose the schema with others). Nested property, item and ``$defs`` schemas
+    are closed the same way.
+    """
+    out = dict(schema)
+    props = out.get("properties")
+    if isinstance(props, dict):
+        out["properties"] = {
+            k: close_schema(v) if isinstance(v, dict) else v for k, v in props.items()
+        }
+        if not _OPEN_ENDED.intersection(out):
+            out["additionalProperties"] = False
+    items = out.get("items")
+    if isinstance(items, dict):
+        out["items"] = close_schema(items)
+    for defs in ("$defs", "definitions"):
+        table = out.get(defs)
+        if isinstance(table, dict):
+            out[defs] = {k: close_schema(v) if isinstance(v, dict) else v for k, v in table.items()}
+    return out
+
+
+def result_value(result: types.CallToolResult, *, structured: bool) -> JSONValue:
+    """The observation in a successful ``tools/call`` result.
+
+    ``structured`` (the tool declares an output schema): the structured content,
+    which the runtime then checks against that schema (``None`` if missing, which
+    fails the check). Otherwise the structured content if any, else the content:
+    the text of a single text block, or the blocks themselves as JSON.
+    """
+    if structured or result.structured_content is not None:
+        return cast("JSONValue", result.structured_content)
+    blocks = result.content
+    if len(blocks) == 1 and isinstance(blocks[0], types.TextContent):
+        return blocks[0].text
+    return [
+        cast("JSONValue", b.model_dump(by_alias=True, mode="json", exclude_none=True))
+        for b in blocks
+    ]
+
+
+def error_text(result: types.CallToolResult) -> str:
+    """The text an ``isError`` result carries, all of it (R18: never hide the real error)."""
+    texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+    if texts:
+        return "\n".join(texts)
+    if result.structured_content is not None:
+        return str(result.structured_content)
+    return "the upstream tool reported an error without any text"
+
+
+def call_failure(exc: BaseException, *, write: bool) -> NotCommitted | CommitUnknown | None:
+    """The typed signal for an exception raised while one ``tools/call`` was in flight.
+
+    ``None`` for an exception this boundary does not know: the runtime then treats
+    it as it treats any unclassified tool error (a write's outcome is unknown).
+    """
+    if isinstance(exc, TimeoutError | ValidationError) or (
+        isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED
+    ):
+        why = (
+            "no answer came in time"
+            if isinstance(exc, TimeoutError)
+            else "the answer was unreadable"
+            if isinstance(exc, ValidationError)
+            else "the connection was lost"
+        )
+        if write:
+            return ResponseLost(
+                f"the call was sent upstream but {why}; it may have taken effect",
+                evidence={"error": type(exc).__name__},
+            )
+        return NoResponse(f"the call was sent upstream but {why}")
+    if isinstance(exc, MCPError):
+        text = f"the upstream answered with error {exc.code}: {exc.error.message}"
+        if exc.code in _REFUSALS:
+            return BusinessRejection(text)
+        if write:
+            return MaybeCommitted(text, status=exc.code, evidence={"code": exc.code})
+        return Transient(text)
+    return None
+
+
+# -- the connection ------------------------------------------------------------------
+
+
+class Upstream:
+    """One upstream MCP server, connected on the event loop that started it.
+
+    All I/O happens on that loop: a call made from another loop or thread (a person
+    approving a parked call from a console thread) is handed over to it. The
+    connection is held by one task, as anyio requires; when it breaks, the next
+    call opens a new one (a new child process, for stdio).
+    """
+
+    def __init__(self, config: UpstreamConfig, *, errlog: TextIO | None = None) -> None:
+        self.config = config
+        self._errlog = errlog if errlog is not None else _stderr()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Client | None = None
+        self._closing: asyncio.Event | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self._lock: asyncio.Lock | None = None
+        self.connects = 0
+        """How many connections were opened (a reconnect adds one)."""
+
+    @property
+    def name(self) -> str:
+        """The upstream's configured name."""
+        return self.config.name
+
+    async def start(self) -> None:
+        """Bind to the running loop and connect; raises if the first connection fails."""
+        self._loop = asyncio.get_running_loop()
+        self._lock = asyncio.Lock()
+        await self._connected()
+
+    async def stop(self) -> None:
+        """Close the connection (and stop a stdio child)."""
+        await self._disconnect()
+
+    async def list_tools(self) -> list[types.Tool]:
+        """Every tool the upstream lists now, across pages."""
+        return await self._on_home(self._list_tools())
+
+    async def call(
+        self,
+        name: str,
+        arguments: JSONObject,
+        *,
+        meta: Mapping[str, object] | None,
+        timeout: float | None,
+        write: bool,
+    ) -> types.CallToolResult:
+        """One ``tools/call``; failures come out as the signals of :func:`call_failure`."""
+        return await self._on_home(self._call(name, arguments, meta, timeout, write=write))
+
+    # -- on the home loop ----------------------------------------------------------
+
+    async def _on_home(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        loop = self._loop
+        if loop is None:
+            coro.close()
+            msg = f"upstream {self.name} was not started"
+            raise NotReached(msg)
+        if asyncio.get_running_loop() is loop:
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    async def _list_tools(self) -> list[types.Tool]:
+        client = await self._connected()
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_PAGES):
+            try:
+                page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            except MCPError as exc:
+                if exc.code == types.CONNECTION_CLOSED:
+                    await self._disconnect()
+                raise
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+    async def _call(
+        self,
+        name: str,
+        arguments: JSONObject,
+        meta: Mapping[str, object] | None,
+        timeout: float | None,
+        *,
+        write: bool,
+    ) -> types.CallToolResult:
+        try:
+            client = await self._connected()
+        except Exception as exc:
+            # Nothing of this call was sent: the connection could not even be made.
+            msg = f"upstream {self.name} could not be reached ({type(exc).__name__})"
+            raise NotReached(msg) from exc
+        try:
+            request = types.CallToolRequest(
+                params=types.CallToolRequestParams(
+                    name=name,
+                    arguments=dict(arguments),
+                    _meta=cast("types.RequestParamsMeta", dict(meta)) if meta else None,
+                )
+            )
+            async with asyncio.timeout(timeout):
+                # Not Client.call_tool: it would check the result against the upstream's
+                # own output schema, and the runtime checks it against the closed one (R11).
+                return await client.session.send_request(request, types.CallToolResult)
+        except Exception as exc:
+            if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
+                await self._disconnect()
+            signal = call_failure(exc, write=write)
+            if signal is None:
+                raise
+            raise signal from exc
+
+    async def _connected(self) -> Client:
+        if self._client is not None:
+            return self._client
+        assert self._lock is not None  # noqa: S101 - set by start()
+        async with self._lock:
+            if self._client is None:
+                await self._open()
+            assert self._client is not None  # noqa: S101 - _open raises otherwise
+            return self._client
+
+    async def _open(self) -> None:
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        closing = asyncio.Event()
+        self._closing = closing
+        self._holder = asyncio.create_task(self._hold(ready, closing))
+        self._client = await ready
+        self.connects += 1
+
+    async def _hold(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
+        """Enter and leave the client in this one task, as anyio's scopes require."""
+        try:
+            async with Client(self._transport(), client_info=_CLIENT_INFO) as client:
+                ready.set_result(client)
+                await closing.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
+            elif not isinstance(exc, asyncio.CancelledError | Exception):
+                raise
+            else:
+                _LOG.info("upstream %s: connection closed (%s)", self.name, type(exc).__name__)
+        finally:
+            if self._closing is closing:
+                self._client = None
+
+    async def _disconnect(self) -> None:
+        holder, closing = self._holder, self._closing
+        self._client = None
+        if closing is not None:
+            closing.set()
+        if holder is not None and holder is not asyncio.current_task():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(holder, timeout=5.0)
+
+    def _transport(self) -> Any:  # noqa: ANN401 - the SDK's Transport is a Protocol of streams
+        cfg = self.config
+        if cfg.url is not None:
+            headers: dict[str, str] = {}
+            if cfg.bearer_env is not None:
+                # The credential comes from the environment, never from the configuration.
+                headers["Authorization"] = f"Bearer {os.environ.get(cfg.bearer_env, '')}"
+            return _http_transport(cfg.url, headers)
+        params = StdioServerParameters(
+            command=cfg.command[0], args=list(cfg.command[1:]), env=dict(cfg.env), cwd=cfg.cwd
+        )
+        return stdio_client(params, errlog=self._errlog)
+
+
+_CLIENT_INFO = types.Implementation(name="toolbound-gateway", version="1")
+
+
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with our headers, closing the HTTP client with the connection."""
+    import httpx2  # noqa: PLC0415 - the SDK's own HTTP client, only for URL upstreams
+
+    # The SDK's defaults: a response stream may stay open, so reads wait longer.
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+def _stderr() -> TextIO:
+    """Where a child's stderr goes: ours, or the original one if ours was replaced."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__ or sys.stderr
+    return sys.stderr
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTool:
+    """The implementation of one imported tool: forward the call to its upstream.
+
+    ``structured`` says whether the served spec has an output schema (then the
+    structured content is the observation); ``native_key`` whether the upstream
+    takes the invocation's idempotency key; ``attempt_timeout`` bounds one attempt
+    (a later answer counts as lost, so the retry matrix decides what follows).
+    """
+
+    upstream: Upstream
+    tool: str
+    write: bool
+    structured: bool = False
+    native_key: bool = False
+    attempt_timeout: float | None = None
+
+    async def __call__(self, arguments: JSONObject, ctx: ToolContext) -> JSONValue:
+        """Forward one attempt; an ``isError`` result becomes :class:`NotCommitted`."""
+        meta: dict[str, object] = {}
+        if self.native_key and ctx.idempotency_key is not None:
+            meta[IDEMPOTENCY_META_KEY] = ctx.idempotency_key
+        timeout = ctx.deadline_in
+        if self.attempt_timeout is not None:
+            timeout = min(timeout, self.attempt_timeout)
+        result = await self.upstream.call(
+            self.tool, arguments, meta=meta or None, timeout=timeout, write=self.write
+        )
+        if result.is_error:
+            # The tool's own word that it failed: its text reaches the model whole,
+            # and no output contract applies to it.
+            raise NotCommitted(
+                error_text(result),
+                code="upstream_tool_error",
+                recoverable=True,
+                hint="the upstream tool reported this error; fix the cause and make a new call",
+            )
+        return result_value(result, structured=self.structured)
+
+
+def digest_or_none(definition: JSONObject) -> str | None:
+    """:func:`definition_digest`, or ``None`` for a definition that has no canonical form."""
+    try:
+        return definition_digest(definition)
+    except Rejection:
+        return None
