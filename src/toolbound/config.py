@@ -58,7 +58,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from toolbound._errors import SchemaError, SpecError, ToolboundError
 from toolbound._model import Action, EffectClass, ToolSpec
@@ -93,6 +93,8 @@ __all__ = [
     "hash_key",
     "load_config",
     "parse_config",
+    "read_config_text",
+    "toml_tables",
 ]
 
 Role = Literal["agent", "approver", "operator"]
@@ -245,23 +247,32 @@ class ServiceConfig:
 
 def load_config(path: str | Path) -> ServiceConfig:
     """Read and validate the TOML file at ``path``."""
-    source = Path(path)
+    return parse_config(read_config_text(path), source=Path(path))
+
+
+def read_config_text(path: str | Path) -> str:
+    """The text of a configuration file; a file that cannot be read is a ConfigError."""
     try:
-        text = source.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(
             [ConfigIssue("", f"cannot read the file: {exc}")], source=str(path)
         ) from None
-    return parse_config(text, source=source)
+
+
+def toml_tables(text: str, *, source: Path | None = None) -> dict[str, Any]:
+    """Parse TOML ``text``; a syntax error is a ConfigError naming ``source``."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        name = str(source) if source else ""
+        raise ConfigError([ConfigIssue("", f"not valid TOML: {exc}")], source=name) from None
 
 
 def parse_config(text: str, *, source: Path | None = None) -> ServiceConfig:
     """Validate TOML ``text``; relative SQLite paths resolve against ``source``'s folder."""
     name = str(source) if source else ""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([ConfigIssue("", f"not valid TOML: {exc}")], source=name) from None
+    raw = toml_tables(text, source=source)
     config, issues = check_tables(raw, source=source)
     if issues or config is None:
         raise ConfigError(issues, source=name)

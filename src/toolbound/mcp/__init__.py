@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from toolbound.mcp.approvals import Approval, ApprovalStore
     from toolbound.mcp.config import GatewayConfig, load_gateway_config, parse_gateway_config
+    from toolbound.mcp.confirmations import ConfirmationDesk
     from toolbound.mcp.gateway import Gateway, ToolStatus, ToolVersionMismatch
     from toolbound.mcp.server import (
         ConfirmOnce,
@@ -33,6 +34,7 @@ __all__ = [
     "Approval",
     "ApprovalStore",
     "ConfirmOnce",
+    "ConfirmationDesk",
     "Gateway",
     "GatewayConfig",
     "GuardedServer",
@@ -50,6 +52,7 @@ __all__ = [
 _WHERE = {
     "Approval": "approvals",
     "ApprovalStore": "approvals",
+    "ConfirmationDesk": "confirmations",
     "GatewayConfig": "config",
     "load_gateway_config": "config",
     "parse_gateway_config": "config",

@@ -6,7 +6,14 @@
     toolbound mcp-gateway --config FILE --http [--port N]    # serve over streamable HTTP
     toolbound mcp-gateway --config FILE tools                # every upstream tool, its state
     toolbound mcp-gateway --config FILE approve-tool NAME --digest D --approver WHO
+    toolbound mcp-gateway --config FILE pending [--url URL] [--token-env NAME]
+    toolbound mcp-gateway --config FILE confirm INVOCATION_ID --digest D [--deny] [--url URL]
     toolbound mcp-serve --config FILE --tools MODULE:FUNC [--http]
+
+``pending`` and ``confirm`` talk to a running gateway over HTTP (its confirmation
+endpoints, :mod:`toolbound.mcp.confirmations`) as the approver whose token is in the
+environment variable ``--token-env`` (default ``TOOLBOUND_TOKEN``) — never in argv,
+where other users of the machine could read it.
 
 This module imports only click at import time; the MCP SDK is loaded when a
 command runs, and its absence is reported with the install hint.
@@ -15,9 +22,10 @@ command runs, and its absence is reported with the install hint.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -28,6 +36,9 @@ if TYPE_CHECKING:
 __all__ = ["mcp_gateway", "mcp_serve"]
 
 _HINT = "the MCP commands need the 'mcp' extra: pip install 'toolbound[mcp]'"
+_TOKEN_ENV = "TOOLBOUND_TOKEN"  # noqa: S105 - the name of a variable, not a token
+_REFUSED = 1  # the gateway refused (or could not be asked)
+_DID_NOT_RUN = 3  # approved, but the call did not succeed
 
 
 def _config(path: str) -> GatewayConfig:
@@ -146,6 +157,175 @@ def approve_tool(config: GatewayConfig, name: str, digest: str, approver: str) -
         raise click.ClickException(str(exc)) from None
 
 
+_REMOTE = [
+    click.option(
+        "--url",
+        default=None,
+        help="The running gateway: its base URL or its MCP URL "
+        "(default: http://[service].host:[service].port).",
+    ),
+    click.option(
+        "--token-env",
+        default=_TOKEN_ENV,
+        show_default=True,
+        help="The environment variable holding your approver token.",
+    ),
+    click.option("--json", "as_json", is_flag=True, help="Print the gateway's JSON answer."),
+]
+
+
+def _remote_options(func: Any) -> Any:  # noqa: ANN401 - a click decorator chain
+    for option in reversed(_REMOTE):
+        func = option(func)
+    return func
+
+
+@mcp_gateway.command("pending")
+@_remote_options
+@click.pass_obj
+def pending_command(
+    config: GatewayConfig, url: str | None, token_env: str, *, as_json: bool
+) -> None:
+    """List the calls of your tenant waiting for a person, as a running gateway holds them.
+
+    Exits 1 when the gateway refuses (no approver role, unknown token) or cannot be reached.
+    """
+    answer = _ask_gateway(config, "GET", "/confirmations", url=url, token_env=token_env)
+    if as_json:
+        click.echo(json.dumps(answer, indent=2, ensure_ascii=False))
+        return
+    from rich.console import Console  # noqa: PLC0415 - the cli extra, as the other commands
+    from rich.table import Table  # noqa: PLC0415
+    from rich.text import Text  # noqa: PLC0415 - arguments are shown as text, never as markup
+
+    console = Console()
+    calls = cast("list[dict[str, Any]]", answer.get("confirmations", []))
+    for call in calls:
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column(style="bold")
+        table.add_column(overflow="fold")
+        subject = call.get("subject") or {}
+        for key, value in (
+            ("invocation", call.get("invocation_id")),
+            ("tool", call.get("tool")),
+            ("subject", f"{subject.get('id')}@{subject.get('tenant')}"),
+            ("reason", call.get("reason")),
+            ("arguments", json.dumps(call.get("arguments"), ensure_ascii=False, sort_keys=True)),
+            ("digest", call.get("digest")),
+            ("requested", call.get("requested_at")),
+            ("expires", call.get("expires_at")),
+        ):
+            table.add_row(key, Text(str(value)))
+        console.print(table, highlight=False)
+        console.print()
+    console.print(f"{len(calls)} call(s) waiting for a person", highlight=False)
+
+
+@mcp_gateway.command("confirm")
+@click.argument("invocation_id")
+@click.option("--digest", required=True, help="The digest of the call you reviewed.")
+@click.option("--deny", is_flag=True, help="Refuse the call instead of approving it.")
+@_remote_options
+@click.pass_obj
+def confirm_command(
+    config: GatewayConfig,
+    invocation_id: str,
+    digest: str,
+    url: str | None,
+    token_env: str,
+    *,
+    deny: bool,
+    as_json: bool,
+) -> None:
+    """Approve (it runs now, once) or --deny one parked call, by the digest you reviewed.
+
+    Exits 1 when the gateway refuses the decision (another digest, not waiting, not an
+    approver, your own call under four-eyes), 3 when an approved call did not succeed.
+    """
+    decision = "deny" if deny else "approve"
+    outcome = _ask_gateway(
+        config,
+        "POST",
+        f"/confirmations/{invocation_id}",
+        url=url,
+        token_env=token_env,
+        body={"digest": digest, "decision": decision},
+    )
+    if as_json:
+        click.echo(json.dumps(outcome, indent=2, ensure_ascii=False))
+    else:
+        message = cast("dict[str, object]", outcome.get("message") or {})
+        click.echo(
+            f"{'denied' if deny else 'approved'} {invocation_id}: "
+            f"{outcome.get('status')} ({outcome.get('state')})"
+        )
+        click.echo(str(message.get("content", "")))
+    if not deny and outcome.get("status") != "observed":
+        sys.exit(_DID_NOT_RUN)
+
+
+def _ask_gateway(
+    config: GatewayConfig,
+    method: str,
+    path: str,
+    *,
+    url: str | None,
+    token_env: str,
+    body: dict[str, object] | None = None,
+) -> dict[str, Any]:
+    """One request to a running gateway's confirmation endpoints; a refusal exits 1."""
+    try:
+        import httpx  # noqa: PLC0415 - only these commands talk HTTP
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        msg = "pending and confirm need httpx: pip install 'toolbound[http]'"
+        raise click.ClickException(msg) from exc
+    token = os.environ.get(token_env, "").strip()
+    if not token:
+        msg = f"set ${token_env} to your approver token (it is never taken from the command line)"
+        raise click.ClickException(msg)
+    base = _base_url(config, url)
+    # An approved call runs before the answer comes: wait as long as the call may take.
+    timeout = httpx.Timeout(10.0, read=(config.service.timeout or 120.0) + 30.0)
+    try:
+        response = httpx.request(
+            method,
+            base + path,
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+        )
+    except httpx.HTTPError as exc:
+        msg = f"cannot reach the gateway at {base}: {exc}"
+        raise click.ClickException(msg) from None
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        msg = f"the gateway at {base} answered {response.status_code} without a JSON object"
+        raise click.ClickException(msg)
+    if response.is_error:
+        line = f"{answer.get('code', response.status_code)}: {answer.get('detail', '')}"
+        if answer.get("hint"):
+            line += f" ({answer['hint']})"
+        click.echo(f"Error: {line}", err=True)
+        sys.exit(_REFUSED)
+    return cast("dict[str, Any]", answer)
+
+
+def _base_url(config: GatewayConfig, url: str | None) -> str:
+    """Where the confirmation endpoints are: beside the MCP endpoint."""
+    if url is None:
+        host = config.service.host
+        host = "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host  # noqa: S104 - a bind-all address
+        return f"http://{host}:{config.service.port}"
+    base = url.rstrip("/")
+    mcp_path = config.gateway.http_path.rstrip("/")
+    if mcp_path and base.endswith(mcp_path):
+        base = base[: -len(mcp_path)]
+    return base
+
+
 @click.command("mcp-serve")
 @click.option(
     "--config", "config_path", required=True, type=click.Path(exists=True, dir_okay=False)
@@ -160,6 +340,7 @@ def mcp_serve(
     from toolbound._clock import SystemClock  # noqa: PLC0415
     from toolbound._model import Subject  # noqa: PLC0415
     from toolbound.cli import load_registry  # noqa: PLC0415
+    from toolbound.mcp.confirmations import ConfirmationDesk  # noqa: PLC0415
     from toolbound.mcp.server import (  # noqa: PLC0415
         GuardedServer,
         HttpEndpoint,
@@ -193,8 +374,11 @@ def mcp_serve(
         return
 
     chosen = host or config.service.host
+    desk = ConfirmationDesk.for_service(runtime, config.service)
     _serve_http(
-        HttpEndpoint(server, config.subject_for, allowed_hosts=_hosts(chosen)),
+        HttpEndpoint(
+            server, config.subject_for, allowed_hosts=_hosts(chosen), routes=desk.routes()
+        ),
         host=chosen,
         port=port if port is not None else config.service.port,
         path=config.gateway.http_path,

@@ -38,7 +38,6 @@ comes from this file only (R18: untrusted upstreams).
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, cast, get_args
@@ -200,23 +199,13 @@ class GatewayConfig:
 
 def load_gateway_config(path: str | Path) -> GatewayConfig:
     """Read and validate the TOML file at ``path``."""
-    source = Path(path)
-    try:
-        text = source.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(
-            [ConfigIssue("", f"cannot read the file: {exc}")], source=str(path)
-        ) from None
-    return parse_gateway_config(text, source=source)
+    return parse_gateway_config(service_config.read_config_text(path), source=Path(path))
 
 
 def parse_gateway_config(text: str, *, source: Path | None = None) -> GatewayConfig:
     """Validate TOML ``text``; relative paths resolve against ``source``'s folder."""
     name = str(source) if source else ""
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError([ConfigIssue("", f"not valid TOML: {exc}")], source=name) from None
+    raw = service_config.toml_tables(text, source=source)
     gateway_raw = raw.pop("gateway", {})
     upstream_raw = raw.pop("upstream", [])
     # The service's own sections are checked by the service's checker, so that one

@@ -21,11 +21,13 @@ listed nor callable — until a person approves it (:meth:`Gateway.approve_tool`
 
 Mounting it in a service: the gateway holds its :class:`~toolbound.Runtime`
 (:attr:`Gateway.runtime`), so a console in the same process sees and decides the
-calls it parks::
+calls it parks; approvers elsewhere decide them over HTTP through
+:attr:`Gateway.confirmations` (``GET /confirmations``, ``POST
+/confirmations/{invocation_id}``, served beside the MCP endpoint)::
 
     gateway = Gateway(load_gateway_config("toolbound.toml"))
     http = gateway.http()                      # authenticates with the [[principal]]s
-    app = Starlette(routes=[Mount("/mcp", app=http)], lifespan=...)
+    app = Starlette(routes=[Mount("/mcp", app=http), *http.routes], lifespan=...)
     # in the lifespan:  async with gateway.running(), http.running(): yield
     # in the console:   await gateway.runtime.aapprove(invocation_id, digest=d, approver=p)
 """
@@ -43,6 +45,7 @@ from toolbound._clock import Clock, SystemClock
 from toolbound._errors import ToolboundError
 from toolbound._model import Resource, Subject, ToolSpec
 from toolbound.mcp.approvals import ApprovalStore
+from toolbound.mcp.confirmations import ConfirmationDesk
 from toolbound.mcp.server import GuardedServer, HttpEndpoint, holds_capabilities
 from toolbound.mcp.upstream import (
     Upstream,
@@ -149,6 +152,8 @@ class Gateway:
             timeout=config.service.timeout,
             result_budget=config.service.result_budget,
         )
+        self.confirmations = ConfirmationDesk.for_service(self.runtime, config.service)
+        """The parked calls as approvers see and decide them (served by :meth:`http`)."""
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -184,8 +189,17 @@ class Gateway:
             self.close()
 
     def http(self, *, allowed_hosts: list[str] | None = None) -> HttpEndpoint:
-        """The gateway over streamable HTTP, callers authenticated by their bearer tokens."""
-        return HttpEndpoint(self.server, self.config.subject_for, allowed_hosts=allowed_hosts)
+        """The gateway over streamable HTTP, callers authenticated by their bearer tokens.
+
+        Its :attr:`~HttpEndpoint.routes` are the confirmation endpoints
+        (:attr:`confirmations`), for the approvers among those callers.
+        """
+        return HttpEndpoint(
+            self.server,
+            self.config.subject_for,
+            allowed_hosts=allowed_hosts,
+            routes=self.confirmations.routes(),
+        )
 
     async def run_stdio(self) -> None:
         """Serve one client on stdin/stdout as ``[gateway].stdio_principal``."""

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 
     from mcp.server.context import ServerRequestContext
+    from starlette.routing import BaseRoute
     from starlette.types import Message, Receive, Scope, Send
 
     from toolbound._model import EffectClass, JSONObject, ToolSpec
@@ -598,6 +599,10 @@ class HttpEndpoint:
     it anywhere in a Starlette or other ASGI application and enter :meth:`running`
     in its lifespan; or serve :meth:`starlette` on its own. ``allowed_hosts`` guards
     against DNS rebinding (``None`` allows any host: only behind a proxy that checks it).
+
+    ``routes`` are served beside the MCP endpoint by :meth:`starlette` (a gateway's
+    confirmation endpoints, :mod:`toolbound.mcp.confirmations`); an application that
+    mounts the endpoint itself adds them to its own routes.
     """
 
     def __init__(
@@ -607,6 +612,7 @@ class HttpEndpoint:
         *,
         allowed_hosts: list[str] | None = None,
         json_response: bool = False,
+        routes: Sequence[BaseRoute] = (),
     ) -> None:
         security = (
             None
@@ -619,6 +625,7 @@ class HttpEndpoint:
             )
         )
         self.server = server
+        self.routes: tuple[BaseRoute, ...] = tuple(routes)
         self._authenticate = authenticate
         self._manager = StreamableHTTPSessionManager(
             app=server.lowlevel(), json_response=json_response, security_settings=security
@@ -660,7 +667,7 @@ class HttpEndpoint:
         *,
         also: Sequence[Callable[[], contextlib.AbstractAsyncContextManager[object]]] = (),
     ) -> Any:  # noqa: ANN401 - a Starlette app
-        """A Starlette app serving the endpoint at ``path``.
+        """A Starlette app serving the endpoint at ``path``, and :attr:`routes` beside it.
 
         Its lifespan enters ``also`` (a gateway's ``running``, say), then :meth:`running`.
         """
@@ -675,7 +682,7 @@ class HttpEndpoint:
                 await stack.enter_async_context(self.running())
                 yield
 
-        return Starlette(routes=[Route(path, endpoint=self)], lifespan=lifespan)
+        return Starlette(routes=[Route(path, endpoint=self), *self.routes], lifespan=lifespan)
 
     def _subject(self, scope: Scope) -> Subject | None:
         for name, value in scope.get("headers", ()):

@@ -1,0 +1,196 @@
+"""Parked MCP calls, seen and decided over HTTP by a person with the approver role (R7, R18).
+
+When the MCP client cannot ask a person (no elicitation, or ``confirm = "console"``),
+a call that needs confirmation waits in the server's :class:`~toolbound.Runtime`.
+:class:`ConfirmationDesk` lets approvers see and decide those calls from outside the
+process, beside the MCP endpoint and with the same bearer tokens::
+
+    GET  /confirmations                   {"confirmations": [request, …]}
+    POST /confirmations/{invocation_id}   {"digest": "sha256:…", "decision": "approve" | "deny"}
+                                          → the outcome: status, state, message, problem
+
+Who may decide: a ``[[principal]]`` with the ``approver`` role, only calls of its own
+tenant (another tenant's calls are neither listed nor found), and — with
+``[service] four_eyes = true`` — never a call made for its own subject. The decision
+names the digest the person reviewed: another digest is refused and the call stays
+parked; a decision consumes the parked call, so one confirmation approves one digest
+once. Errors are ``application/problem+json`` with a machine ``code``:
+
+=====================  ======  ==========================================================
+``unauthenticated``    401     no bearer token, or one no principal holds
+``forbidden``          403     the principal lacks the approver role
+``four_eyes``          403     the call was made for the approver's own subject
+``not_pending``        404     no call of this tenant waits under that id (decided, or none)
+``digest_mismatch``    409     the digest is not the call's: it stays parked
+``not_pending``        409     decided by someone else while this decision was on its way
+``bad_request_body``   400     the body is not strict JSON of the shape above
+=====================  ======  ==========================================================
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from toolbound._errors import ConfirmationMismatch, Rejection
+from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.service.api import problem_response
+from toolbound.service.core import ApiError, outcome_json
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from starlette.requests import Request
+
+    from toolbound._outcome import Outcome
+    from toolbound.config import Principal, ServiceConfig
+    from toolbound.gates.confirm import ConfirmationRequest
+    from toolbound.runtime import Runtime
+
+__all__ = ["ConfirmationDesk", "Decision"]
+
+Decision = Literal["approve", "deny"]
+
+_BODY_LIMITS = ParseLimits(max_bytes=64 * 1024, max_depth=4)
+
+
+class ConfirmationDesk:
+    """The calls ``runtime`` holds for a person, as the approvers of each tenant decide them.
+
+    ``principal_for`` maps a bearer token to its principal (the configuration's
+    ``[[principal]]``). ``four_eyes`` refuses a decision on a call made for the
+    approver's own subject. ``timeout`` bounds an approved call from the moment it
+    is approved. :meth:`pending` and :meth:`decide` are the operations; :meth:`routes`
+    serves them over HTTP.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        principal_for: Callable[[str], Principal | None],
+        *,
+        four_eyes: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.four_eyes = four_eyes
+        self.timeout = timeout
+        self._principal_for = principal_for
+
+    @classmethod
+    def for_service(cls, runtime: Runtime, service: ServiceConfig) -> ConfirmationDesk:
+        """The desk a configuration describes: its principals, ``four_eyes`` and ``timeout``."""
+        return cls(
+            runtime,
+            service.principal_for,
+            four_eyes=service.four_eyes,
+            timeout=service.timeout,
+        )
+
+    def pending(self, principal: Principal) -> list[ConfirmationRequest]:
+        """The calls of ``principal``'s tenant waiting for a person, oldest first."""
+        _require_approver(principal)
+        return [p for p in self.runtime.pending() if p.subject.tenant == principal.tenant]
+
+    async def decide(
+        self, principal: Principal, invocation_id: str, *, digest: str, decision: Decision
+    ) -> Outcome:
+        """Approve (the call runs now, once) or deny the parked call shown by ``digest``.
+
+        Raises :class:`~toolbound.service.core.ApiError` with the codes in the module
+        docstring; a refused decision leaves the call parked.
+        """
+        _require_approver(principal)
+        parked = next(
+            (p for p in self.pending(principal) if p.invocation_id == invocation_id), None
+        )
+        if parked is None:
+            msg = f"no call {invocation_id} of tenant {principal.tenant} is waiting for a person"
+            raise ApiError(404, "not_pending", msg)
+        if digest != parked.digest:
+            # R7: the person reviewed other arguments; nothing is decided.
+            msg = f"{invocation_id} has digest {parked.digest}, not {digest}"
+            raise ApiError(409, "digest_mismatch", msg, hint="review the call again")
+        if self.four_eyes and principal.subject == parked.subject.id:
+            msg = "four-eyes rule: a call cannot be decided by the subject it was made for"
+            raise ApiError(403, "four_eyes", msg, hint="ask another approver")
+        try:
+            if decision == "approve":
+                return await self.runtime.aapprove(
+                    invocation_id, digest=digest, approver=principal.name, timeout=self.timeout
+                )
+            return self.runtime.deny(invocation_id, digest=digest, approver=principal.name)
+        except ConfirmationMismatch as exc:
+            # Decided elsewhere (another approver, the client's own elicitation) meanwhile.
+            raise ApiError(409, exc.code, str(exc)) from None
+
+    # -- HTTP -----------------------------------------------------------------------------
+
+    def routes(self) -> list[Route]:
+        """``GET /confirmations`` and ``POST /confirmations/{invocation_id}``."""
+        return [
+            Route("/confirmations", self._answering(self._list), methods=["GET"]),
+            Route(
+                "/confirmations/{invocation_id}",
+                self._answering(self._decide),
+                methods=["POST"],
+            ),
+        ]
+
+    def _answering(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ApiError as error:
+                response = problem_response(error)
+                if error.code == "unauthenticated":
+                    response.headers["www-authenticate"] = 'Bearer realm="toolbound"'
+                return response
+
+        return answer
+
+    async def _list(self, request: Request) -> Response:
+        principal = self._authenticate(request)
+        return JSONResponse({"confirmations": [p.as_json() for p in self.pending(principal)]})
+
+    async def _decide(self, request: Request) -> Response:
+        principal = self._authenticate(request)
+        _require_approver(principal)  # before the body is read: no probing without the role
+        try:
+            body = parse_arguments(await request.body(), _BODY_LIMITS)
+        except Rejection as r:
+            raise ApiError(400, "bad_request_body", r.problem.message) from None
+        digest, decision = body.get("digest"), body.get("decision")
+        if (
+            set(body) != {"digest", "decision"}
+            or not isinstance(digest, str)
+            or decision not in {"approve", "deny"}
+        ):
+            msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
+            raise ApiError(400, "bad_request_body", msg)
+        outcome = await self.decide(
+            principal,
+            request.path_params["invocation_id"],
+            digest=digest,
+            decision="approve" if decision == "approve" else "deny",
+        )
+        return JSONResponse(outcome_json(outcome))
+
+    def _authenticate(self, request: Request) -> Principal:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "unauthenticated", "send a token: Authorization: Bearer TOKEN")
+        principal = self._principal_for(token.strip())
+        if principal is None:
+            raise ApiError(401, "unauthenticated", "unknown token")
+        return principal
+
+
+def _require_approver(principal: Principal) -> None:
+    if "approver" not in principal.roles:
+        msg = f"{principal.name} lacks the approver role"
+        raise ApiError(403, "forbidden", msg)
