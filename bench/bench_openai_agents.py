@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, Runner, function_tool
@@ -35,58 +32,13 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
+from benchkit import QUICK, arguments, best_of, lookup
 from toolbound import CallContext, Grant, GrantPolicy, Proposal, Registry, Runtime, Subject
 from toolbound.define import define
 from toolbound.integrations.openai_agents import GuardedTools
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
-
-QUICK = "--quick" in sys.argv
-ROUNDS = 3 if QUICK else 7
-WARMUP = 200
-
-
-@dataclass
-class Found:
-    """What the lookup returns."""
-
-    order_id: str
-    n: int
-
-
-def lookup(order_id: str, notes: list[str]) -> Found:
-    """Look up one order.
-
-    Args:
-        order_id: The order's id.
-        notes: Notes to count.
-
-    """
-    return Found(order_id=order_id, n=len(notes))
-
-
-def arguments(notes: int) -> str:
-    """Argument text with ``notes`` strings: size grows linearly with it."""
-    return json.dumps({"order_id": "A-104", "notes": [f"note {i}" for i in range(notes)]})
-
-
-async def best_of(calls: dict[str, Callable[[], Awaitable[object]]], n: int) -> dict[str, float]:
-    """Best mean µs per call of each, over ``ROUNDS`` rounds of ``n`` calls.
-
-    The rounds take turns, so a busy moment of the machine touches every path alike.
-    """
-    for call in calls.values():
-        for _ in range(min(n, WARMUP)):
-            await call()
-    best = dict.fromkeys(calls, float("inf"))
-    for _ in range(ROUNDS):
-        for name, call in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(n):
-                await call()
-            best[name] = min(best[name], (time.perf_counter() - t0) / n * 1e6)
-    return best
 
 
 class OneCallModel(Model):
