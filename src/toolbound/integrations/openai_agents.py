@@ -418,21 +418,3 @@ def _member(item: object, name: str) -> object:
 def _utf8(text: str) -> bytes:
     # A lone surrogate has no UTF-8 form: keep its code unit so the parser rejects it (R3).
     return text.encode("utf-8", "surrogatepass")
-
-
-def _unknown(ref: str) -> Problem:
-    return Problem(
-        kind="unknown_tool",
-        code="unknown_tool",
-        message=f"no tool {ref} is available in this request",
-        recoverable=True,
-    )
-
-
-def _broken(ref: str, exc: Exception) -> Problem:
-    return Problem(
-        kind="semantic",
-        code="check_failed",
-        message=f"{ref} could not check these arguments ({type(exc).__name__})",
-        recoverable=False,
-    )
