@@ -286,3 +286,16 @@ def test_preview_never_spends_a_rate_limit(clock):
     assert h.run("read", {"text": "x"}).kind == "observed"
     assert h.run("read", {"text": "x"}).problem.code == "rate_limited"
     h.close()
+
+
+def test_preview_and_run_fail_a_broken_resource_lookup_alike(clock):
+    def broken(_arguments):
+        raise LookupError
+
+    h = Harness(clock, grant())
+    h.registry.register(spec("read", resources=broken), FakeTool(returns={"text": "ok"}))
+    seen = h.runtime.preview(proposal("read", {"text": "x"}), h.context())
+    assert (
+        seen.problem.code == h.run("read", {"text": "x"}).problem.code == "resource_lookup_failed"
+    )
+    h.close()

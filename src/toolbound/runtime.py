@@ -476,16 +476,7 @@ class Runtime:
         try:
             resources = tuple(spec.resources(arguments)) if spec.resources is not None else ()
         except Exception as exc:  # noqa: BLE001 - a failing lookup must fail closed
-            return self._reject(
-                call,
-                State.AUTHORIZATION_REJECTED,
-                Problem(
-                    kind="authorization",
-                    code="resource_lookup_failed",
-                    message=f"could not determine what the call touches ({type(exc).__name__})",
-                    recoverable=False,
-                ),
-            )
+            return self._reject(call, State.AUTHORIZATION_REJECTED, _lookup_failed(exc))
         now = nctx.reference_time if ctx.reference_time is None else self.clock.now()
         decision = authorize(
             self.policy,
@@ -595,11 +586,14 @@ class Runtime:
             arguments, canonical = _checked(
                 tool, parse_arguments(proposal.arguments, self._limits), nctx
             )
-            resources = tuple(spec.resources(arguments)) if spec.resources is not None else ()
         except Rejection as r:
             return Preview(problem=r.problem)
         except Exception as exc:  # noqa: BLE001 - fails closed, as run() does
             return Preview(problem=_check_failed(spec, exc))
+        try:
+            resources = tuple(spec.resources(arguments)) if spec.resources is not None else ()
+        except Exception as exc:  # noqa: BLE001 - fails closed, as run() does
+            return Preview(problem=_lookup_failed(exc))
         d = digest(
             tenant=context.subject.tenant,
             tool_name=spec.name,
@@ -1775,6 +1769,15 @@ def _check_failed(spec: ToolSpec, exc: Exception) -> Problem:
         kind="semantic",
         code="check_failed",
         message=f"{spec.ref} could not check these arguments ({type(exc).__name__})",
+        recoverable=False,
+    )
+
+
+def _lookup_failed(exc: Exception) -> Problem:
+    return Problem(
+        kind="authorization",
+        code="resource_lookup_failed",
+        message=f"could not determine what the call touches ({type(exc).__name__})",
         recoverable=False,
     )
 
