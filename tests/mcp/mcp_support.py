@@ -9,6 +9,7 @@ mcp-server-time, mcp-server-git on a repository made for the test, and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import subprocess
@@ -16,11 +17,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import httpx2
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
 from toolbound import Subject
 from toolbound.mcp import Gateway, load_gateway_config
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import AsyncIterator, Coroutine
 
     from toolbound.mcp import GatewayConfig
 
@@ -194,3 +200,34 @@ def commits(repo: Path) -> list[str]:
         text=True,
     )
     return out.stdout.splitlines()
+
+
+@contextlib.asynccontextmanager
+async def serving(gw: Gateway) -> AsyncIterator[str]:
+    """The gateway on a free loopback port; yields its MCP URL."""
+    http = gw.http(allowed_hosts=["127.0.0.1:*"])
+    app = http.starlette("/mcp", also=[gw.running])
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    )
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@contextlib.asynccontextmanager
+async def as_(token: str, url: str) -> AsyncIterator[Client]:
+    """An SDK client over streamable HTTP carrying ``token``."""
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        yield client

@@ -19,8 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 from click.testing import CliRunner
-from mcp_support import TOKENS, fault_upstream, gateway, grant, run, sha, write_config
-from test_mcp_transports import as_, serving
+from mcp_support import (
+    TOKENS,
+    as_,
+    fault_upstream,
+    gateway,
+    grant,
+    run,
+    serving,
+    sha,
+    write_config,
+)
 
 from toolbound.mcp.cli import mcp_gateway
 

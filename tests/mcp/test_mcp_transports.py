@@ -7,8 +7,6 @@ mcp-gateway`` as child processes, as an MCP host would.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
 import sys
@@ -16,63 +14,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2
-import uvicorn
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp_support import (
     LEO,
     QUIET,
     TOKENS,
+    as_,
     fault_upstream,
     gateway,
     grant,
     run,
+    serving,
     time_upstream,
     write_config,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
     import mcp_types as types
     import pytest
 
-    from toolbound.mcp import Gateway
 
 HERE = Path(__file__).parent
 TOOLBOUND = str(Path(sys.executable).parent / "toolbound")
-
-
-@contextlib.asynccontextmanager
-async def serving(gw: Gateway) -> AsyncIterator[str]:
-    """The gateway on a free loopback port; yields its MCP URL."""
-    http = gw.http(allowed_hosts=["127.0.0.1:*"])
-    app = http.starlette("/mcp", also=[gw.running])
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    )
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                task.result()
-            await asyncio.sleep(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        await task
-
-
-@contextlib.asynccontextmanager
-async def as_(token: str, url: str) -> AsyncIterator[Client]:
-    """An SDK client over streamable HTTP carrying ``token``."""
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
-    ):
-        yield client
 
 
 def test_over_http_each_token_is_its_own_subject(tmp_path: Path, state: Path) -> None:
