@@ -66,8 +66,13 @@ def test_changed_arguments_need_a_new_confirmation(confirming):
         )
     assert err.value.code == "digest_mismatch"
     assert confirming.tool.calls == []
-    # the call stays parked for a matching decision
+    # the call stays parked for a matching decision; the mismatched decision is gone
     assert second.invocation_id in {r.invocation_id for r in confirming.runtime.pending()}
+    assert confirming.runtime._issued == {}
+    done = confirming.runtime.approve(
+        second.invocation_id, digest=second.request.digest, approver="ana"
+    )
+    assert done.kind == "observed"
 
 
 def test_confirmation_never_transfers_to_another_call(confirming):

@@ -725,6 +725,8 @@ class Runtime:
                 check_confirmation(parked.request, confirmation, now=now)
             except Rejection as r:
                 if r.problem.code in {"digest_mismatch", "confirmation_for_other_call"}:
+                    # The call stays parked; this confirmation can never fit it: drop it.
+                    del self._issued[confirmation.confirmation_id]
                     raise ConfirmationMismatch(r.problem.message, code=r.problem.code) from None
                 del self._parked[confirmation.invocation_id]
                 del self._issued[confirmation.confirmation_id]
