@@ -304,3 +304,21 @@ def test_preview_and_run_fail_a_broken_resource_lookup_alike(clock):
         seen.problem.code == h.run("read", {"text": "x"}).problem.code == "resource_lookup_failed"
     )
     h.close()
+
+
+def test_a_parked_call_nobody_decides_in_time_ends_and_is_not_kept(confirming):
+    """Past its window a parked call ends AUTHORIZATION_REJECTED; the runtime lets it go."""
+    parked = confirming.run("write", {"text": "x"})
+    issued = confirming.runtime.issue(
+        parked.invocation_id, digest=parked.request.digest, approver="ana"
+    )
+    confirming.clock.advance(11 * 60)
+    assert confirming.runtime.pending() == []
+    assert confirming.runtime._issued == {}
+    path = [e.state for e in parked.trace if e.state is not None]
+    assert path[-2:] == [S.AWAITING_CONFIRMATION, S.AUTHORIZATION_REJECTED]
+    ended = [e for e in parked.trace if e.state is S.AUTHORIZATION_REJECTED]
+    assert ended[-1].data["problem"].code == "confirmation_expired"
+    with pytest.raises(ConfirmationMismatch):
+        confirming.runtime.confirm(issued)
+    assert confirming.tool.calls == []

@@ -262,9 +262,32 @@ class Runtime:
         return await self._execute_async(admitted)
 
     def pending(self) -> list[ConfirmationRequest]:
-        """The calls waiting for a person, oldest first."""
+        """The calls waiting for a person, oldest first (expired ones are ended first)."""
+        self._end_expired(self.clock.now())
         with self._lock:
             return [p.request for p in self._parked.values()]
+
+    def _end_expired(self, now: datetime) -> None:
+        """Parked calls nobody decided in time end AUTHORIZATION_REJECTED (R7), not kept."""
+        with self._lock:
+            expired = [p for p in self._parked.values() if now > p.request.expires_at]
+            for parked in expired:
+                del self._parked[parked.request.invocation_id]
+            if expired:
+                gone = {p.request.invocation_id for p in expired}
+                for key in [k for k, c in self._issued.items() if c.invocation_id in gone]:
+                    del self._issued[key]
+        for parked in expired:
+            self._reject(
+                parked.call,
+                State.AUTHORIZATION_REJECTED,
+                Problem(
+                    kind="confirmation",
+                    code="confirmation_expired",
+                    message="nobody confirmed the call before its confirmation window closed",
+                    recoverable=False,
+                ),
+            )
 
     def issue(
         self,
@@ -687,6 +710,7 @@ class Runtime:
         request = self._request(call, reason, now)
         call.life.advance(State.AWAITING_CONFIRMATION, request=request)
         if self._hold_parked:
+            self._end_expired(now)
             with self._lock:
                 self._parked[inv.invocation_id] = _Parked(call=call, request=request)
         payload: JSONObject = {
