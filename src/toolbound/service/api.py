@@ -68,7 +68,8 @@ def create_app(
     """The Starlette application for ``service``: the API, and the web console.
 
     The console (under ``/console``, :mod:`toolbound.service.console`) is mounted unless
-    ``console=False``; its session secret is random per process.
+    ``console=False``; its sessions are signed with the secret named by ``[service]
+    console_secret_env``, or with a random one per process.
     """
     api = _Api(service)
     routes: list[BaseRoute] = [
@@ -121,9 +122,13 @@ def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextMan
 
 
 async def _retention(service: Service) -> None:
-    """Apply ``[retention]`` at start and then hourly (never to parked or unknown calls)."""
+    """Apply ``[retention]`` at start and then hourly (never to parked or unknown calls).
+
+    On the event loop's own thread: a few DELETEs, and never running while the
+    lifespan closes the store under it.
+    """
     while True:
-        await asyncio.to_thread(service.purge)
+        service.purge()
         await asyncio.sleep(_PURGE_EVERY)
 
 
