@@ -7,8 +7,6 @@ value), and a refund that waits for a person, who approves the exact call they
 were shown.
 """
 
-# ruff: noqa: T201, INP001 - a standalone script that prints what happened
-
 from __future__ import annotations
 
 import asyncio
