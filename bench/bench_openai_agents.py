@@ -32,9 +32,8 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from benchkit import QUICK, arguments, best_of, lookup
-from toolbound import CallContext, Grant, GrantPolicy, Proposal, Registry, Runtime, Subject
-from toolbound.define import define
+from benchkit import QUICK, arguments, best_of, lookup, setup
+from toolbound import Proposal
 from toolbound.integrations.openai_agents import GuardedTools
 
 if TYPE_CHECKING:
@@ -96,21 +95,11 @@ def asked_then_invoked(tool: FunctionTool, args: str) -> Callable[[], Awaitable[
 
 async def main() -> None:
     """Measure and print."""
-    inline, pooled = Registry(), Registry()
-    tool = define(lookup, effect="read", capabilities=("orders:read",))
-    tool.register(inline, inline=True)
-    tool.register(pooled)
-    grant = Grant(
-        subject="mira", tenant="acme", capability="orders:read", actions=frozenset({"read"})
-    )
-    runtime = Runtime(policy=GrantPolicy([grant]))
-    mira = Subject(id="mira", tenant="acme")
-    inline_ctx = CallContext(subject=mira, tools=inline.toolset())
+    world = setup()
+    runtime, inline_ctx, pooled_ctx = world.runtime, world.inline, world.pooled
     plain = function_tool(lookup)
     (guarded_inline,) = GuardedTools(runtime, inline_ctx).tools
-    (guarded_pooled,) = GuardedTools(
-        runtime, CallContext(subject=mira, tools=pooled.toolset())
-    ).tools
+    (guarded_pooled,) = GuardedTools(runtime, pooled_ctx).tools
     assert isinstance(guarded_inline, FunctionTool)
     assert isinstance(guarded_pooled, FunctionTool)
 

@@ -27,9 +27,8 @@ from pydantic_ai.models.test import TestModel
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.usage import RunUsage
 
-from benchkit import QUICK, arguments, best_of, lookup
-from toolbound import CallContext, Grant, GrantPolicy, Proposal, Registry, Runtime, Subject
-from toolbound.define import define
+from benchkit import QUICK, arguments, best_of, lookup, setup
+from toolbound import Proposal
 from toolbound.integrations.pydantic_ai import ToolboundToolset
 
 if TYPE_CHECKING:
@@ -58,17 +57,8 @@ def one_call_model(args: str) -> FunctionModel:
 
 async def main() -> None:
     """Measure and print."""
-    inline, pooled = Registry(), Registry()
-    tool = define(lookup, effect="read", capabilities=("orders:read",))
-    tool.register(inline, inline=True)
-    tool.register(pooled)
-    grant = Grant(
-        subject="mira", tenant="acme", capability="orders:read", actions=frozenset({"read"})
-    )
-    runtime = Runtime(policy=GrantPolicy([grant]))
-    mira = Subject(id="mira", tenant="acme")
-    inline_ctx = CallContext(subject=mira, tools=inline.toolset())
-    pooled_ctx = CallContext(subject=mira, tools=pooled.toolset())
+    world = setup()
+    runtime, inline_ctx, pooled_ctx = world.runtime, world.inline, world.pooled
     plain = FunctionToolset[None]([lookup])
     guarded_inline = ToolboundToolset[None](runtime, inline_ctx)
     guarded_pooled = ToolboundToolset[None](runtime, pooled_ctx)

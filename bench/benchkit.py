@@ -8,6 +8,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from toolbound import CallContext, Grant, GrantPolicy, Registry, Runtime, Subject
+from toolbound.define import define
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -56,3 +59,29 @@ async def best_of(calls: dict[str, Callable[[], Awaitable[object]]], n: int) -> 
                 await call()
             best[name] = min(best[name], (time.perf_counter() - t0) / n * 1e6)
     return best
+
+
+@dataclass(frozen=True)
+class Setup:
+    """``lookup`` as a toolbound tool: a runtime, and contexts with it inline or pooled."""
+
+    runtime: Runtime
+    inline: CallContext
+    pooled: CallContext
+
+
+def setup() -> Setup:
+    """Register ``lookup`` twice (inline, pooled) and grant it to mira."""
+    inline, pooled = Registry(), Registry()
+    tool = define(lookup, effect="read", capabilities=("orders:read",))
+    tool.register(inline, inline=True)
+    tool.register(pooled)
+    grant = Grant(
+        subject="mira", tenant="acme", capability="orders:read", actions=frozenset({"read"})
+    )
+    mira = Subject(id="mira", tenant="acme")
+    return Setup(
+        runtime=Runtime(policy=GrantPolicy([grant])),
+        inline=CallContext(subject=mira, tools=inline.toolset()),
+        pooled=CallContext(subject=mira, tools=pooled.toolset()),
+    )
