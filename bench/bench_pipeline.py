@@ -13,10 +13,10 @@ import asyncio
 import json
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import jsonschema_rs
 
+from benchkit import best_mean
 from toolbound import (
     AllOf,
     CallContext,
@@ -31,9 +31,6 @@ from toolbound import (
 from toolbound.gates.normalize import canonical_json, digest
 from toolbound.gates.parse import parse_arguments
 from toolbound.provenance import FlowPolicy, NoPrivateData, Provenance, TrustedSource
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 SCHEMA = {
     "type": "object",
@@ -60,17 +57,6 @@ def lookup(args: dict, _ctx: object = None) -> dict:
 async def alookup(args: dict, _ctx: object = None) -> dict:
     """The same tool, async."""
     return lookup(args)
-
-
-def best_of(fn: Callable[[], object], n: int, rounds: int = 7) -> float:
-    """Best mean µs per call over ``rounds`` rounds of ``n`` calls."""
-    means = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        means.append((time.perf_counter() - t0) / n * 1e6)
-    return min(means)
 
 
 def arguments(notes: int) -> bytes:
@@ -120,7 +106,7 @@ def main() -> None:  # noqa: C901 - one script, read top to bottom
                 raise AssertionError
             return lookup(args)
 
-        base = best_of(baseline, n)
+        base = best_mean(baseline, n)
         for name in ("inline", "pooled"):
             p = Proposal(name=name, arguments=data, proposal_id="c1")
 
@@ -130,7 +116,7 @@ def main() -> None:  # noqa: C901 - one script, read top to bottom
                     raise AssertionError(out)
                 return out
 
-            us = best_of(through, max(100, n // 4))
+            us = best_mean(through, max(100, n // 4))
             row(notes, len(data), base, name, us)
 
         async def async_path(data: bytes = data, k: int = max(100, n // 4)) -> float:
@@ -166,7 +152,7 @@ def main() -> None:  # noqa: C901 - one script, read top to bottom
     print()
     print("stage costs on small arguments (µs/call):")
     for label, fn in stages.items():
-        print(f"  {label:<26} {best_of(fn, 20_000):6.2f}")
+        print(f"  {label:<26} {best_mean(fn, 20_000):6.2f}")
 
 
 def session() -> Provenance:
@@ -211,13 +197,13 @@ def provenance(registry: Registry, grant: Grant) -> None:
         n = max(50, 5_000 // (notes + 1))
         off, on = [], []
         for _ in range(7):
-            off.append(best_of(lambda p=p: off_rt.run(p, off_ctx), n, rounds=1))
-            on.append(best_of(lambda p=p: on_rt.run(p, on_ctx), n, rounds=1))
+            off.append(best_mean(lambda p=p: off_rt.run(p, off_ctx), n, rounds=1))
+            on.append(best_mean(lambda p=p: on_rt.run(p, on_ctx), n, rounds=1))
         check = on_rt.run(p, on_ctx)
         if check.kind != "observed" or not check.trace.of_kind("provenance"):
             raise AssertionError(check)
         parsed = json.loads(data)
-        alone = best_of(lambda parsed=parsed: index.examine(parsed), n)
+        alone = best_mean(lambda parsed=parsed: index.examine(parsed), n)
         lo, hi = min(off), min(on)
         print(f"{notes:>10} {lo:>9.2f} {hi:>9.2f} {hi - lo:>8.2f} {hi / lo:>6.2f} {alone:>11.2f}")
     off_rt.close()

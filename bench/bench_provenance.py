@@ -15,14 +15,11 @@ Run: ``.venv/bin/python bench/bench_provenance.py``
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from benchkit import best_mean
 from toolbound import ToolSpec
 from toolbound.packs.scenarios import format_figures, run_scenarios
 from toolbound.provenance import Provenance
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 PAGE = ToolSpec(
     name="web.fetch",
@@ -31,17 +28,6 @@ PAGE = ToolSpec(
     input_schema={"type": "object"},
     effect="read",
 )
-
-
-def best_of(fn: Callable[[], object], n: int, rounds: int = 7) -> float:
-    """Best mean µs per call over ``rounds`` rounds of ``n`` calls."""
-    means = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        means.append((time.perf_counter() - t0) / n * 1e6)
-    return min(means)
 
 
 def page(i: int, paragraphs: int) -> dict[str, object]:
@@ -82,7 +68,7 @@ def overhead() -> None:
         value = page(0, paragraphs)
         size = len(str(value))
         index = Provenance()
-        us = best_of(lambda value=value, index=index: index.add_result(PAGE, "i", value), 20)
+        us = best_mean(lambda value=value, index=index: index.add_result(PAGE, "i", value), 20)
         print(f"  {size:>7} bytes  {us:>9.1f}  ({us / size * 1000:.0f} ns/byte)")
     print()
     print("examining one call's arguments against a session (µs):")
@@ -90,7 +76,7 @@ def overhead() -> None:
     print(header.format("call", "1 result", "8 results", "64 results"))
     indexes = [session(n) for n in (1, 8, 64)]
     for name, arguments in CALLS.items():
-        cells = [best_of(lambda ix=ix, a=arguments: ix.examine(a), 500) for ix in indexes]
+        cells = [best_mean(lambda ix=ix, a=arguments: ix.examine(a), 500) for ix in indexes]
         print(f"  {name:<14}" + "".join(f" {c:>12.1f}" for c in cells))
 
 
