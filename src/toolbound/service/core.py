@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -469,26 +469,16 @@ class Service:
             body["confirmation"] = outcome.request.as_json()
         elif "confirmation" in call.body:
             body["confirmation"] = call.body["confirmation"]
-        now = self.clock.now()
-        return self.journal.put_call(
-            StoredCall(
-                invocation_id=call.invocation_id,
-                tenant=call.tenant,
-                subject=call.subject,
-                principal=call.principal,
-                tool=outcome.tool or call.tool,
-                status=outcome.kind,
-                state=outcome.state.value,
-                digest=_digest(outcome),
-                decision=call.decision,
-                approver=call.approver,
-                created_at=call.created_at,
-                updated_at=now,
-                body=body,
-            ),
-            finish=finish,
+        stored = replace(
+            call,
+            tool=outcome.tool or call.tool,
+            status=outcome.kind,
+            state=outcome.state.value,
+            digest=_digest(outcome),
+            updated_at=self.clock.now(),
+            body=body,
         )
-
+        return self.journal.put_call(stored, finish=finish)
 
 def outcome_json(outcome: Outcome) -> dict[str, object]:
     """The typed outcome as the API answers it."""
@@ -560,22 +550,7 @@ def _interrupted(call: StoredCall, now: datetime, why: str) -> StoredCall:
 def _replace_status(
     call: StoredCall, status: str, now: datetime, note: dict[str, object]
 ) -> StoredCall:
-    return StoredCall(
-        invocation_id=call.invocation_id,
-        tenant=call.tenant,
-        subject=call.subject,
-        principal=call.principal,
-        tool=call.tool,
-        status=status,
-        state=call.state,
-        digest=call.digest,
-        decision=call.decision,
-        approver=call.approver,
-        created_at=call.created_at,
-        updated_at=now,
-        body={**call.body, "note": note},
-    )
-
+    return replace(call, status=status, updated_at=now, body={**call.body, "note": note})
 
 def ledger_for(url: str) -> Ledger:
     """The ledger for a store URL (``memory`` too)."""
