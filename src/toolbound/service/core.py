@@ -480,6 +480,7 @@ class Service:
         )
         return self.journal.put_call(stored, finish=finish)
 
+
 def outcome_json(outcome: Outcome) -> dict[str, object]:
     """The typed outcome as the API answers it."""
     message = outcome.message
@@ -551,6 +552,7 @@ def _replace_status(
     call: StoredCall, status: str, now: datetime, note: dict[str, object]
 ) -> StoredCall:
     return replace(call, status=status, updated_at=now, body={**call.body, "note": note})
+
 
 def ledger_for(url: str) -> Ledger:
     """The ledger for a store URL (``memory`` too)."""
