@@ -1,7 +1,8 @@
-"""Pure decisions shared by the SQL ledgers, so both answer exactly like the memory store.
+"""What the SQL ledgers share: settings, instants, JSON, and the rules in SQL form.
 
-No I/O here: each store reads a row under its write lock, asks :func:`decide` what
-the row means for a new intent, and writes what the answer says.
+The rules themselves are :mod:`toolbound.ledger.rules`, shared with the memory store;
+here they are only put the way SQL needs them (:data:`SOURCES`, and the sweep's
+:data:`SWEEP_FROM`, :data:`SWEEP_TO`, :data:`SWEEP_EVIDENCE`). No I/O here.
 """
 
 from __future__ import annotations
@@ -11,28 +12,20 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NoReturn
 
 from toolbound._errors import ConfigurationError
-from toolbound.ledger.store import (
-    PHASE_EDGES,
-    Claim,
-    Expired,
-    ExpiredPolicy,
-    InFlight,
-    KeyReused,
-    LedgerError,
-    Replay,
-    check_edge,
-)
+from toolbound.ledger.rules import ABANDONED, SWEPT, check_advance
+from toolbound.ledger.store import PHASE_EDGES, ExpiredPolicy, LedgerError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from toolbound._model import Result
-    from toolbound.ledger.store import Intent, LedgerKey, Phase
+    from toolbound.ledger.store import LedgerKey, Phase
 
 __all__ = [
     "EPOCH",
     "SOURCES",
-    "decide",
+    "SWEEP_EVIDENCE",
+    "SWEEP_FROM",
+    "SWEEP_TO",
     "dumps",
     "explain_refused_advance",
     "from_micros",
@@ -51,6 +44,22 @@ SOURCES: dict[Phase, tuple[Phase, ...]] = {
 }
 """For each phase, the phases that may move to it: an ``UPDATE … WHERE phase IN``
 guard made from :data:`PHASE_EDGES`, so the table stays the one source of truth (R9)."""
+
+# The sweep is one UPDATE in each SQL store, so its rule (rules.ABANDONED) is spelled in
+# SQL here, once. The phases are constants of the table, never input, and the IN list
+# must read like the partial index on open records, "phase IN ('intent', 'executing')",
+# for the planners to use that index.
+SWEEP_FROM = ", ".join(f"'{phase}'" for phase in ABANDONED)
+"""The phases a sweep settles, as an SQL list: ``'intent', 'executing'``."""
+SWEEP_TO = (
+    "CASE phase "
+    + " ".join(f"WHEN '{left}' THEN '{settled}'" for left, settled in ABANDONED.items())
+    + " END"
+)
+"""What each of them becomes, as an SQL expression over the ``phase`` column."""
+SWEEP_EVIDENCE = f"'{SWEPT}', phase"
+"""The arguments of ``json_object`` / ``jsonb_build_object`` for the evidence a sweep
+appends: ``{"swept": <the phase the record was left in>}``."""
 
 
 def validate_settings(retention: timedelta, expired: str) -> ExpiredPolicy:
@@ -89,35 +98,6 @@ def dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def decide(
-    intent: Intent,
-    *,
-    digest: str,
-    invocation_id: str,
-    phase: Phase,
-    created_at: datetime,
-    result: Result | None,
-    now: datetime,
-    retention: timedelta,
-    expired: ExpiredPolicy,
-) -> Claim | None:
-    """What an existing record means for ``intent``; ``None`` means "overwrite it, claimed".
-
-    The order mirrors :class:`~toolbound.ledger.memory.MemoryLedger` exactly.
-    """
-    if now - created_at > retention:
-        if expired == "reject":
-            return Expired(invocation_id=invocation_id)
-        return None  # R8: the configured policy says treat it as new
-    if phase == "failed" and digest == intent.digest:
-        return None  # a failure before commit changed nothing; the same call may run again
-    if digest != intent.digest:
-        return KeyReused(invocation_id=invocation_id)  # R8: different digest → reject reuse
-    if phase == "committed" and result is not None:
-        return Replay(invocation_id=invocation_id, result=result)  # R8: no second effect
-    return InFlight(invocation_id=invocation_id, phase=phase)
-
-
 def explain_refused_advance(
     key: LedgerKey,
     *,
@@ -126,11 +106,12 @@ def explain_refused_advance(
     holder: str | None,
     current: Phase | None,
 ) -> NoReturn:
-    """Raise the :class:`LedgerError` for a guarded ``UPDATE`` that changed no row."""
-    if holder is None or holder != invocation_id or current is None:
-        msg = f"invocation {invocation_id} does not hold {key}"
-        raise LedgerError(msg, code="not_holder")
-    check_edge(current, target)
+    """Raise the :class:`LedgerError` for a guarded ``UPDATE`` that changed no row.
+
+    ``holder`` and ``current`` are read after the refusal; the rule that refused is
+    :func:`~toolbound.ledger.rules.check_advance`.
+    """
+    check_advance(key, invocation_id=invocation_id, target=target, holder=holder, current=current)
     # The guard refused an edge the table allows: the row moved between our UPDATE and
     # the read that explains it. Say so rather than pretend the write happened.
     msg = f"ledger record {key} changed concurrently (now {current}); {target} not recorded"

@@ -8,25 +8,21 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from toolbound.ledger.store import (
-    Claim,
-    Claimed,
-    Expired,
-    ExpiredPolicy,
-    InFlight,
-    KeyReused,
-    LedgerError,
-    LedgerRecord,
-    Replay,
-    check_edge,
-)
+from toolbound.ledger.rules import check_advance, decide_claim, swept
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from datetime import datetime
 
     from toolbound._model import Result
-    from toolbound.ledger.store import Intent, LedgerKey, Phase
+    from toolbound.ledger.store import (
+        Claim,
+        ExpiredPolicy,
+        Intent,
+        LedgerKey,
+        LedgerRecord,
+        Phase,
+    )
 
 __all__ = ["MemoryLedger"]
 
@@ -56,34 +52,16 @@ class MemoryLedger:
     def claim(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim`."""
         with self._lock:
-            record = self._records.get(intent.key)
-            if record is not None and now - record.created_at > self.retention:
-                if self.expired == "reject":
-                    return Expired(invocation_id=record.invocation_id)
-                record = None  # R8: the configured policy says treat it as new
-            if record is None or (record.phase == "failed" and record.digest == intent.digest):
-                # A failure before commit changed nothing; the same call may run again.
-                self._put(
-                    intent.key,
-                    LedgerRecord(
-                        key=intent.key,
-                        digest=intent.digest,
-                        invocation_id=intent.invocation_id,
-                        tool=intent.tool,
-                        canonical=intent.canonical,
-                        subject=dict(intent.subject),
-                        phase="intent",
-                        deadline=intent.deadline,
-                        created_at=now,
-                        updated_at=now,
-                    ),
-                )
-                return Claimed()
-            if record.digest != intent.digest:
-                return KeyReused(invocation_id=record.invocation_id)
-            if record.phase == "committed" and record.result is not None:
-                return Replay(invocation_id=record.invocation_id, result=record.result)
-            return InFlight(invocation_id=record.invocation_id, phase=record.phase)
+            decision = decide_claim(
+                intent,
+                self._records.get(intent.key),
+                now=now,
+                retention=self.retention,
+                expired=self.expired,
+            )
+            if decision.write is not None:
+                self._put(intent.key, decision.write)
+            return decision.answer
 
     def advance(
         self,
@@ -98,10 +76,14 @@ class MemoryLedger:
         """See :meth:`Ledger.advance`."""
         with self._lock:
             record = self._records.get(key)
-            if record is None or record.invocation_id != invocation_id:
-                msg = f"invocation {invocation_id} does not hold {key}"
-                raise LedgerError(msg, code="not_holder")
-            check_edge(record.phase, phase)
+            check_advance(
+                key,
+                invocation_id=invocation_id,
+                target=phase,
+                holder=None if record is None else record.invocation_id,
+                current=None if record is None else record.phase,
+            )
+            assert record is not None  # noqa: S101 - check_advance refuses a missing record
             self._put(
                 key,
                 replace(
@@ -136,17 +118,10 @@ class MemoryLedger:
         changed: list[LedgerRecord] = []
         with self._lock:
             for key, record in list(self._records.items()):
-                if now <= record.deadline + grace:
-                    continue
-                if record.phase == "intent":
-                    new = replace(record, phase="failed", updated_at=now)
-                elif record.phase == "executing":
-                    new = replace(record, phase="unknown", updated_at=now)
-                else:
-                    continue
-                new = replace(new, evidence=(*record.evidence, {"swept": record.phase}))
-                self._put(key, new)
-                changed.append(new)
+                new = swept(record, now=now, grace=grace)
+                if new is not None:
+                    self._put(key, new)
+                    changed.append(new)
         return changed
 
     @contextmanager

@@ -34,13 +34,16 @@ from typing import TYPE_CHECKING, Self
 from toolbound._errors import ConfigurationError
 from toolbound.ledger._sql import (
     SOURCES,
-    decide,
+    SWEEP_EVIDENCE,
+    SWEEP_FROM,
+    SWEEP_TO,
     dumps,
     explain_refused_advance,
     require_aware,
     validate_settings,
 )
 from toolbound.ledger.migrations import LEDGER_TABLE, VERSION_TABLE, pending
+from toolbound.ledger.rules import Existing, abandoned_before, decide_claim, intent_record
 from toolbound.ledger.store import (
     Claim,
     Claimed,
@@ -87,11 +90,14 @@ _SELECT = """
 _GET = _SELECT + " WHERE scope = %s AND tool_version = %s AND key = %s"
 _FIND = _SELECT + " WHERE invocation_id = %s ORDER BY seq LIMIT 1"
 _UNRESOLVED = _SELECT + " WHERE phase = 'unknown' ORDER BY created_at, seq"
+# A claim writes the record rules.decide_claim hands it (see _columns).
 _INSERT = """
     INSERT INTO toolbound_ledger (
         scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
-        deadline, created_at, updated_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s::json, 'intent', %s, %s, %s)
+        deadline, created_at, updated_at, result, evidence)
+    VALUES (%(scope)s, %(tool_version)s, %(key)s, %(digest)s, %(invocation_id)s, %(tool)s,
+            %(canonical)s, %(subject)s::json, %(phase)s, %(deadline)s, %(created_at)s,
+            %(updated_at)s, %(result)s::json, %(evidence)s::jsonb)
     ON CONFLICT (scope, tool_version, key) DO NOTHING
 """
 _LOCK_ROW = """
@@ -101,10 +107,11 @@ _LOCK_ROW = """
 """
 _OVERWRITE = """
     UPDATE toolbound_ledger
-    SET digest = %s, invocation_id = %s, tool = %s, canonical = %s, subject = %s::json,
-        phase = 'intent', deadline = %s, created_at = %s, updated_at = %s,
-        result = NULL, evidence = '[]'
-    WHERE scope = %s AND tool_version = %s AND key = %s
+    SET digest = %(digest)s, invocation_id = %(invocation_id)s, tool = %(tool)s,
+        canonical = %(canonical)s, subject = %(subject)s::json, phase = %(phase)s,
+        deadline = %(deadline)s, created_at = %(created_at)s, updated_at = %(updated_at)s,
+        result = %(result)s::json, evidence = %(evidence)s::jsonb
+    WHERE scope = %(scope)s AND tool_version = %(tool_version)s AND key = %(key)s
 """
 # One guarded UPDATE: the allowed source phases come from PHASE_EDGES (R9), so a refused
 # edge changes nothing and a single statement needs no read-then-write.
@@ -120,15 +127,16 @@ _HOLDER = """
     SELECT invocation_id, phase FROM toolbound_ledger
     WHERE scope = %s AND tool_version = %s AND key = %s
 """
-_SWEEP = """
+# The sweep's rule is rules.ABANDONED, put in SQL by _sql (constants, never input).
+_SWEEP = f"""
     UPDATE toolbound_ledger
-    SET phase = CASE phase WHEN 'intent' THEN 'failed' ELSE 'unknown' END,
+    SET phase = {SWEEP_TO},
         updated_at = %s,
-        evidence = evidence || jsonb_build_array(jsonb_build_object('swept', phase))
-    WHERE phase IN ('intent', 'executing') AND deadline < %s
+        evidence = evidence || jsonb_build_array(jsonb_build_object({SWEEP_EVIDENCE}))
+    WHERE phase IN ({SWEEP_FROM}) AND deadline < %s
     RETURNING scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
               deadline, created_at, updated_at, result, evidence
-"""
+"""  # noqa: S608 - formatted from rules.ABANDONED, a constant table, never from input
 _VERSION_DDL = """
     CREATE TABLE toolbound_schema_version (
         version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL)
@@ -249,7 +257,7 @@ class PostgresLedger:
 
     def sweep(self, *, now: datetime, grace: timedelta) -> list[LedgerRecord]:
         """See :meth:`Ledger.sweep`. One ``UPDATE … RETURNING``; replicas may sweep at once."""
-        cutoff = require_aware(now) - grace
+        cutoff = abandoned_before(require_aware(now), grace)
         with self._conn() as (conn, _):
             rows = conn.execute(_SWEEP, (now, cutoff)).fetchall()
         return [_record(r) for r in rows]
@@ -299,66 +307,35 @@ class PostgresLedger:
     def _claim(
         self, conn: Connection, intent: Intent, *, now: datetime, in_transaction: bool
     ) -> Claim:
-        subject = dumps(dict(intent.subject))
-        deadline = require_aware(intent.deadline)
-        require_aware(now)
-        inserted = conn.execute(
-            _INSERT,
-            (
-                *_pk(intent.key),
-                intent.digest,
-                intent.invocation_id,
-                intent.tool,
-                intent.canonical,
-                subject,
-                deadline,
-                now,
-                now,
-            ),
-        ).rowcount
-        if inserted == 1:
-            return Claimed()  # the common case: one statement, one commit
+        fresh = intent_record(intent, now=now)
+        if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
+            # R8: the key was free (decide_claim's answer for no record). The common
+            # case: one statement, one commit.
+            return Claimed()
         if in_transaction:
-            return self._claim_taken(conn, intent, subject, now=now)
+            return self._claim_taken(conn, intent, now=now)
         with conn.transaction():
-            return self._claim_taken(conn, intent, subject, now=now)
+            return self._claim_taken(conn, intent, now=now)
 
-    def _claim_taken(
-        self, conn: Connection, intent: Intent, subject: str, *, now: datetime
-    ) -> Claim:
+    def _claim_taken(self, conn: Connection, intent: Intent, *, now: datetime) -> Claim:
         """The key has a committed record: lock it, answer R8, maybe overwrite it."""
         # ON CONFLICT waited for any transaction inserting this key, so the row is there.
         digest, holder, phase, created_at, result = _one(
             conn.execute(_LOCK_ROW, _pk(intent.key)).fetchone(), intent.key
         )
-        answer = decide(
-            intent,
+        existing = Existing(
             digest=digest,
             invocation_id=holder,
             phase=phase,
             created_at=created_at,
             result=None if result is None else result_from_json(result),
-            now=now,
-            retention=self.retention,
-            expired=self.expired,
         )
-        if answer is not None:
-            return answer
-        conn.execute(
-            _OVERWRITE,
-            (
-                intent.digest,
-                intent.invocation_id,
-                intent.tool,
-                intent.canonical,
-                subject,
-                intent.deadline,
-                now,
-                now,
-                *_pk(intent.key),
-            ),
+        decision = decide_claim(
+            intent, existing, now=now, retention=self.retention, expired=self.expired
         )
-        return Claimed()
+        if decision.write is not None:
+            conn.execute(_OVERWRITE, _columns(decision.write))
+        return decision.answer
 
     def _advance(
         self,
@@ -517,6 +494,26 @@ class PostgresTransaction:
 
 def _pk(key: LedgerKey) -> tuple[str, str, str]:
     return (key.scope, key.tool_version, key.key)
+
+
+def _columns(record: LedgerRecord) -> dict[str, object]:
+    """``record`` as this store's columns: the inverse of :func:`_record`."""
+    return {
+        "scope": record.key.scope,
+        "tool_version": record.key.tool_version,
+        "key": record.key.key,
+        "digest": record.digest,
+        "invocation_id": record.invocation_id,
+        "tool": record.tool,
+        "canonical": record.canonical,
+        "subject": dumps(dict(record.subject)),
+        "phase": record.phase,
+        "deadline": require_aware(record.deadline),
+        "created_at": require_aware(record.created_at),
+        "updated_at": require_aware(record.updated_at),
+        "result": None if record.result is None else dumps_result(record.result),
+        "evidence": dumps([dict(e) for e in record.evidence]),
+    }
 
 
 def _one(row: TupleRow | None, key: LedgerKey) -> TupleRow:

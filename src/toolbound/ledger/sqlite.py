@@ -41,7 +41,9 @@ from typing import TYPE_CHECKING, Literal, Self
 from toolbound._errors import ConfigurationError
 from toolbound.ledger._sql import (
     SOURCES,
-    decide,
+    SWEEP_EVIDENCE,
+    SWEEP_FROM,
+    SWEEP_TO,
     dumps,
     explain_refused_advance,
     from_micros,
@@ -50,6 +52,7 @@ from toolbound.ledger._sql import (
     validate_settings,
 )
 from toolbound.ledger.migrations import LEDGER_TABLE, VERSION_TABLE, pending
+from toolbound.ledger.rules import Existing, abandoned_before, decide_claim, intent_record
 from toolbound.ledger.store import (
     Claim,
     Claimed,
@@ -80,7 +83,8 @@ _EXPECTED_COLUMNS = frozenset(c.strip() for c in _COLUMNS.split(","))
 _INTERNAL_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
 
 # The SQL is written out with its table name (LEDGER_TABLE) rather than formatted in, so
-# every statement can be read, and checked, as the one string SQLite runs.
+# every statement can be read, and checked, as the one string SQLite runs. The one
+# exception is the sweep's rule, which is rules.ABANDONED put in SQL by _sql.
 _SELECT = """
     SELECT scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
            deadline_us, created_us, updated_us, result, evidence
@@ -89,19 +93,22 @@ _SELECT = """
 _GET = _SELECT + " WHERE scope = ? AND tool_version = ? AND key = ?"
 _FIND = _SELECT + " WHERE invocation_id = ? ORDER BY rowid LIMIT 1"
 _UNRESOLVED = _SELECT + " WHERE phase = 'unknown' ORDER BY created_us, rowid"
+# A claim writes the record rules.decide_claim hands it (see _columns).
 _INSERT = """
     INSERT INTO toolbound_ledger (
         scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
         deadline_us, created_us, updated_us, result, evidence)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'intent', ?, ?, ?, NULL, '[]')
+    VALUES (:scope, :tool_version, :key, :digest, :invocation_id, :tool, :canonical,
+            :subject, :phase, :deadline_us, :created_us, :updated_us, :result, :evidence)
     ON CONFLICT (scope, tool_version, key) DO NOTHING
 """
 _OVERWRITE = """
     UPDATE toolbound_ledger
-    SET digest = ?, invocation_id = ?, tool = ?, canonical = ?, subject = ?,
-        phase = 'intent', deadline_us = ?, created_us = ?, updated_us = ?,
-        result = NULL, evidence = '[]'
-    WHERE scope = ? AND tool_version = ? AND key = ?
+    SET digest = :digest, invocation_id = :invocation_id, tool = :tool,
+        canonical = :canonical, subject = :subject, phase = :phase,
+        deadline_us = :deadline_us, created_us = :created_us, updated_us = :updated_us,
+        result = :result, evidence = :evidence
+    WHERE scope = :scope AND tool_version = :tool_version AND key = :key
 """
 _LOOKUP = """
     SELECT digest, invocation_id, phase, created_us, result FROM toolbound_ledger
@@ -121,15 +128,15 @@ _ADVANCE = """
     WHERE scope = ? AND tool_version = ? AND key = ? AND invocation_id = ?
       AND phase IN (SELECT value FROM json_each(?))
 """
-_SWEEP = """
+_SWEEP = f"""
     UPDATE toolbound_ledger
-    SET phase = CASE phase WHEN 'intent' THEN 'failed' ELSE 'unknown' END,
+    SET phase = {SWEEP_TO},
         updated_us = ?,
-        evidence = json_insert(evidence, '$[#]', json_object('swept', phase))
-    WHERE phase IN ('intent', 'executing') AND deadline_us < ?
+        evidence = json_insert(evidence, '$[#]', json_object({SWEEP_EVIDENCE}))
+    WHERE phase IN ({SWEEP_FROM}) AND deadline_us < ?
     RETURNING scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
               deadline_us, created_us, updated_us, result, evidence
-"""
+"""  # noqa: S608 - formatted from rules.ABANDONED, a constant table, never from input
 _SOURCES = {target: dumps(sources) for target, sources in SOURCES.items()}
 _VERSION_DDL = """
     CREATE TABLE toolbound_schema_version (
@@ -241,7 +248,7 @@ class SQLiteLedger:
 
     def sweep(self, *, now: datetime, grace: timedelta) -> list[LedgerRecord]:
         """See :meth:`Ledger.sweep`. One ``UPDATE … RETURNING`` under the write lock."""
-        cutoff = to_micros(now - grace)
+        cutoff = to_micros(abandoned_before(now, grace))
         with self._write() as conn:
             rows = conn.execute(_SWEEP, (to_micros(now), cutoff)).fetchall()
         return [_record(r) for r in rows]
@@ -297,56 +304,25 @@ class SQLiteLedger:
 
     def _claim(self, conn: sqlite3.Connection, intent: Intent, *, now: datetime) -> Claim:
         """Claim inside an open write transaction (the caller holds the write lock)."""
-        now_us = to_micros(now)
-        deadline_us = to_micros(intent.deadline)
-        subject = dumps(dict(intent.subject))
-        inserted = conn.execute(
-            _INSERT,
-            (
-                *_pk(intent.key),
-                intent.digest,
-                intent.invocation_id,
-                intent.tool,
-                intent.canonical,
-                subject,
-                deadline_us,
-                now_us,
-                now_us,
-            ),
-        ).rowcount
-        if inserted == 1:
-            return Claimed()
+        fresh = intent_record(intent, now=now)
+        if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
+            return Claimed()  # R8: the key was free (decide_claim's answer for no record)
         digest, holder, phase, created_us, result = conn.execute(
             _LOOKUP, _pk(intent.key)
         ).fetchone()
-        answer = decide(
-            intent,
+        existing = Existing(
             digest=digest,
             invocation_id=holder,
             phase=phase,
             created_at=from_micros(created_us),
             result=loads_result(result),
-            now=now,
-            retention=self.retention,
-            expired=self.expired,
         )
-        if answer is not None:
-            return answer
-        conn.execute(
-            _OVERWRITE,
-            (
-                intent.digest,
-                intent.invocation_id,
-                intent.tool,
-                intent.canonical,
-                subject,
-                deadline_us,
-                now_us,
-                now_us,
-                *_pk(intent.key),
-            ),
+        decision = decide_claim(
+            intent, existing, now=now, retention=self.retention, expired=self.expired
         )
-        return Claimed()
+        if decision.write is not None:
+            conn.execute(_OVERWRITE, _columns(decision.write))
+        return decision.answer
 
     def _advance(
         self,
@@ -623,6 +599,26 @@ class SQLiteTransaction:
 
 def _pk(key: LedgerKey) -> tuple[str, str, str]:
     return (key.scope, key.tool_version, key.key)
+
+
+def _columns(record: LedgerRecord) -> dict[str, object]:
+    """``record`` as this store's columns: the inverse of :func:`_record`."""
+    return {
+        "scope": record.key.scope,
+        "tool_version": record.key.tool_version,
+        "key": record.key.key,
+        "digest": record.digest,
+        "invocation_id": record.invocation_id,
+        "tool": record.tool,
+        "canonical": record.canonical,
+        "subject": dumps(dict(record.subject)),
+        "phase": record.phase,
+        "deadline_us": to_micros(record.deadline),
+        "created_us": to_micros(record.created_at),
+        "updated_us": to_micros(record.updated_at),
+        "result": None if record.result is None else dumps_result(record.result),
+        "evidence": dumps([dict(e) for e in record.evidence]),
+    }
 
 
 def _record(row: _Row) -> LedgerRecord:
