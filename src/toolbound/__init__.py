@@ -85,7 +85,7 @@ from toolbound.provenance import FlowPolicy, NoPrivateData, Provenance, TrustedS
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.results.encode import HumanProjection, ModelProjection
 from toolbound.results.redact import EMAIL, PAYMENT_CARD, Redactor
-from toolbound.runtime import CallContext, Preview, Runtime
+from toolbound.pipeline import CallContext, Preview, Runtime
 from toolbound.trace import Trace, TraceEvent, TraceSink
 
 __all__ = [

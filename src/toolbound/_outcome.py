@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, Result
     from toolbound._state import State
@@ -47,13 +45,8 @@ class _Common:
     trace: Trace
     message: ModelProjection
     """Exactly what goes back to the model for this call."""
-    evidence: Callable[[], HumanProjection] = field(repr=False, compare=False)
-    """Builds :attr:`human` on demand: most callers never look at it."""
-
-    @property
-    def human(self) -> HumanProjection:
-        """The human evidence projection of this call (R12)."""
-        return self.evidence()
+    human: HumanProjection = field(repr=False, compare=False)
+    """The human evidence projection of this call (R12), fixed when the call ended."""
 
     @property
     def state(self) -> State:

@@ -128,7 +128,7 @@ if TYPE_CHECKING:
     from toolbound._outcome import Outcome
     from toolbound.adapters import NameMap
     from toolbound.adapters.openai_chat import ToolDefinition
-    from toolbound.runtime import CallContext, Runtime
+    from toolbound.pipeline import CallContext, Runtime
 
 __all__ = [
     "CONFIRMATION",

@@ -60,7 +60,7 @@ from toolbound.adapters import NameMap
 from toolbound.adapters.openai_responses import tool_definitions
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import model_error
-from toolbound.runtime import CallContext
+from toolbound.pipeline import CallContext
 
 try:
     from agents import FunctionTool
@@ -87,7 +87,7 @@ if TYPE_CHECKING:
     from toolbound._model import JSONObject
     from toolbound._outcome import AwaitingConfirmation, Outcome
     from toolbound.registry import RegisteredTool
-    from toolbound.runtime import Runtime
+    from toolbound.pipeline import Runtime
 
 __all__ = ["ContextFactory", "GuardedTools", "PendingConfirmation"]
 

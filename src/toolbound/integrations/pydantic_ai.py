@@ -92,14 +92,14 @@ from toolbound._outcome import (
 )
 from toolbound.adapters import NameMap, describe
 from toolbound.gates.confirm import Confirmation
-from toolbound.runtime import CallContext
+from toolbound.pipeline import CallContext
 
 if TYPE_CHECKING:
     from toolbound._errors import ProblemKind
     from toolbound._outcome import Outcome
     from toolbound.gates.confirm import ConfirmationRequest
     from toolbound.registry import ToolSet
-    from toolbound.runtime import Runtime
+    from toolbound.pipeline import Runtime
 
 __all__ = ["ContextFactory", "ToolboundToolset"]
 

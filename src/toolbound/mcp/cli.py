@@ -347,7 +347,7 @@ def mcp_serve(
         StaticCatalog,
         holds_capabilities,
     )
-    from toolbound.runtime import Runtime  # noqa: PLC0415
+    from toolbound.pipeline import Runtime  # noqa: PLC0415
     from toolbound.service.core import ledger_for, telemetry_sinks  # noqa: PLC0415
 
     clock = SystemClock()

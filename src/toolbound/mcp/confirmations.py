@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from toolbound._outcome import Outcome
     from toolbound.config import Principal, ServiceConfig
     from toolbound.gates.confirm import ConfirmationRequest
-    from toolbound.runtime import Runtime
+    from toolbound.pipeline import Runtime
 
 __all__ = ["ConfirmationDesk", "Decision"]
 

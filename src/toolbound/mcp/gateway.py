@@ -55,7 +55,7 @@ from toolbound.mcp.upstream import (
     digest_or_none,
 )
 from toolbound.registry import RegisteredTool, Registry, ToolSet
-from toolbound.runtime import Runtime
+from toolbound.pipeline import Runtime
 from toolbound.service.core import ledger_for, telemetry_sinks
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ from toolbound.ledger.store import LedgerError, LedgerKey
 from toolbound.otel import context_from_traceparent
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import dumps
-from toolbound.runtime import CallContext, Runtime
+from toolbound.pipeline import CallContext, Runtime
 
 try:
     import mcp_types as types

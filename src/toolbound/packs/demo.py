@@ -21,7 +21,7 @@ from toolbound.gates.authorize import Grant, GrantPolicy, IdScope, OwnerScope, P
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.packs import calendar, files, orders, payments, weather
 from toolbound.registry import Registry
-from toolbound.runtime import CallContext, Runtime
+from toolbound.pipeline import CallContext, Runtime
 
 if TYPE_CHECKING:
     from collections.abc import Callable

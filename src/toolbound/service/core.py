@@ -32,7 +32,7 @@ from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import Confirmation
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.ledger.memory import MemoryLedger
-from toolbound.runtime import CallContext, Runtime
+from toolbound.pipeline import CallContext, Runtime
 from toolbound.service.journal import (
     ClaimedRequest,
     Finish,

@@ -31,7 +31,7 @@ from toolbound.packs.scenarios.world import (
 )
 from toolbound.provenance import FlowPolicy
 from toolbound.registry import Registry
-from toolbound.runtime import CallContext, Runtime
+from toolbound.pipeline import CallContext, Runtime
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -1,0 +1,195 @@
+"""From an admitted call to one ready to run: target check, then the ledger claim (R6, R8).
+
+:func:`prepare` answers a :class:`~.call.Prepared` call, an ending (the target is
+gone, the key was used for other arguments, the same call is in flight, the ledger
+is down), an idempotent replay, or :class:`Waiting` when the caller asked to wait for
+the same call still executing elsewhere; :func:`ready` and :func:`aready` do that
+waiting, synchronously or on the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from toolbound._errors import Problem
+from toolbound._state import State
+from toolbound.ledger.store import (
+    Claim,
+    Expired,
+    InFlight,
+    Intent,
+    KeyReused,
+    LedgerError,
+    LedgerKey,
+    Replay,
+)
+from toolbound.pipeline import endings, settle
+from toolbound.pipeline.call import Admitted, Prepared
+
+if TYPE_CHECKING:
+    from toolbound._model import Invocation
+    from toolbound._outcome import Outcome
+    from toolbound.pipeline.env import Env
+    from toolbound.registry import RegisteredTool
+
+__all__ = [
+    "Waiting",
+    "aready",
+    "claim_problem",
+    "intent",
+    "ledger_problem",
+    "prepare",
+    "ready",
+]
+
+_WAIT_POLL = 0.02  # seconds between looks at a key another call holds
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The same call holds the key and is still running: look again until ``until``."""
+
+    call: Admitted
+    until: float
+
+
+def prepare(env: Env, call: Admitted, until: float | None = None) -> Prepared | Waiting | Outcome:  # noqa: PLR0911 - one per gate
+    """Target check, idempotency claim, PREPARED."""
+    tool, inv = call.tool, call.invocation
+    if call.ctx.cancel is not None and call.ctx.cancel.is_set():
+        return endings.cancelled(env, call, "cancelled before execution")
+    if tool.spec.target_check is not None:
+        problem = _target_problem(call)
+        if problem is not None:
+            return endings.failed_before(env, call, problem)
+    claim: Claim | None = None
+    key: LedgerKey | None = None
+    # A transactional tool claims inside its own transaction (R8).
+    if inv.idempotency_key is not None and not tool.spec.transactional:
+        key = LedgerKey(inv.subject.tenant, tool.spec.ref, inv.idempotency_key)
+        try:
+            claim = env.ledger.claim(intent(key, inv, tool), now=env.clock.now())
+        except LedgerError as exc:
+            return endings.failed_before(env, call, ledger_problem(exc))
+        waiting = _wait_for(call, claim, until)
+        if waiting is not None:
+            return waiting
+        problem = claim_problem(claim)
+        if problem is not None:
+            return endings.failed_before(env, call, problem)
+        if isinstance(claim, Replay):
+            key = None  # the earlier invocation holds the key; this call writes nothing
+    call.life.advance(State.PREPARED, deadline=inv.deadline, idempotency_key=inv.idempotency_key)
+    prepared = Prepared.of(call, ledger_key=key)
+    if isinstance(claim, Replay):
+        return settle.replay(env, prepared, claim)
+    return prepared
+
+
+def ready(env: Env, step: Prepared | Waiting | Outcome) -> Prepared | Outcome:
+    """Poll the ledger while the same call is still executing elsewhere (R8)."""
+    while isinstance(step, Waiting):
+        time.sleep(_WAIT_POLL)
+        step = prepare(env, step.call, step.until)
+    return step
+
+
+async def aready(env: Env, step: Prepared | Waiting | Outcome) -> Prepared | Outcome:
+    """:func:`ready` for async callers."""
+    while isinstance(step, Waiting):
+        await asyncio.sleep(_WAIT_POLL)
+        step = prepare(env, step.call, step.until)
+    return step
+
+
+def intent(key: LedgerKey, inv: Invocation, tool: RegisteredTool) -> Intent:
+    """What the ledger records before the side effect (R8, R9)."""
+    return Intent(
+        key=key,
+        digest=inv.digest,
+        invocation_id=inv.invocation_id,
+        tool=tool.spec.ref,
+        canonical=inv.canonical,
+        subject={
+            "id": inv.subject.id,
+            "tenant": inv.subject.tenant,
+            "session": inv.subject.session,
+        },
+        deadline=inv.deadline,
+    )
+
+
+def claim_problem(claim: Claim) -> Problem | None:
+    """R8: what a refused idempotency claim tells the model."""
+    match claim:
+        case KeyReused():
+            return Problem(
+                kind="idempotency",
+                code="key_reused",
+                message="this idempotency key was used for different arguments",
+                recoverable=False,
+                hint="a new call needs a new key",
+            )
+        case InFlight():
+            return Problem(
+                kind="idempotency",
+                code="outcome_unknown" if claim.phase == "unknown" else "in_progress",
+                message=f"the same call ({claim.invocation_id}) is {claim.phase}",
+                recoverable=True,
+                hint="wait for the earlier call; do not send it again",
+            )
+        case Expired():
+            return Problem(
+                kind="idempotency",
+                code="key_expired",
+                message="this idempotency key's record is past its retention window",
+                recoverable=False,
+                hint="a new call needs a new key",
+            )
+        case _:
+            return None
+
+
+def ledger_problem(exc: LedgerError) -> Problem:
+    """The ledger could not record the call: nothing may run (R9)."""
+    return Problem(
+        kind="execution",
+        code="ledger_unavailable",
+        message=f"the idempotency ledger could not record the call ({exc.code})",
+        recoverable=True,
+        hint="try again later",
+    )
+
+
+def _wait_for(call: Admitted, claim: Claim, until: float | None) -> Waiting | None:
+    """R8: the same call is still executing; wait for it if the caller asked to."""
+    if not (
+        isinstance(claim, InFlight)
+        and claim.phase in {"intent", "executing"}
+        and call.ctx.wait_in_flight
+    ):
+        return None
+    if until is None:
+        until = time.monotonic() + call.ctx.wait_in_flight
+        call.life.trace.record("waiting_for", invocation=claim.invocation_id)
+    return Waiting(call, until) if time.monotonic() < until else None
+
+
+def _target_problem(call: Admitted) -> Problem | None:
+    """The tool's target check; one that raises fails closed (R6)."""
+    check = call.tool.spec.target_check
+    assert check is not None  # noqa: S101 - only called when the tool has one
+    try:
+        return check(call.invocation)
+    except Exception as exc:  # noqa: BLE001 - an unreadable target fails closed
+        call.life.trace.record("check_exception", type=type(exc).__name__, text=str(exc))
+        return Problem(
+            kind="target",
+            code="target_check_failed",
+            message=f"could not check the target ({type(exc).__name__})",
+            recoverable=True,
+            hint="try again later",
+        )
