@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from toolbound.config import Principal
     from toolbound.ledger.store import LedgerRecord
     from toolbound.service.core import Service
-    from toolbound.service.journal import ClaimedRequest, StoredCall
+    from toolbound.journal import ClaimedRequest, StoredCall
 
 __all__ = ["authenticate", "create_app", "problem_response"]
 

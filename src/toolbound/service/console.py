@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from toolbound.config import Principal
     from toolbound.ledger.store import LedgerRecord
     from toolbound.service.core import Service
-    from toolbound.service.journal import StoredCall
+    from toolbound.journal import StoredCall
 
     _Handler: TypeAlias = Callable[[Request, Principal], Awaitable[Response]]
 

@@ -1,7 +1,7 @@
 """The service's operations, apart from HTTP: submit, decide, read, reconcile.
 
 :class:`Service` joins a :class:`~toolbound.Runtime` (which never holds parked calls
-itself, ``hold_parked=False``), the ledger and the :mod:`journal <toolbound.service.journal>`.
+itself, ``hold_parked=False``), the ledger and the :mod:`journal <toolbound.journal>`.
 Every operation takes the caller's :class:`~toolbound.config.Principal`: the subject a
 call runs for is the principal's, never anything in the request body (R6); tenants
 only ever see their own invocations.
@@ -33,7 +33,7 @@ from toolbound.gates.confirm import Confirmation
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.ledger.memory import MemoryLedger
 from toolbound.runtime import CallContext, Runtime
-from toolbound.service.journal import (
+from toolbound.journal import (
     ClaimedRequest,
     Finish,
     JournalError,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from toolbound.config import Principal, ServiceConfig
     from toolbound.ledger.store import Ledger, LedgerRecord
     from toolbound.registry import Registry, ToolSet
-    from toolbound.service.journal import Journal
+    from toolbound.journal import Journal
     from toolbound.trace import TraceSink
 
 __all__ = [
