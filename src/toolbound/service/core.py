@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import SystemClock
-from toolbound._errors import Problem, Rejection
+from toolbound._errors import Rejection
 from toolbound._model import Proposal, Subject
+from toolbound.adapters.http import ApiError, outcome_digest, outcome_json
 from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import Confirmation
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.ledger.memory import MemoryLedger
-from toolbound.runtime import CallContext, Runtime
 from toolbound.journal import (
     ClaimedRequest,
     Finish,
@@ -40,6 +39,8 @@ from toolbound.journal import (
     StoredCall,
     open_journal,
 )
+from toolbound.ledger.memory import MemoryLedger
+from toolbound.runtime import CallContext, Runtime
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,18 +48,16 @@ if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound._outcome import Outcome
     from toolbound.config import Principal, ServiceConfig
+    from toolbound.journal import Journal
     from toolbound.ledger.store import Ledger, LedgerRecord
     from toolbound.registry import Registry, ToolSet
-    from toolbound.journal import Journal
     from toolbound.trace import TraceSink
 
 __all__ = [
-    "ApiError",
     "Service",
     "Submission",
     "journal_for",
     "ledger_for",
-    "outcome_json",
     "telemetry_sinks",
 ]
 
@@ -66,30 +65,6 @@ _ENVELOPE_LIMITS = ParseLimits(max_bytes=4 << 20)
 _SUBMISSION_KEYS = frozenset(
     {"tool", "arguments", "call_id", "model_call_id", "version", "tools", "timezone", "locale"}
 )
-
-
-class ApiError(Exception):
-    """An answer that is an error: HTTP status and a problem with a machine code."""
-
-    def __init__(self, status: int, code: str, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.hint = hint
-
-    def problem(self) -> dict[str, object]:
-        """RFC 9457 problem details, with toolbound's ``code``."""
-        body: dict[str, object] = {
-            "type": f"https://toolbound.dev/problems/{self.code}",
-            "title": self.code.replace("_", " "),
-            "status": self.status,
-            "code": self.code,
-            "detail": self.message,
-        }
-        if self.hint:
-            body["hint"] = self.hint
-        return body
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -474,51 +449,16 @@ class Service:
             tool=outcome.tool or call.tool,
             status=outcome.kind,
             state=outcome.state.value,
-            digest=_digest(outcome),
+            digest=outcome_digest(outcome),
             updated_at=self.clock.now(),
             body=body,
         )
         return self.journal.put_call(stored, finish=finish)
 
 
-def outcome_json(outcome: Outcome) -> dict[str, object]:
-    """The typed outcome as the API answers it."""
-    message = outcome.message
-    answer: dict[str, object] = {
-        "invocation_id": outcome.invocation_id,
-        "call_id": outcome.proposal_id,
-        "tool": outcome.tool,
-        "status": outcome.kind,
-        "state": outcome.state.value,
-        "path": [s.value for s in outcome.path],
-        "digest": _digest(outcome),
-        "trace_id": outcome.trace.trace_id,
-        "message": {
-            "content": message.text,
-            "is_error": message.is_error,
-            "truncated": message.truncated,
-        },
-    }
-    problem: Problem | None = getattr(outcome, "problem", None)
-    if problem is not None:
-        answer["problem"] = problem.as_json()
-    if outcome.kind == "awaiting_confirmation":
-        answer["confirmation"] = {
-            "digest": outcome.request.digest,
-            "reason": outcome.request.reason,
-            "expires_at": outcome.request.expires_at.isoformat(),
-        }
-    return answer
-
-
 def fingerprint(body: bytes) -> str:
     """What an Idempotency-Key is bound to: the request body's SHA-256."""
     return hashlib.sha256(body).hexdigest()
-
-
-def _digest(outcome: Outcome) -> str | None:
-    invocation = getattr(outcome, "invocation", None)
-    return None if invocation is None else str(invocation.digest)
 
 
 def _require(principal: Principal, role: str) -> None:
