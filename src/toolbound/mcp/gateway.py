@@ -56,7 +56,7 @@ from toolbound.mcp.upstream import (
 )
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.runtime import Runtime
-from toolbound.service.core import ledger_for, telemetry_sinks
+from toolbound.wiring import ledger_for, telemetry_sinks
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence

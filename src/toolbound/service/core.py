@@ -18,10 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import SystemClock
@@ -32,15 +30,9 @@ from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import Confirmation
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.journal import (
-    ClaimedRequest,
-    Finish,
-    JournalError,
-    StoredCall,
-    open_journal,
-)
-from toolbound.ledger.memory import MemoryLedger
+from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
 from toolbound.runtime import CallContext, Runtime
+from toolbound.wiring import journal_for, ledger_for
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,17 +41,11 @@ if TYPE_CHECKING:
     from toolbound._outcome import Outcome
     from toolbound.config import Principal, ServiceConfig
     from toolbound.journal import Journal
-    from toolbound.ledger.store import Ledger, LedgerRecord
+    from toolbound.ledger.store import LedgerRecord
     from toolbound.registry import Registry, ToolSet
     from toolbound.trace import TraceSink
 
-__all__ = [
-    "Service",
-    "Submission",
-    "journal_for",
-    "ledger_for",
-    "telemetry_sinks",
-]
+__all__ = ["Service", "Submission"]
 
 _ENVELOPE_LIMITS = ParseLimits(max_bytes=4 << 20)
 _SUBMISSION_KEYS = frozenset(
@@ -494,48 +480,6 @@ def _replace_status(
     return replace(call, status=status, updated_at=now, body={**call.body, "note": note})
 
 
-def ledger_for(url: str) -> Ledger:
-    """The ledger for a store URL (``memory`` too)."""
-    if url == "memory":
-        return MemoryLedger()
-    from toolbound.cli import open_ledger  # noqa: PLC0415 - one URL syntax for every command
-
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return open_ledger(url)
-
-
-def journal_for(url: str) -> Journal:
-    """The journal for a store URL: SQLite beside the ledger's file, or the same database."""
-    if url == "memory":
-        # The journal is SQL; "memory" keeps it in a file that lives as long as the process.
-        fd, path = tempfile.mkstemp(prefix="toolbound-journal-", suffix=".db")
-        os.close(fd)
-        return open_journal(f"sqlite:///{path}")
-    if url.startswith("sqlite:///"):
-        # Beside the ledger's file, not in it: the ledger syncs every write (FULL),
-        # the journal only needs to survive the process.
-        ledger = Path(url.removeprefix("sqlite:///"))
-        return open_journal(f"sqlite:///{ledger.with_name(ledger.stem + '.service.db')}")
-    return open_journal(url)
-
-
 def dumps(value: object) -> str:
     """Compact JSON for answers."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def telemetry_sinks(config: ServiceConfig) -> list[TraceSink]:
-    """The trace sinks the configuration's ``[telemetry]`` asks for (none by default)."""
-    telemetry = config.telemetry
-    if telemetry.exporter == "none":
-        return []
-    from toolbound.otel import exporting_sink  # noqa: PLC0415 - the otel extra
-
-    return [
-        exporting_sink(
-            telemetry.exporter,
-            endpoint=telemetry.endpoint,
-            service_name=telemetry.service_name,
-        )
-    ]
