@@ -81,11 +81,11 @@ from toolbound.ledger.memory import MemoryLedger
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Ledger, LedgerError
 from toolbound.loop import Budgets, Loop, LoopOutcome, ModelTurn
+from toolbound.pipeline import CallContext, Preview, Runtime
 from toolbound.provenance import FlowPolicy, NoPrivateData, Provenance, TrustedSource
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.results.encode import HumanProjection, ModelProjection
 from toolbound.results.redact import EMAIL, PAYMENT_CARD, Redactor
-from toolbound.pipeline import CallContext, Preview, Runtime
 from toolbound.trace import Trace, TraceEvent, TraceSink
 
 __all__ = [

@@ -1,18 +1,21 @@
-"""The ``toolbound`` command."""
+"""The ``toolbound`` command.
+
+The top of the surfaces: it may reach the service and the MCP commands (``serve``,
+``mcp-*``); nothing in toolbound imports it. What it shares with them — stores from a
+URL, registries by name, telemetry — comes from :mod:`toolbound.wiring`.
+"""
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from typing import TYPE_CHECKING
 
-from toolbound.registry import Registry
+from toolbound.wiring import journal_for, load_registry, open_ledger, telemetry_sinks
 
 if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound.config import ConfigError, ServiceConfig
-    from toolbound.ledger.store import Ledger
 
 try:
     import click
@@ -23,34 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 else:
     _MISSING = None
 
-__all__ = ["load_registry", "main", "open_ledger"]
-
-
-def open_ledger(url: str) -> Ledger:
-    """A ledger from a URL: ``sqlite:///PATH`` or ``postgresql://…``."""
-    if url.startswith("sqlite:///"):
-        from toolbound.ledger.sqlite import SQLiteLedger  # noqa: PLC0415
-
-        return SQLiteLedger(url.removeprefix("sqlite:///"))
-    if url.startswith(("postgresql://", "postgres://")):
-        from toolbound.ledger.postgres import PostgresLedger  # noqa: PLC0415
-
-        return PostgresLedger(url)
-    msg = f"unsupported ledger URL {url!r}: use sqlite:///PATH or postgresql://…"
-    raise SystemExit(msg)
-
-
-def load_registry(spec: str) -> Registry:
-    """Call ``MODULE:FUNCTION`` and return the Registry it builds."""
-    module_name, _, func_name = spec.partition(":")
-    if not func_name:
-        msg = f"--tools must be MODULE:FUNCTION, not {spec!r}"
-        raise SystemExit(msg)
-    registry = getattr(importlib.import_module(module_name), func_name)()
-    if not isinstance(registry, Registry):
-        msg = f"{spec} returned {type(registry).__name__}, not a Registry"
-        raise SystemExit(msg)
-    return registry
+__all__ = ["main"]
 
 
 def main() -> None:
@@ -152,7 +128,7 @@ if _MISSING is None:
         import uvicorn  # noqa: PLC0415 - the service extra
 
         from toolbound.service.api import create_app  # noqa: PLC0415
-        from toolbound.service.core import Service, telemetry_sinks  # noqa: PLC0415
+        from toolbound.service.core import Service  # noqa: PLC0415
 
         console = Console(stderr=True)
         config = _config_or_exit(config_path, console)
@@ -203,8 +179,6 @@ if _MISSING is None:
         """Show one invocation's state path and trace timeline."""
         from rich.markup import escape  # noqa: PLC0415
         from rich.text import Text  # noqa: PLC0415
-
-        from toolbound.service.core import journal_for  # noqa: PLC0415
 
         console = Console()
         config = _config_or_exit(config_path, console)

@@ -23,8 +23,8 @@ from toolbound import (
     Subject,
     ToolSpec,
 )
-from toolbound.cli import open_ledger
 from toolbound.ledger.postgres import PostgresLedger
+from toolbound.wiring import open_ledger
 
 SUBJECT = Subject(id="mira", tenant="acme", session="s-1")
 KEY = "order-7"  # a caller-chosen idempotency key shared by every racer

@@ -17,7 +17,8 @@ from starlette.testclient import TestClient
 
 from toolbound.config import parse_config
 from toolbound.service.api import create_app
-from toolbound.service.core import Service, telemetry_sinks
+from toolbound.service.core import Service
+from toolbound.wiring import telemetry_sinks
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"

@@ -9,8 +9,10 @@ providers' own JSON shapes (plain dicts), so they work with or without the SDKs:
                                           outcomes → function_call_output items
     toolbound.adapters.anthropic          Messages: tool_use blocks → Proposals,
                                           outcomes → tool_result blocks
+    toolbound.adapters.http               toolbound's own HTTP answers: outcomes → JSON,
+                                          errors → problem+json
 
-Every module offers the same three directions: a response → :class:`ToolCalls` (or
+Every provider module offers the same three directions: a response → :class:`ToolCalls` (or
 just the Proposals), outcomes → the provider's tool-result shape, and ToolSpecs →
 the provider's tool definitions. An SDK object (a pydantic model) is accepted
 wherever a dict is: it is turned into its JSON shape at the boundary and never

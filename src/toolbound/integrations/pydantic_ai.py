@@ -98,8 +98,8 @@ if TYPE_CHECKING:
     from toolbound._errors import ProblemKind
     from toolbound._outcome import Outcome
     from toolbound.gates.confirm import ConfirmationRequest
-    from toolbound.registry import ToolSet
     from toolbound.pipeline import Runtime
+    from toolbound.registry import ToolSet
 
 __all__ = ["ContextFactory", "ToolboundToolset"]
 

@@ -339,7 +339,6 @@ def mcp_serve(
     config = _config(config_path)
     from toolbound._clock import SystemClock  # noqa: PLC0415
     from toolbound._model import Subject  # noqa: PLC0415
-    from toolbound.cli import load_registry  # noqa: PLC0415
     from toolbound.mcp.confirmations import ConfirmationDesk  # noqa: PLC0415
     from toolbound.mcp.server import (  # noqa: PLC0415
         GuardedServer,
@@ -348,7 +347,7 @@ def mcp_serve(
         holds_capabilities,
     )
     from toolbound.pipeline import Runtime  # noqa: PLC0415
-    from toolbound.service.core import ledger_for, telemetry_sinks  # noqa: PLC0415
+    from toolbound.wiring import ledger_for, load_registry, telemetry_sinks  # noqa: PLC0415
 
     clock = SystemClock()
     runtime = Runtime(

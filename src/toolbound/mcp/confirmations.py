@@ -35,9 +35,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from toolbound._errors import ConfirmationMismatch, Rejection
+from toolbound.adapters.http import ApiError, outcome_json, problem_response
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.service.api import problem_response
-from toolbound.service.core import ApiError, outcome_json
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -99,7 +98,7 @@ class ConfirmationDesk:
     ) -> Outcome:
         """Approve (the call runs now, once) or deny the parked call shown by ``digest``.
 
-        Raises :class:`~toolbound.service.core.ApiError` with the codes in the module
+        Raises :class:`~toolbound.adapters.http.ApiError` with the codes in the module
         docstring; a refused decision leaves the call parked.
         """
         _require_approver(principal)

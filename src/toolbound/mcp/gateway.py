@@ -54,9 +54,9 @@ from toolbound.mcp.upstream import (
     definition_of,
     digest_or_none,
 )
-from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.pipeline import Runtime
-from toolbound.service.core import ledger_for, telemetry_sinks
+from toolbound.registry import RegisteredTool, Registry, ToolSet
+from toolbound.wiring import ledger_for, telemetry_sinks
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence

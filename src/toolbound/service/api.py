@@ -20,8 +20,9 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from toolbound.adapters.http import ApiError, problem_response
 from toolbound.otel import traceparent_scope
-from toolbound.service.core import ApiError, Submission, fingerprint
+from toolbound.service.core import Submission, fingerprint
 from toolbound.service.openapi import OPENAPI
 
 if TYPE_CHECKING:
@@ -33,19 +34,13 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from toolbound.config import Principal
+    from toolbound.journal import ClaimedRequest, StoredCall
     from toolbound.ledger.store import LedgerRecord
     from toolbound.service.core import Service
-    from toolbound.service.journal import ClaimedRequest, StoredCall
 
-__all__ = ["authenticate", "create_app", "problem_response"]
+__all__ = ["authenticate", "create_app"]
 
-_PROBLEM = "application/problem+json"
 _STALE_REQUEST = 300.0  # seconds after which an unfinished Idempotency-Key is taken over
-
-
-def problem_response(error: ApiError) -> Response:
-    """An :class:`ApiError` as problem+json."""
-    return JSONResponse(error.problem(), status_code=error.status, media_type=_PROBLEM)
 
 
 def authenticate(service: Service, request: Request) -> Principal:

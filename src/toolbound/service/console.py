@@ -14,7 +14,7 @@ API's: roles, tenant isolation, the digest a person saw (R7), the four-eyes rule
     GET  /console/unknown                      outcome unknown: ask the tool, or record a finding
     POST /console/unknown/{id}/reconcile
 
-An :class:`~toolbound.service.core.ApiError` renders as a page with its status and
+An :class:`~toolbound.adapters.http.ApiError` renders as a page with its status and
 machine-readable ``code``.
 
 **Sessions.** Logging in keeps the principal's *name* and a fingerprint of its key
@@ -56,7 +56,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from toolbound._errors import ConfigurationError
-from toolbound.service.core import ApiError
+from toolbound.adapters.http import ApiError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -65,9 +65,9 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from toolbound.config import Principal
+    from toolbound.journal import StoredCall
     from toolbound.ledger.store import LedgerRecord
     from toolbound.service.core import Service
-    from toolbound.service.journal import StoredCall
 
     _Handler: TypeAlias = Callable[[Request, Principal], Awaitable[Response]]
 

@@ -1,7 +1,7 @@
 """The service's operations, apart from HTTP: submit, decide, read, reconcile.
 
 :class:`Service` joins a :class:`~toolbound.Runtime` (which never holds parked calls
-itself, ``hold_parked=False``), the ledger and the :mod:`journal <toolbound.service.journal>`.
+itself, ``hold_parked=False``), the ledger and the :mod:`journal <toolbound.journal>`.
 Every operation takes the caller's :class:`~toolbound.config.Principal`: the subject a
 call runs for is the principal's, never anything in the request body (R6); tenants
 only ever see their own invocations.
@@ -18,28 +18,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import SystemClock
-from toolbound._errors import Problem, Rejection
+from toolbound._errors import Rejection
 from toolbound._model import Proposal, Subject
+from toolbound.adapters.http import ApiError, outcome_digest, outcome_json
 from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import Confirmation
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.ledger.memory import MemoryLedger
+from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
 from toolbound.pipeline import CallContext, Runtime
-from toolbound.service.journal import (
-    ClaimedRequest,
-    Finish,
-    JournalError,
-    StoredCall,
-    open_journal,
-)
+from toolbound.wiring import journal_for, ledger_for
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,49 +40,17 @@ if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound._outcome import Outcome
     from toolbound.config import Principal, ServiceConfig
-    from toolbound.ledger.store import Ledger, LedgerRecord
+    from toolbound.journal import Journal
+    from toolbound.ledger.store import LedgerRecord
     from toolbound.registry import Registry, ToolSet
-    from toolbound.service.journal import Journal
     from toolbound.trace import TraceSink
 
-__all__ = [
-    "ApiError",
-    "Service",
-    "Submission",
-    "journal_for",
-    "ledger_for",
-    "outcome_json",
-    "telemetry_sinks",
-]
+__all__ = ["Service", "Submission"]
 
 _ENVELOPE_LIMITS = ParseLimits(max_bytes=4 << 20)
 _SUBMISSION_KEYS = frozenset(
     {"tool", "arguments", "call_id", "model_call_id", "version", "tools", "timezone", "locale"}
 )
-
-
-class ApiError(Exception):
-    """An answer that is an error: HTTP status and a problem with a machine code."""
-
-    def __init__(self, status: int, code: str, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.hint = hint
-
-    def problem(self) -> dict[str, object]:
-        """RFC 9457 problem details, with toolbound's ``code``."""
-        body: dict[str, object] = {
-            "type": f"https://toolbound.dev/problems/{self.code}",
-            "title": self.code.replace("_", " "),
-            "status": self.status,
-            "code": self.code,
-            "detail": self.message,
-        }
-        if self.hint:
-            body["hint"] = self.hint
-        return body
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -474,51 +435,16 @@ class Service:
             tool=outcome.tool or call.tool,
             status=outcome.kind,
             state=outcome.state.value,
-            digest=_digest(outcome),
+            digest=outcome_digest(outcome),
             updated_at=self.clock.now(),
             body=body,
         )
         return self.journal.put_call(stored, finish=finish)
 
 
-def outcome_json(outcome: Outcome) -> dict[str, object]:
-    """The typed outcome as the API answers it."""
-    message = outcome.message
-    answer: dict[str, object] = {
-        "invocation_id": outcome.invocation_id,
-        "call_id": outcome.proposal_id,
-        "tool": outcome.tool,
-        "status": outcome.kind,
-        "state": outcome.state.value,
-        "path": [s.value for s in outcome.path],
-        "digest": _digest(outcome),
-        "trace_id": outcome.trace.trace_id,
-        "message": {
-            "content": message.text,
-            "is_error": message.is_error,
-            "truncated": message.truncated,
-        },
-    }
-    problem: Problem | None = getattr(outcome, "problem", None)
-    if problem is not None:
-        answer["problem"] = problem.as_json()
-    if outcome.kind == "awaiting_confirmation":
-        answer["confirmation"] = {
-            "digest": outcome.request.digest,
-            "reason": outcome.request.reason,
-            "expires_at": outcome.request.expires_at.isoformat(),
-        }
-    return answer
-
-
 def fingerprint(body: bytes) -> str:
     """What an Idempotency-Key is bound to: the request body's SHA-256."""
     return hashlib.sha256(body).hexdigest()
-
-
-def _digest(outcome: Outcome) -> str | None:
-    invocation = getattr(outcome, "invocation", None)
-    return None if invocation is None else str(invocation.digest)
 
 
 def _require(principal: Principal, role: str) -> None:
@@ -554,48 +480,6 @@ def _replace_status(
     return replace(call, status=status, updated_at=now, body={**call.body, "note": note})
 
 
-def ledger_for(url: str) -> Ledger:
-    """The ledger for a store URL (``memory`` too)."""
-    if url == "memory":
-        return MemoryLedger()
-    from toolbound.cli import open_ledger  # noqa: PLC0415 - one URL syntax for every command
-
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return open_ledger(url)
-
-
-def journal_for(url: str) -> Journal:
-    """The journal for a store URL: SQLite beside the ledger's file, or the same database."""
-    if url == "memory":
-        # The journal is SQL; "memory" keeps it in a file that lives as long as the process.
-        fd, path = tempfile.mkstemp(prefix="toolbound-journal-", suffix=".db")
-        os.close(fd)
-        return open_journal(f"sqlite:///{path}")
-    if url.startswith("sqlite:///"):
-        # Beside the ledger's file, not in it: the ledger syncs every write (FULL),
-        # the journal only needs to survive the process.
-        ledger = Path(url.removeprefix("sqlite:///"))
-        return open_journal(f"sqlite:///{ledger.with_name(ledger.stem + '.service.db')}")
-    return open_journal(url)
-
-
 def dumps(value: object) -> str:
     """Compact JSON for answers."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def telemetry_sinks(config: ServiceConfig) -> list[TraceSink]:
-    """The trace sinks the configuration's ``[telemetry]`` asks for (none by default)."""
-    telemetry = config.telemetry
-    if telemetry.exporter == "none":
-        return []
-    from toolbound.otel import exporting_sink  # noqa: PLC0415 - the otel extra
-
-    return [
-        exporting_sink(
-            telemetry.exporter,
-            endpoint=telemetry.endpoint,
-            service_name=telemetry.service_name,
-        )
-    ]

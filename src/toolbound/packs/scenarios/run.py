@@ -29,9 +29,9 @@ from toolbound.packs.scenarios.world import (
     grant_policy,
     register,
 )
+from toolbound.pipeline import CallContext, Runtime
 from toolbound.provenance import FlowPolicy
 from toolbound.registry import Registry
-from toolbound.pipeline import CallContext, Runtime
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -8,7 +8,9 @@ request (the IETF draft's semantics: same key and payload → the same answer; a
 payload → 422; still running → 409).
 
 Two stores share one SQL layout: SQLite (WAL, one file beside or inside the ledger's)
-and PostgreSQL (psycopg 3). Both sit behind :class:`Journal`.
+and PostgreSQL (psycopg 3). Both sit behind :class:`Journal`. It is a store like the
+ledger, not part of any surface: the HTTP service writes it and the CLI's ``trace``
+reads it, each opening it from the store URL with :func:`toolbound.wiring.journal_for`.
 
 Decisions are compare-and-set: a parked call takes exactly one decision, once, from
 whichever process records it first (R7).

@@ -1,0 +1,104 @@
+"""Set-up shared by the surfaces: stores from a URL, registries by name, telemetry sinks.
+
+The CLI, the HTTP service and MCP each start from the same few inputs — a store URL, a
+``MODULE:FUNCTION`` naming a registry, a configuration's ``[telemetry]`` — and this
+module turns them into objects, one way for all of them::
+
+    open_ledger(url)          an existing ledger: sqlite:///PATH or postgresql://…
+    ledger_for(url)           a service's ledger: ``memory`` too, the SQLite directory made
+    journal_for(url)          the journal beside that ledger (:mod:`toolbound.journal`)
+    load_registry(spec)       the Registry that ``MODULE:FUNCTION`` builds
+    telemetry_sinks(config)   the trace sinks ``[telemetry]`` asks for
+
+The rule: surfaces (``toolbound.cli``, ``toolbound.service``, ``toolbound.mcp``) import
+the core and this module, never each other — only the top CLI reaches the surfaces'
+commands and servers. This module imports the core only; store drivers and exporters
+are imported when asked for, so importing it costs no optional dependency.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolbound.journal import open_journal
+from toolbound.ledger.memory import MemoryLedger
+from toolbound.registry import Registry
+
+if TYPE_CHECKING:
+    from toolbound.config import ServiceConfig
+    from toolbound.journal import Journal
+    from toolbound.ledger.store import Ledger
+    from toolbound.trace import TraceSink
+
+__all__ = ["journal_for", "ledger_for", "load_registry", "open_ledger", "telemetry_sinks"]
+
+
+def open_ledger(url: str) -> Ledger:
+    """A ledger from a URL: ``sqlite:///PATH`` or ``postgresql://…``."""
+    if url.startswith("sqlite:///"):
+        from toolbound.ledger.sqlite import SQLiteLedger  # noqa: PLC0415
+
+        return SQLiteLedger(url.removeprefix("sqlite:///"))
+    if url.startswith(("postgresql://", "postgres://")):
+        from toolbound.ledger.postgres import PostgresLedger  # noqa: PLC0415
+
+        return PostgresLedger(url)
+    msg = f"unsupported ledger URL {url!r}: use sqlite:///PATH or postgresql://…"
+    raise SystemExit(msg)
+
+
+def ledger_for(url: str) -> Ledger:
+    """The ledger for a store URL (``memory`` too)."""
+    if url == "memory":
+        return MemoryLedger()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return open_ledger(url)
+
+
+def journal_for(url: str) -> Journal:
+    """The journal for a store URL: SQLite beside the ledger's file, or the same database."""
+    if url == "memory":
+        # The journal is SQL; "memory" keeps it in a file that lives as long as the process.
+        fd, path = tempfile.mkstemp(prefix="toolbound-journal-", suffix=".db")
+        os.close(fd)
+        return open_journal(f"sqlite:///{path}")
+    if url.startswith("sqlite:///"):
+        # Beside the ledger's file, not in it: the ledger syncs every write (FULL),
+        # the journal only needs to survive the process.
+        ledger = Path(url.removeprefix("sqlite:///"))
+        return open_journal(f"sqlite:///{ledger.with_name(ledger.stem + '.service.db')}")
+    return open_journal(url)
+
+
+def load_registry(spec: str) -> Registry:
+    """Call ``MODULE:FUNCTION`` and return the Registry it builds."""
+    module_name, _, func_name = spec.partition(":")
+    if not func_name:
+        msg = f"--tools must be MODULE:FUNCTION, not {spec!r}"
+        raise SystemExit(msg)
+    registry = getattr(importlib.import_module(module_name), func_name)()
+    if not isinstance(registry, Registry):
+        msg = f"{spec} returned {type(registry).__name__}, not a Registry"
+        raise SystemExit(msg)
+    return registry
+
+
+def telemetry_sinks(config: ServiceConfig) -> list[TraceSink]:
+    """The trace sinks the configuration's ``[telemetry]`` asks for (none by default)."""
+    telemetry = config.telemetry
+    if telemetry.exporter == "none":
+        return []
+    from toolbound.otel import exporting_sink  # noqa: PLC0415 - the otel extra
+
+    return [
+        exporting_sink(
+            telemetry.exporter,
+            endpoint=telemetry.endpoint,
+            service_name=telemetry.service_name,
+        )
+    ]

@@ -1,0 +1,180 @@
+"""The package's shape: no import cycles, and surfaces that do not import each other.
+
+The graph is read from the source with ``ast``: top-level and function-level imports
+count, imports under ``if TYPE_CHECKING:`` do not (they never run), relative imports
+are resolved, and an import of a name resolves to the deepest module it names.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = "toolbound"
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# The surfaces. The top CLI may import the others; nothing imports it.
+CLI = "toolbound.cli"
+SERVICE = "toolbound.service"
+MCP = "toolbound.mcp"
+INTEGRATIONS = "toolbound.integrations"
+SURFACES = (CLI, SERVICE, MCP)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imported_names(tree: ast.AST, module: str, *, is_package: bool) -> set[str]:
+    """Every dotted name an import in ``tree`` may refer to (module, or module.name)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                names.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    if child.level > 1:
+                        base = base[: len(base) - (child.level - 1)]
+                    target = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    target = child.module or ""
+                names.add(target)
+                names.update(f"{target}.{alias.name}" for alias in child.names)
+            visit(child)
+
+    visit(tree)
+    return names
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the package's modules it imports (the package root itself left out)."""
+    paths = {_module_name(p): p for p in sorted((SRC / PACKAGE).rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        deps: set[str] = set()
+        for imported in _imported_names(tree, module, is_package=path.name == "__init__.py"):
+            name = imported
+            while name and name not in paths:
+                name = name.rpartition(".")[0]
+            if name and name not in {module, PACKAGE}:
+                deps.add(name)
+        graph[module] = deps
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for dep in graph[todo.pop()] - seen:
+            seen.add(dep)
+            todo.append(dep)
+    return seen
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module: each an import cycle."""
+    reach = {m: _reachable(graph, m) for m in graph}
+    found: list[list[str]] = []
+    placed: set[str] = set()
+    for module in sorted(graph):
+        if module in placed:
+            continue
+        component = {module} | {other for other in reach[module] if module in reach[other]}
+        placed |= component
+        if len(component) > 1:
+            found.append(sorted(component))
+    return found
+
+
+def _explain(graph: dict[str, set[str]], component: list[str]) -> str:
+    """One import path around the component, and each member's imports inside it."""
+    members = set(component)
+    lines = [f"cycle among {len(component)} modules:"]
+    lines += [f"  {m} → {', '.join(sorted(graph[m] & members))}" for m in component]
+    return "\n".join(lines)
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _imports_into(
+    graph: dict[str, set[str]], importers: str, target: str, *, besides: str = ""
+) -> list[str]:
+    """The imports from modules under ``importers`` (but not ``besides``) into ``target``."""
+    return sorted(
+        f"{m} → {d}"
+        for m, deps in graph.items()
+        if _within(m, importers) and not (besides and _within(m, besides))
+        for d in deps
+        if _within(d, target)
+    )
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    return _import_graph()
+
+
+def test_graph_sees_function_level_imports_and_skips_type_checking(graph):
+    """The graph counts an import inside a function and ignores one under TYPE_CHECKING."""
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from toolbound.cli import main\n"
+        "def f():\n    from ..journal import open_journal\n"
+        "from . import api\n"
+    )
+    names = _imported_names(tree, "toolbound.service.core", is_package=False)
+    assert "toolbound.journal.open_journal" in names
+    assert "toolbound.service.api" in names
+    assert not any(n.startswith("toolbound.cli") for n in names)
+    assert "toolbound.wiring" in graph
+    assert "toolbound.mcp.cli" in graph["toolbound.cli"]
+
+
+def test_package_has_no_import_cycle(graph):
+    """No module of toolbound reaches itself through the imports that run."""
+    cycles = _cycles(graph)
+    assert not cycles, "\n".join(_explain(graph, c) for c in cycles)
+
+
+def test_nothing_imports_the_top_cli(graph):
+    """The top CLI reaches the other surfaces; no module of toolbound imports it."""
+    assert _imports_into(graph, PACKAGE, CLI, besides=CLI) == []
+
+
+@pytest.mark.parametrize(("importers", "target"), [(SERVICE, MCP), (MCP, SERVICE)])
+def test_service_and_mcp_do_not_import_each_other(graph, importers, target):
+    """The HTTP service never imports MCP, and MCP never imports the HTTP service."""
+    assert _imports_into(graph, importers, target) == []
+
+
+def test_core_imports_no_surface(graph):
+    """Modules outside the CLI, service, MCP and integrations never import a surface."""
+    outside = (*SURFACES, INTEGRATIONS)
+    core = [m for m in graph if not any(_within(m, s) for s in outside)]
+    bad = sorted(
+        f"{m} → {d}" for m in core for d in graph[m] if any(_within(d, s) for s in SURFACES)
+    )
+    assert bad == []
