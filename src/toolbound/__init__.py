@@ -81,7 +81,7 @@ from toolbound.ledger.memory import MemoryLedger
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Ledger, LedgerError
 from toolbound.loop import Budgets, Loop, LoopOutcome, ModelTurn
-from toolbound.pipeline import CallContext, Preview, Runtime
+from toolbound.pipeline.runtime import CallContext, Preview, Runtime
 from toolbound.provenance import FlowPolicy, NoPrivateData, Provenance, TrustedSource
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.results.encode import HumanProjection, ModelProjection

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import Proposal
     from toolbound._outcome import Outcome
-    from toolbound.pipeline import CallContext, Runtime
+    from toolbound.pipeline.runtime import CallContext, Runtime
 
 __all__ = ["BatchOutcome", "arun_batch", "run_batch"]
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from toolbound._model import JSONObject, JSONValue, Subject
     from toolbound._outcome import Outcome
     from toolbound.execution.tool import ToolContext
-    from toolbound.pipeline import CallContext, Runtime
+    from toolbound.pipeline.runtime import CallContext, Runtime
     from toolbound.streams.assemble import IncompleteCall, StreamOutcome
 
 __all__ = [

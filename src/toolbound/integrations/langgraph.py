@@ -128,7 +128,7 @@ if TYPE_CHECKING:
     from toolbound._outcome import Outcome
     from toolbound.adapters import NameMap
     from toolbound.adapters.openai_chat import ToolDefinition
-    from toolbound.pipeline import CallContext, Runtime
+    from toolbound.pipeline.runtime import CallContext, Runtime
 
 __all__ = [
     "CONFIRMATION",

@@ -58,7 +58,7 @@ from toolbound._errors import ConfigurationError, ConfirmationMismatch, Problem
 from toolbound._model import Proposal
 from toolbound.adapters import NameMap
 from toolbound.adapters.openai_responses import tool_definitions
-from toolbound.pipeline import CallContext
+from toolbound.pipeline.runtime import CallContext
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import model_error
 
@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import JSONObject
     from toolbound._outcome import AwaitingConfirmation, Outcome
-    from toolbound.pipeline import Runtime
+    from toolbound.pipeline.runtime import Runtime
     from toolbound.registry import RegisteredTool
 
 __all__ = ["ContextFactory", "GuardedTools", "PendingConfirmation"]

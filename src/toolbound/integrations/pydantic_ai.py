@@ -92,13 +92,13 @@ from toolbound._outcome import (
 )
 from toolbound.adapters import NameMap, describe
 from toolbound.gates.confirm import Confirmation
-from toolbound.pipeline import CallContext
+from toolbound.pipeline.runtime import CallContext
 
 if TYPE_CHECKING:
     from toolbound._errors import ProblemKind
     from toolbound._outcome import Outcome
     from toolbound.gates.confirm import ConfirmationRequest
-    from toolbound.pipeline import Runtime
+    from toolbound.pipeline.runtime import Runtime
     from toolbound.registry import ToolSet
 
 __all__ = ["ContextFactory", "ToolboundToolset"]

@@ -346,7 +346,7 @@ def mcp_serve(
         StaticCatalog,
         holds_capabilities,
     )
-    from toolbound.pipeline import Runtime  # noqa: PLC0415
+    from toolbound.pipeline.runtime import Runtime  # noqa: PLC0415
     from toolbound.wiring import ledger_for, load_registry, telemetry_sinks  # noqa: PLC0415
 
     clock = SystemClock()

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from toolbound._outcome import Outcome
     from toolbound.config import Principal, ServiceConfig
     from toolbound.gates.confirm import ConfirmationRequest
-    from toolbound.pipeline import Runtime
+    from toolbound.pipeline.runtime import Runtime
 
 __all__ = ["ConfirmationDesk", "Decision"]
 

@@ -54,7 +54,7 @@ from toolbound.mcp.upstream import (
     definition_of,
     digest_or_none,
 )
-from toolbound.pipeline import Runtime
+from toolbound.pipeline.runtime import Runtime
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.wiring import ledger_for, telemetry_sinks
 

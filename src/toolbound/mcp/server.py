@@ -52,7 +52,7 @@ from toolbound.gates.normalize import canonical_json, digest
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.ledger.store import LedgerError, LedgerKey
 from toolbound.otel import context_from_traceparent
-from toolbound.pipeline import CallContext, Runtime
+from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import dumps
 

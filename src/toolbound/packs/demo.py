@@ -20,7 +20,7 @@ from toolbound.execution.reconcile import Reconciler
 from toolbound.gates.authorize import Grant, GrantPolicy, IdScope, OwnerScope, PathScope
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.packs import calendar, files, orders, payments, weather
-from toolbound.pipeline import CallContext, Runtime
+from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.registry import Registry
 
 if TYPE_CHECKING:

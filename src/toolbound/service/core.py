@@ -31,7 +31,7 @@ from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import Confirmation
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
-from toolbound.pipeline import CallContext, Runtime
+from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.wiring import journal_for, ledger_for
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ from toolbound.packs.scenarios.world import (
     grant_policy,
     register,
 )
-from toolbound.pipeline import CallContext, Runtime
+from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.provenance import FlowPolicy
 from toolbound.registry import Registry
 

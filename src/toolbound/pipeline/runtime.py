@@ -1,0 +1,345 @@
+"""The runtime: the public facade that drives a call through the pipeline's stages."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Self, cast
+
+from toolbound._clock import SystemClock
+from toolbound._state import State
+from toolbound.execution.executor import Executor
+from toolbound.execution.retry import SystemSleeper
+from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits
+from toolbound.ledger.memory import MemoryLedger
+from toolbound.pipeline import admit, confirm, execute, prepare
+from toolbound.pipeline.admit import Preview
+from toolbound.pipeline.call import Admitted, CallContext, Prepared
+from toolbound.pipeline.confirm import ConfirmationDesk
+from toolbound.pipeline.env import Env, Kept, KeptResults
+from toolbound.results.encode import model_result, page
+from toolbound.results.redact import Redactor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    from toolbound._clock import Clock
+    from toolbound._errors import Problem
+    from toolbound._model import Proposal
+    from toolbound._outcome import Outcome, Rejected
+    from toolbound.execution.retry import RetryPolicy, Sleeper
+    from toolbound.execution.tool import SecretProvider
+    from toolbound.gates.authorize import Policy
+    from toolbound.gates.confirm import Confirmation, ConfirmationRequest
+    from toolbound.ledger.store import Ledger
+    from toolbound.pipeline.prepare import Waiting
+    from toolbound.results.encode import ModelProjection
+    from toolbound.trace import TraceSink
+
+__all__ = ["CallContext", "Preview", "Runtime"]
+
+
+class Runtime:
+    """Runs proposals against registered tools under a policy.
+
+    One runtime serves many requests and threads. It owns a worker pool for sync
+    tools (so a deadline can abandon a tool that overruns: its thread runs on until
+    the function returns, and whatever it returns then is discarded — a write
+    abandoned this way is OUTCOME_UNKNOWN) and, when sync callers use async tools, an
+    event loop thread. Close it with :meth:`close` or use it as a context manager.
+
+    Retries follow R10's matrix (:mod:`toolbound.execution.retry`) up to each tool's
+    ``max_attempts``, with the same idempotency key, waiting through ``sleeper``
+    (``retry_policy`` sets the backoff; ``rng`` its jitter). ``ledger`` is the
+    idempotency ledger: in memory by default, :class:`~toolbound.SQLiteLedger` or
+    ``PostgresLedger`` for durability. With ``hold_parked=False`` a call that needs
+    confirmation is answered :class:`~toolbound.AwaitingConfirmation` and not kept
+    here: the caller's own store keeps it and resumes it later with
+    ``CallContext.approval`` (the service does this, so any of its processes can
+    resume a call another one parked).
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: Policy,
+        ledger: Ledger | None = None,
+        secrets: SecretProvider | None = None,
+        clock: Clock | None = None,
+        parse_limits: ParseLimits = DEFAULT_LIMITS,
+        redactor: Redactor | None = None,
+        sinks: Sequence[TraceSink] = (),
+        confirmation_ttl: timedelta = timedelta(minutes=15),
+        max_workers: int = 8,
+        kept_results: int = 1024,
+        retry_policy: RetryPolicy | None = None,
+        sleeper: Sleeper | None = None,
+        rng: Callable[[], float] = random.random,
+        hold_parked: bool = True,
+    ) -> None:
+        self._env = Env(
+            policy=policy,
+            ledger=ledger if ledger is not None else MemoryLedger(),
+            clock=clock if clock is not None else SystemClock(),
+            secrets=secrets,
+            limits=parse_limits,
+            redactor=redactor if redactor is not None else Redactor(),
+            sinks=tuple(sinks),
+            confirmation_ttl=confirmation_ttl,
+            executor=Executor(max_workers=max_workers),
+            retry_policy=retry_policy,
+            sleeper=sleeper if sleeper is not None else SystemSleeper(),
+            rng=rng,
+            kept=KeptResults(kept_results),
+        )
+        self._desk = ConfirmationDesk() if hold_parked else None
+
+    @property
+    def policy(self) -> Policy:
+        """The policy every call is authorized under (R6)."""
+        return self._env.policy
+
+    @policy.setter
+    def policy(self, policy: Policy) -> None:
+        self._env = replace(self._env, policy=policy)
+
+    @property
+    def ledger(self) -> Ledger:
+        """The idempotency ledger (R8)."""
+        return self._env.ledger
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the trace, deadlines and normalization read."""
+        return self._env.clock
+
+    # -- running a proposal --------------------------------------------------------------
+
+    def run(self, proposal: Proposal, context: CallContext) -> Outcome:
+        """Take ``proposal`` through every gate and, if admitted, execute it."""
+        env = self._env
+        step = prepare.ready(env, self._front(env, proposal, context))
+        return execute.run(env, step) if isinstance(step, Prepared) else step
+
+    async def arun(self, proposal: Proposal, context: CallContext) -> Outcome:
+        """:meth:`run` for async callers: async tools run on the caller's loop."""
+        env = self._env
+        step = await prepare.aready(env, self._front(env, proposal, context))
+        return await execute.arun(env, step) if isinstance(step, Prepared) else step
+
+    def preview(self, proposal: Proposal, context: CallContext) -> Preview:
+        """What the gates would decide for ``proposal``, with nothing recorded, run or spent.
+
+        The same parse, validation, normalization, digest, provenance and policy as
+        :meth:`run`, in the same order — for a surface that must know before it runs
+        a call whether a person will be asked (an SDK's approval hook), or must show
+        a person the normalized arguments and digest. Rate limits are consulted as a
+        recheck, so a preview never spends them. The call itself is judged again when
+        it runs.
+        """
+        return admit.preview(self._env, proposal, context)
+
+    def reject(self, proposal: Proposal, context: CallContext, problem: Problem) -> Rejected:
+        """Refuse a proposal before parsing, for a reason found outside it.
+
+        For what a surface sees around the proposal — a duplicate call id in one
+        response, an incomplete stream — so the refusal is traced like any other.
+        """
+        from toolbound.pipeline.endings import reject  # noqa: PLC0415 - a rare path
+
+        call = admit.open_call(self._env, proposal, context)
+        return reject(call, State.PARSE_REJECTED, problem)
+
+    def _front(
+        self, env: Env, proposal: Proposal, context: CallContext
+    ) -> Prepared | Waiting | Outcome:
+        """Admission, then a person if the policy asks for one, then preparation."""
+        step = admit.admit(env, admit.open_call(env, proposal, context))
+        if not isinstance(step, Admitted):
+            return step
+        reason = step.confirm_reason
+        if reason is not None:
+            if context.approval is None:
+                return confirm.park(env, self._desk, step, reason)
+            held = confirm.approved(env, step, context.approval, reason)
+            if not isinstance(held, Admitted):
+                return held
+            step = held
+        return prepare.prepare(env, step)
+
+    # -- the confirmation desk (R7) ----------------------------------------------------
+
+    def pending(self) -> list[ConfirmationRequest]:
+        """The calls waiting for a person, oldest first (expired ones are ended first)."""
+        desk = self._held()
+        confirm.end_expired(desk, self._env.clock.now())
+        return desk.pending()
+
+    def parked(self) -> Iterable[str]:
+        """The invocation ids waiting for confirmation."""
+        return self._held().parked()
+
+    def issue(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        approver: str,
+        approved: bool = True,
+        ttl: timedelta | None = None,
+    ) -> Confirmation:
+        """Record a person's decision on the call they were shown, by its digest.
+
+        The runtime is the only issuer: :meth:`confirm` accepts only confirmations
+        issued here, each for the one invocation and digest it names (R7).
+        """
+        return self._held().issue(
+            invocation_id,
+            digest=digest,
+            approver=approver,
+            approved=approved,
+            at=self._env.clock.now(),
+            ttl=ttl or self._env.confirmation_ttl,
+        )
+
+    def approve(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        approver: str,
+        ttl: timedelta | None = None,
+        timeout: float | None = None,
+    ) -> Outcome:
+        """A person approves the call they were shown (by its digest); run it now."""
+        confirmation = self.issue(invocation_id, digest=digest, approver=approver, ttl=ttl)
+        return self.confirm(confirmation, timeout=timeout)
+
+    async def aapprove(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        approver: str,
+        ttl: timedelta | None = None,
+        timeout: float | None = None,
+    ) -> Outcome:
+        """:meth:`approve` for async callers."""
+        confirmation = self.issue(invocation_id, digest=digest, approver=approver, ttl=ttl)
+        return await self.aconfirm(confirmation, timeout=timeout)
+
+    def deny(self, invocation_id: str, *, digest: str, approver: str) -> Outcome:
+        """A person refuses the call: it ends AUTHORIZATION_REJECTED."""
+        return self.confirm(
+            self.issue(invocation_id, digest=digest, approver=approver, approved=False)
+        )
+
+    def confirm(self, confirmation: Confirmation, *, timeout: float | None = None) -> Outcome:
+        """Resume a parked call with a decision :meth:`issue` recorded (R7).
+
+        Raises :class:`~toolbound.ConfirmationMismatch` (and leaves the call parked)
+        when the confirmation was not issued here, names no parked call, another
+        call, or other arguments.
+        """
+        env = self._env
+        step = prepare.ready(env, self._resume(env, confirmation, timeout))
+        return execute.run(env, step) if isinstance(step, Prepared) else step
+
+    async def aconfirm(
+        self, confirmation: Confirmation, *, timeout: float | None = None
+    ) -> Outcome:
+        """:meth:`confirm` for async callers."""
+        env = self._env
+        step = await prepare.aready(env, self._resume(env, confirmation, timeout))
+        return await execute.arun(env, step) if isinstance(step, Prepared) else step
+
+    def cancel_pending(self, invocation_id: str) -> Outcome:
+        """Cancel a parked call: CANCELLED_BEFORE_COMMIT, nothing executed."""
+        from toolbound.pipeline.endings import cancelled  # noqa: PLC0415 - a rare path
+
+        call = self._held().cancel(invocation_id)
+        return cancelled(self._env, call, "cancelled while waiting for confirmation")
+
+    def _resume(
+        self, env: Env, confirmation: Confirmation, timeout: float | None
+    ) -> Prepared | Waiting | Outcome:
+        call, problem = self._held().take(confirmation, now=env.clock.now())
+        resumed = confirm.resume(env, call, confirmation, problem, timeout)
+        if not isinstance(resumed, Admitted):
+            return resumed
+        return prepare.prepare(env, resumed)
+
+    def _held(self) -> ConfirmationDesk:
+        if self._desk is None:
+            # hold_parked=False: the caller's own store holds parked calls.
+            return _EMPTY_DESK
+        return self._desk
+
+    # -- results too large for one message (R11, R16) ----------------------------------
+
+    def shrink(self, outcome: Outcome, budget: int) -> Outcome:
+        """The same outcome with its model message cut to ``budget`` bytes (R16).
+
+        Only an observed result can shrink; the full value stays fetchable through
+        the continuation handle. The new bytes are recorded as sent (R14).
+        """
+        if outcome.kind != "observed" or len(outcome.message.content) <= budget:
+            return outcome
+        payload = outcome.message.payload
+        kept = self._env.kept.get(outcome.invocation_id)
+        value = kept.value if kept is not None else payload.get("data")
+        message = model_result(
+            invocation_id=outcome.invocation_id,
+            proposal_id=outcome.proposal_id,
+            tool=outcome.tool,
+            value=value,
+            budget=budget,
+            empty_meaning=cast("str | None", payload.get("meaning")),
+            cuts=outcome.message.cuts,
+        )
+        if message.truncated and kept is None:
+            self._env.kept.keep(
+                outcome.invocation_id, Kept(outcome.tool, outcome.proposal_id, value)
+            )
+        outcome.trace.record(
+            "tool_message",
+            content=message.content,
+            is_error=message.is_error,
+            truncated=message.truncated,
+            cuts=message.cuts,
+            reason="batch result budget",
+        )
+        return replace(outcome, message=message)
+
+    def continue_result(self, handle: str, *, size: int | None = None) -> ModelProjection:
+        """The next page of a truncated result, from its continuation handle (R11)."""
+        invocation_id, _, offset = handle.rpartition(":")
+        kept = self._env.kept.get(invocation_id)
+        if kept is None or not offset.isdigit():
+            msg = f"no kept result for handle {handle!r}"
+            raise KeyError(msg)
+        return page(
+            invocation_id=invocation_id,
+            proposal_id=kept.proposal_id,
+            tool=kept.tool,
+            value=kept.value,
+            offset=int(offset),
+            size=size or 16_384,
+        )
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the worker pool and loop thread (running tools are not interrupted)."""
+        self._env.executor.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_EMPTY_DESK = ConfirmationDesk()
+"""What a runtime that holds no parked calls consults: nothing is ever pending there."""
