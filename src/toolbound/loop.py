@@ -155,7 +155,7 @@ def request_capability_spec() -> ToolSpec:
     """The built-in tool through which a model asks for a tool it cannot see.
 
     It is authorized like any call: a grant of ``tools:request`` with an
-    :class:`~toolbound.IdScope` over the tool names a subject may ask for.
+    :class:`~toolbound.gates.authorize.IdScope` over the tool names a subject may ask for.
     """
     return ToolSpec(
         name=REQUEST_CAPABILITY,
