@@ -125,7 +125,7 @@ def test_every_public_name_resolves(name):
 
 def test_lazy_table_matches_type_checking_imports():
     """Type checkers see the same names, from the same modules, as the lazy table serves."""
-    source = (ROOT / "src" / "toolbound" / "__init__.py").read_text()
+    source = Path(toolbound.__file__).read_text()
     (block,) = [
         node
         for node in ast.parse(source).body
