@@ -69,7 +69,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
     from types import FrameType
 
-    from toolbound import Ledger
     from toolbound._model import JSONObject, Result
     from toolbound.execution.tool import ToolContext
     from toolbound.ledger.sqlite import Synchronous
@@ -77,6 +76,7 @@ if TYPE_CHECKING:
         Claim,
         ExpiredPolicy,
         Intent,
+        Ledger,
         LedgerKey,
         LedgerRecord,
         LedgerTransaction,

@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from harness import Harness, grant, proposal, spec
-from toolbound import ConfirmationMismatch, State
+from toolbound import ConfirmationMismatch
+from toolbound._state import State
 from toolbound.gates.confirm import check_confirmation
 from toolbound.testing import FakeTool
 
@@ -281,7 +282,7 @@ def test_preview_rejects_what_run_would_reject_without_a_trace(confirming):
 def test_preview_never_spends_a_rate_limit(clock):
     from datetime import timedelta
 
-    from toolbound import RateLimit
+    from toolbound.gates.authorize import RateLimit
 
     limit = RateLimit(1, timedelta(minutes=1), clock)
     h = Harness(clock, grant(limits=(limit,)))

@@ -16,17 +16,17 @@ from toolbound import (
     CallContext,
     Grant,
     GrantPolicy,
-    Invocation,
     Proposal,
     Registry,
     Runtime,
-    SpecError,
-    StaticSecrets,
     Subject,
     ToolContext,
     ToolOutput,
 )
+from toolbound._errors import SpecError
+from toolbound._model import Invocation  # noqa: TC001 - define reads the hints at run time
 from toolbound.define import DefinedTool, Secret, Transaction, define, tool
+from toolbound.execution.tool import StaticSecrets
 
 MIRA = Subject(id="mira", tenant="acme", session="s-1")
 

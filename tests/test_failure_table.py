@@ -11,7 +11,8 @@ import threading
 import pytest
 
 from harness import MIRA, Harness, grant, proposal, spec
-from toolbound import CallContext, ConfirmationMismatch, GrantPolicy, Registry, Runtime, State
+from toolbound import CallContext, ConfirmationMismatch, GrantPolicy, Registry, Runtime
+from toolbound._state import State
 from toolbound.packs import orders, weather
 from toolbound.testing import FakeTool
 
@@ -92,7 +93,7 @@ def row_identity_in_arguments(h: Harness) -> None:
 
 
 def orders_scope():
-    from toolbound import OwnerScope
+    from toolbound.gates.authorize import OwnerScope
 
     return OwnerScope()
 
@@ -173,7 +174,7 @@ def row_nothing_after_terminal(h: Harness) -> None:
     last_transition = max(i for i, e in enumerate(out.trace) if e.kind == "transition")
     assert set(kinds[last_transition + 1 :]) <= {"tool_message"}
     events = len(out.trace)
-    from toolbound import IllegalTransition
+    from toolbound._errors import IllegalTransition
     from toolbound._state import Lifecycle
 
     life = Lifecycle(out.trace, start=out.state)

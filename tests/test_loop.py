@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from harness import SHARED_DATA, Harness, grant, spec
-from toolbound import IdScope, Registry
+from toolbound import Registry
+from toolbound.gates.authorize import IdScope
 from toolbound.loop import Budgets, Loop, ModelTurn
 from toolbound.testing import FakeTool, ScriptedModel, call, turn_from_stream
 

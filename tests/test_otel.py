@@ -25,12 +25,12 @@ from toolbound import (
     Proposal,
     Registry,
     Runtime,
-    State,
-    StaticSecrets,
     Subject,
     ToolSpec,
 )
+from toolbound._state import State
 from toolbound.execution.retry import FakeSleeper, NotReached
+from toolbound.execution.tool import StaticSecrets
 from toolbound.otel import (
     OpenTelemetrySink,
     TraceParent,

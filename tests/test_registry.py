@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness import spec
-from toolbound import Registry, SchemaError, SpecError
+from toolbound import Registry
+from toolbound._errors import SchemaError, SpecError
 from toolbound.testing import FakeTool
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from harness import Harness, grant, spec
-from toolbound import EMAIL, Redactor, State
+from toolbound._state import State
 from toolbound.results.encode import TRUST_MARK, model_result
+from toolbound.results.redact import EMAIL, Redactor
 from toolbound.testing import FakeTool
 
 S = State

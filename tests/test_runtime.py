@@ -10,14 +10,10 @@ import time
 import pytest
 
 from harness import LEO, MIRA, Harness, grant, proposal, spec
-from toolbound import (
-    CommitUnknown,
-    NotCommitted,
-    Resource,
-    State,
-    StaticSecrets,
-    ToolOutput,
-)
+from toolbound import CommitUnknown, NotCommitted, ToolOutput
+from toolbound._model import Resource
+from toolbound._state import State
+from toolbound.execution.tool import StaticSecrets
 from toolbound.testing import FakeTool
 
 S = State
@@ -430,7 +426,7 @@ def test_inline_tool_runs_on_caller_thread(harness: Harness):
 
 def test_resources_reach_the_policy(harness: Harness):
     """Resources named by the tool's extractor are what authorization sees."""
-    from toolbound import IdScope
+    from toolbound.gates.authorize import IdScope
 
     harness.grants[:] = [grant(scope=IdScope(frozenset({"r1"})))]
     harness.registry.register(

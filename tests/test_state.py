@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolbound import FixedClock, IllegalTransition, State
-from toolbound._state import REJECTED, TERMINAL, TRANSITIONS, Lifecycle
+from toolbound import FixedClock
+from toolbound._errors import IllegalTransition
+from toolbound._state import REJECTED, TERMINAL, TRANSITIONS, Lifecycle, State
 from toolbound.trace import Trace
 
 S = State

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from harness import Harness, spec
-from toolbound import State
+from toolbound._state import State
 from toolbound.testing import FakeTool
 
 

@@ -25,7 +25,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from toolbound._errors import Problem
@@ -47,6 +47,7 @@ __all__ = [
     "REQUEST_CAPABILITY",
     "Budgets",
     "Loop",
+    "LoopEnd",
     "LoopOutcome",
     "Message",
     "Model",
@@ -133,11 +134,14 @@ class Step:
     batch: BatchOutcome | None = None
 
 
+LoopEnd = Literal["finished", "budget_exhausted", "no_progress", "cancelled"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LoopOutcome:
     """How the loop ended, typed (STYLE 5)."""
 
-    kind: Literal["finished", "budget_exhausted", "no_progress", "cancelled"]
+    kind: LoopEnd
     reason: str
     text: str
     transcript: tuple[Message, ...]
@@ -151,7 +155,7 @@ def request_capability_spec() -> ToolSpec:
     """The built-in tool through which a model asks for a tool it cannot see.
 
     It is authorized like any call: a grant of ``tools:request`` with an
-    :class:`~toolbound.IdScope` over the tool names a subject may ask for.
+    :class:`~toolbound.gates.authorize.IdScope` over the tool names a subject may ask for.
     """
     return ToolSpec(
         name=REQUEST_CAPABILITY,
@@ -181,6 +185,35 @@ def request_capability_spec() -> ToolSpec:
         reads_untrusted=False,  # it answers from the runtime's own registry
         reads_private=False,
     )
+
+
+@dataclass(slots=True, kw_only=True)
+class _Run:
+    """What one run of the loop has said and spent so far.
+
+    Mutable on purpose: it lives only inside one :meth:`Loop.run`, and each step adds
+    to it; the frozen :class:`LoopOutcome` is made from it when the run ends.
+    """
+
+    started: float
+    transcript: list[Message]
+    index: Provenance | None
+    steps: list[Step] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    seen: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    """R13: each digest's last result fingerprint and how often it came back."""
+
+    def end(self, kind: LoopEnd, reason: str, text: str = "") -> LoopOutcome:
+        """The outcome of the run, ending now."""
+        return LoopOutcome(
+            kind=kind,
+            reason=reason,
+            text=text,
+            transcript=tuple(self.transcript),
+            steps=tuple(self.steps),
+            usage=replace(self.usage, wall_time=time.monotonic() - self.started),
+            provenance=self.index,
+        )
 
 
 class Loop:
@@ -225,116 +258,89 @@ class Loop:
         """Who the loop runs for."""
         return self.context.subject
 
-    def run(self, prompt: str | Sequence[Message]) -> LoopOutcome:  # noqa: C901, PLR0911
+    def run(self, prompt: str | Sequence[Message]) -> LoopOutcome:
         """Run the loop from a user prompt (or a transcript) to its end."""
         started = time.monotonic()
         transcript: list[Message] = (
             [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
         )
-        steps: list[Step] = []
-        usage = Usage()
-        seen: dict[str, tuple[bytes, int]] = {}
-        index = self._index(transcript)
-
-        def end(kind: str, reason: str, text: str = "") -> LoopOutcome:
-            spent = replace(usage, wall_time=time.monotonic() - started)
-            return LoopOutcome(
-                kind=kind,  # type: ignore[arg-type]
-                reason=reason,
-                text=text,
-                transcript=tuple(transcript),
-                steps=tuple(steps),
-                usage=spent,
-                provenance=index,
-            )
-
+        run = _Run(started=started, transcript=transcript, index=self._index(transcript))
         while True:
-            if self.cancel is not None and self.cancel.is_set():
-                return end("cancelled", "cancelled")
-            exhausted = self._exhausted(usage, time.monotonic() - started)
-            if exhausted is not None:
-                return end("budget_exhausted", exhausted)
-            toolset = self._visible(len(steps))
-            specs = toolset.specs
-            turn = self.model(tuple(transcript), specs)
-            usage = replace(usage, model_calls=usage.model_calls + 1, cost=usage.cost + turn.cost)
-            step = Step(
-                index=len(steps),
-                context_digest=_digest(transcript),
-                visible=toolset.refs,
-                turn=turn,
-            )
-            # Cancelled while the model was thinking: nothing after a terminal state.
-            if self.cancel is not None and self.cancel.is_set():
-                steps.append(step)
-                return end("cancelled", "cancelled")
-            transcript.append(_assistant(turn))
-            if not turn.proposals and not turn.incomplete:
-                steps.append(step)
-                return end("finished", "the model answered without calling a tool", turn.text)
-            limit = self.budgets.tool_calls
-            if limit is not None and usage.tool_calls + len(turn.proposals) > limit:
-                steps.append(step)
-                return end("budget_exhausted", "tool_calls")
-            remaining = (
-                None
-                if self.budgets.result_bytes is None
-                else self.budgets.result_bytes - usage.result_bytes
-            )
-            ctx = replace(self.context, tools=toolset, cancel=self.cancel, provenance=index)
-            for i, cut in enumerate(turn.incomplete):
-                refused = self.runtime.reject(
-                    Proposal(
-                        name=cut.name or "",
-                        arguments=cut.received_arguments,
-                        proposal_id=cut.call_id or f"incomplete-{i}",
-                        model_call_id=turn.model_call_id,
-                    ),
-                    ctx,
-                    Problem(
-                        kind="parse",
-                        code="incomplete_call",
-                        message=f"the response ended before this call was complete ({cut.reason})",
-                        recoverable=True,
-                        hint="send the whole call again",
-                    ),
-                )
-                transcript.append(
-                    {
-                        "role": "tool",
-                        "call_id": refused.proposal_id,
-                        "content": refused.message.text,
-                    }
-                )
-            batch = run_batch(
-                self.runtime,
-                turn.proposals,
-                ctx,
-                concurrency=self._concurrency,
-                result_budget=remaining,
-            )
-            steps.append(replace(step, batch=batch))
-            usage = replace(
-                usage,
-                tool_calls=usage.tool_calls + len(turn.proposals),
-                result_bytes=usage.result_bytes + batch.result_bytes,
-            )
-            for outcome in batch.outcomes:
-                transcript.append(
-                    {
-                        "role": "tool",
-                        "call_id": outcome.proposal_id,
-                        "content": outcome.message.text,
-                    }
-                )
-                self._note_grant(outcome)
-                if index is not None:
-                    _learn(index, toolset, outcome)
-            if self.cancel is not None and self.cancel.is_set():
-                return end("cancelled", "cancelled")
-            stuck = _repeated(batch, seen, self.budgets.repeats)
-            if stuck is not None:
-                return end("no_progress", stuck)
+            ended = self._step(run)
+            if ended is not None:
+                return ended
+
+    def _step(self, run: _Run) -> LoopOutcome | None:  # noqa: PLR0911 - one exit per ending
+        """One model turn and the calls it proposed; how the loop ended, if it did."""
+        if self._cancelled():
+            return run.end("cancelled", "cancelled")
+        exhausted = self._exhausted(run.usage, time.monotonic() - run.started)
+        if exhausted is not None:
+            return run.end("budget_exhausted", exhausted)
+        toolset = self._visible(len(run.steps))
+        turn = self.model(tuple(run.transcript), toolset.specs)
+        run.usage = replace(
+            run.usage, model_calls=run.usage.model_calls + 1, cost=run.usage.cost + turn.cost
+        )
+        step = Step(
+            index=len(run.steps),
+            context_digest=_digest(run.transcript),
+            visible=toolset.refs,
+            turn=turn,
+        )
+        # Cancelled while the model was thinking: nothing after a terminal state.
+        if self._cancelled():
+            run.steps.append(step)
+            return run.end("cancelled", "cancelled")
+        run.transcript.append(_assistant(turn))
+        if not turn.proposals and not turn.incomplete:
+            run.steps.append(step)
+            return run.end("finished", "the model answered without calling a tool", turn.text)
+        limit = self.budgets.tool_calls
+        if limit is not None and run.usage.tool_calls + len(turn.proposals) > limit:
+            run.steps.append(step)
+            return run.end("budget_exhausted", "tool_calls")
+        batch = self._calls(run, toolset, turn)
+        run.steps.append(replace(step, batch=batch))
+        if self._cancelled():
+            return run.end("cancelled", "cancelled")
+        stuck = _repeated(batch, run.seen, self.budgets.repeats)
+        if stuck is not None:
+            return run.end("no_progress", stuck)
+        return None
+
+    def _calls(self, run: _Run, toolset: ToolSet, turn: ModelTurn) -> BatchOutcome:
+        """Answer the turn's cut-off calls, run its proposals, and record what came back."""
+        remaining = (
+            None
+            if self.budgets.result_bytes is None
+            else self.budgets.result_bytes - run.usage.result_bytes
+        )
+        ctx = replace(self.context, tools=toolset, cancel=self.cancel, provenance=run.index)
+        for i, cut in enumerate(turn.incomplete):
+            refused = self.runtime.reject(_incomplete(turn, i, cut), ctx, _cut_off(cut))
+            run.transcript.append(_tool_message(refused))
+        batch = run_batch(
+            self.runtime,
+            turn.proposals,
+            ctx,
+            concurrency=self._concurrency,
+            result_budget=remaining,
+        )
+        run.usage = replace(
+            run.usage,
+            tool_calls=run.usage.tool_calls + len(turn.proposals),
+            result_bytes=run.usage.result_bytes + batch.result_bytes,
+        )
+        for outcome in batch.outcomes:
+            run.transcript.append(_tool_message(outcome))
+            self._note_grant(outcome)
+            if run.index is not None:
+                _learn(run.index, toolset, outcome)
+        return batch
+
+    def _cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
 
     # -- provenance ------------------------------------------------------------------
 
@@ -450,6 +456,31 @@ def _assistant(turn: ModelTurn) -> Message:
         ],
         "incomplete": [c.call_id for c in turn.incomplete],
     }
+
+
+def _tool_message(outcome: Outcome) -> Message:
+    """The transcript entry answering one call."""
+    return {"role": "tool", "call_id": outcome.proposal_id, "content": outcome.message.text}
+
+
+def _incomplete(turn: ModelTurn, i: int, cut: IncompleteCall) -> Proposal:
+    """The proposal a cut-off call amounts to, so that it is traced and answered (R15)."""
+    return Proposal(
+        name=cut.name or "",
+        arguments=cut.received_arguments,
+        proposal_id=cut.call_id or f"incomplete-{i}",
+        model_call_id=turn.model_call_id,
+    )
+
+
+def _cut_off(cut: IncompleteCall) -> Problem:
+    return Problem(
+        kind="parse",
+        code="incomplete_call",
+        message=f"the response ended before this call was complete ({cut.reason})",
+        recoverable=True,
+        hint="send the whole call again",
+    )
 
 
 def _digest(transcript: Sequence[Message]) -> str:

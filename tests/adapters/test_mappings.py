@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from harness import Harness, spec
-from toolbound import ConfigurationError, Problem, Proposal, Rejection, parse_arguments
+from toolbound import ConfigurationError, Problem, Proposal, Rejection
 from toolbound.adapters import (
     MAX_STRICT_DEPTH,
     NameMap,
@@ -20,7 +20,7 @@ from toolbound.adapters import (
 from toolbound.adapters import anthropic as an
 from toolbound.adapters import openai_chat as chat
 from toolbound.adapters import openai_responses as resp
-from toolbound.gates.parse import DEFAULT_LIMITS
+from toolbound.gates.parse import DEFAULT_LIMITS, parse_arguments
 from toolbound.packs.calendar import create_event_spec
 from toolbound.results.encode import model_error, model_result
 from toolbound.testing import FakeTool

@@ -8,7 +8,9 @@ from datetime import timedelta
 import pytest
 
 from harness import Harness, spec
-from toolbound import CommitUnknown, NotCommitted, ReadBack, State
+from toolbound import CommitUnknown, NotCommitted
+from toolbound._model import ReadBack
+from toolbound._state import State
 from toolbound.execution.reconcile import (
     Reconciler,
     RemoteCommitted,

@@ -20,11 +20,11 @@ from toolbound import (
     Proposal,
     Registry,
     Runtime,
-    StaticSecrets,
     Subject,
     ToolSpec,
 )
 from toolbound.execution.http import HttpTool
+from toolbound.execution.tool import StaticSecrets
 from toolbound.otel import OpenTelemetrySink, traceparent_scope
 from toolbound.trace import attempt_span
 

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from crash_child import ARGUMENTS, call, registry, runtime
 
-from toolbound import FixedClock, Reconciler, canonical_json, digest
+from toolbound import FixedClock
+from toolbound.execution.reconcile import Reconciler
+from toolbound.gates.normalize import canonical_json, digest
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import LedgerKey
 

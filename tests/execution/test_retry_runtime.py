@@ -7,7 +7,7 @@ from urllib.parse import unquote
 import pytest
 
 from harness import Harness, grant, spec
-from toolbound import State
+from toolbound._state import State
 from toolbound.execution.http import HttpTool
 from toolbound.execution.reconcile import RemoteCommitted, RemoteNotCommitted
 from toolbound.execution.retry import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from harness import Harness, spec
-from toolbound import State
+from toolbound._state import State
 from toolbound.ledger.sqlite import SQLiteLedger
 
 S = State

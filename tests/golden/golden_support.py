@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from toolbound import Confirmation, Problem, Trace
+from toolbound import Problem
+from toolbound.gates.confirm import Confirmation
 
 if TYPE_CHECKING:
     from toolbound import Outcome, Preview
+    from toolbound.trace import Trace
 
 EXPECTED = Path(__file__).parent / "expected"
 UPDATE = os.environ.get("TOOLBOUND_GOLDEN_UPDATE") == "1"

@@ -23,27 +23,20 @@ from harness import LEO, Harness, grant, proposal, spec
 from toolbound import (
     Budgets,
     CommitUnknown,
-    Confirmation,
     ConfirmationMismatch,
     GrantPolicy,
-    LedgerError,
     Loop,
     MemoryLedger,
     ModelTurn,
     NotCommitted,
-    OwnerScope,
     Problem,
-    RateLimit,
-    ReadBack,
     Registry,
-    RemoteCommitted,
-    RemoteNotCommitted,
-    RemoteUnknown,
     SQLiteLedger,
-    StaticSecrets,
     ToolOutput,
     run_batch,
 )
+from toolbound._model import ReadBack
+from toolbound.execution.reconcile import RemoteCommitted, RemoteNotCommitted, RemoteUnknown
 from toolbound.execution.retry import (
     FakeSleeper,
     MaybeCommitted,
@@ -52,6 +45,10 @@ from toolbound.execution.retry import (
     RetryPolicy,
     Transient,
 )
+from toolbound.execution.tool import StaticSecrets
+from toolbound.gates.authorize import OwnerScope, RateLimit
+from toolbound.gates.confirm import Confirmation
+from toolbound.ledger.store import LedgerError
 from toolbound.packs import orders, weather
 from toolbound.testing import FakeTool, ScriptedModel, call
 

@@ -36,18 +36,10 @@ from langgraph.prebuilt import tools_condition as langgraph_tools_condition
 from langgraph.types import Command, RetryPolicy, interrupt
 from pydantic import ValidationError
 
-from toolbound import (
-    CallContext,
-    Grant,
-    GrantPolicy,
-    Registry,
-    Runtime,
-    Subject,
-    canonical_json,
-    digest,
-)
+from toolbound import CallContext, Grant, GrantPolicy, Registry, Runtime, Subject
 from toolbound.adapters import NameMap
 from toolbound.define import define
+from toolbound.gates.normalize import canonical_json, digest
 from toolbound.integrations.langgraph import (
     CONFIRMATION,
     ToolboundNode,

@@ -38,10 +38,10 @@ from toolbound import (
     GrantPolicy,
     Registry,
     Runtime,
-    State,
     Subject,
     ToolSpec,
 )
+from toolbound._state import State
 from toolbound.define import define
 from toolbound.integrations.openai_agents import GuardedTools
 from toolbound.testing import FakeTool

@@ -40,9 +40,9 @@ from toolbound import (
     NotCommitted,
     Registry,
     Runtime,
-    State,
     Subject,
 )
+from toolbound._state import State
 from toolbound.define import define
 from toolbound.integrations.pydantic_ai import ToolboundToolset
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from toolbound import State
+from toolbound._state import State
 from toolbound.packs.demo import run_demo
 
 S = State

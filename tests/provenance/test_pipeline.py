@@ -7,7 +7,9 @@ import json
 import pytest
 
 from harness import MIRA, grant, spec
-from toolbound import AllOf, Allow, CallContext, GrantPolicy, Registry, Runtime, State
+from toolbound import AllOf, CallContext, GrantPolicy, Registry, Runtime
+from toolbound._state import State
+from toolbound.gates.authorize import Allow
 from toolbound.loop import Loop, ModelTurn
 from toolbound.provenance import FlowPolicy, NoPrivateData, Provenance, TrustedSource
 from toolbound.testing import FakeTool, ScriptedModel, call

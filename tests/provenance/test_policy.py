@@ -7,15 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from harness import MIRA, grant, spec
-from toolbound import (
-    AllOf,
-    Allow,
-    AuthzRequest,
-    ConfigurationError,
-    Confirm,
-    Deny,
-    GrantPolicy,
-)
+from toolbound import AllOf, ConfigurationError, GrantPolicy
+from toolbound.gates.authorize import Allow, AuthzRequest, Confirm, Deny
 from toolbound.provenance import FlowPolicy, NoPrivateData, Provenance, TrustedSource
 
 NOW = datetime(2026, 7, 19, 6, 0, tzinfo=UTC)

@@ -18,9 +18,10 @@ from service_pack import effects, effects_file
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from toolbound import RemoteCommitted, RemoteNotCommitted, RemoteUnknown, ToolSpec
+from toolbound import ToolSpec
 from toolbound._errors import ConfigurationError
 from toolbound.config import parse_config
+from toolbound.execution.reconcile import RemoteCommitted, RemoteNotCommitted, RemoteUnknown
 from toolbound.execution.retry import ResponseLost
 from toolbound.service.api import create_app
 from toolbound.service.console import console_middleware, console_routes, reveal
