@@ -665,13 +665,13 @@ def _scope_denial(code: str, resource: Resource) -> Deny:
     if code == _NOT_OWNED:
         # One message for missing and for someone else's row (R6): never say which.
         return _deny(
-            code,
+            _NOT_OWNED,
             f"{what} was not found or does not belong to this subject",
             "Check the id with the user; do not try other ids.",
         )
     if code == _OUT_OF_SCOPE:
         return _deny(
-            code,
+            _OUT_OF_SCOPE,
             f"{what} is outside the scope this subject was granted",
             "Use a resource inside the permitted scope, or ask the user.",
         )
