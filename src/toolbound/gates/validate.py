@@ -30,6 +30,7 @@ import jsonschema_rs
 from jsonschema_rs import ValidationError, ValidationErrorKind
 
 from toolbound._errors import Problem, Rejection, SchemaError
+from toolbound.problems import make_problem
 
 __all__ = ["DIALECT", "CompiledSchema", "ValidatorInfo"]
 
@@ -389,24 +390,17 @@ def _alternatives_problem(
 
 def _type_problem(types: Sequence[str], instance: object, pointer: str) -> Problem:
     expected = " or ".join(types)
-    return Problem(
-        kind="validation",
-        code="type",
-        message=f"expected {expected}, got {_json_type(instance)}",
+    return make_problem(
+        "type",
+        f"expected {expected}, got {_json_type(instance)}",
         pointer=pointer,
-        recoverable=True,
         hint=f"Send a value of type {expected}.",
     )
 
 
 def _rejection_problem(error: ValidationError, pointer: str, message: str, hint: str) -> Problem:
-    return Problem(
-        kind="validation",
-        code=_CODES.get(_keyword(error), _FALLBACK_CODE),
-        message=message,
-        pointer=pointer,
-        recoverable=True,
-        hint=hint,
+    return make_problem(
+        _CODES.get(_keyword(error), _FALLBACK_CODE), message, pointer=pointer, hint=hint
     )
 
 
