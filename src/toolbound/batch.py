@@ -19,7 +19,7 @@ import concurrent.futures
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from toolbound._errors import Problem
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -70,11 +70,9 @@ def _duplicates(
             refused[i] = runtime.reject(
                 p,
                 context,
-                Problem(
-                    kind="parse",
-                    code="duplicate_call_id",
-                    message=f"call id {p.proposal_id!r} appears twice in one response",
-                    recoverable=True,
+                make_problem(
+                    "duplicate_call_id",
+                    f"call id {p.proposal_id!r} appears twice in one response",
                     hint="give every call its own id",
                 ),
             )

@@ -51,6 +51,7 @@ from urllib.parse import urlsplit
 
 from toolbound._errors import ConfigurationError, Problem
 from toolbound._model import Action
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -631,24 +632,8 @@ class Grant:
 # Problems
 
 
-def _deny(
-    code: str,
-    message: str,
-    hint: str,
-    *,
-    recoverable: bool = False,
-    pointer: str | None = None,
-) -> Deny:
-    return Deny(
-        problem=Problem(
-            kind="authorization",
-            code=code,
-            message=message,
-            recoverable=recoverable,
-            hint=hint,
-            pointer=pointer,
-        )
-    )
+def _deny(code: str, message: str, hint: str, *, pointer: str | None = None) -> Deny:
+    return Deny(problem=make_problem(code, message, hint=hint, pointer=pointer))
 
 
 def _capability_missing(spec: ToolSpec, capability: str) -> Deny:
@@ -665,20 +650,25 @@ def _scope_denial(code: str, resource: Resource) -> Deny:
     if code == _NOT_OWNED:
         # One message for missing and for someone else's row (R6): never say which.
         return _deny(
-            code,
+            _NOT_OWNED,
             f"{what} was not found or does not belong to this subject",
             "Check the id with the user; do not try other ids.",
         )
     if code == _OUT_OF_SCOPE:
         return _deny(
-            code,
+            _OUT_OF_SCOPE,
             f"{what} is outside the scope this subject was granted",
             "Use a resource inside the permitted scope, or ask the user.",
         )
-    return _deny(
-        code or _OUT_OF_SCOPE,
-        f"{what} is not admitted by the granted scope",
-        "Use a resource inside the permitted scope, or ask the user.",
+    # A scope's own code is its author's, not the catalogue's (toolbound.problems).
+    return Deny(
+        problem=Problem(
+            kind="authorization",
+            code=code or _OUT_OF_SCOPE,
+            message=f"{what} is not admitted by the granted scope",
+            recoverable=False,
+            hint="Use a resource inside the permitted scope, or ask the user.",
+        )
     )
 
 
@@ -687,7 +677,6 @@ def _limit_denial(limit: Limit, reason: str) -> Deny:
         "limit_exceeded",
         reason,
         "Propose the call again with arguments inside the limit.",
-        recoverable=True,
         pointer=limit.pointer if isinstance(limit, NumberLimit) else None,
     )
 
@@ -791,7 +780,6 @@ class _Call:
                         "rate_limited",
                         reason,
                         "Wait before proposing the call again.",
-                        recoverable=True,
                     )
         return None
 

@@ -14,7 +14,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from toolbound._errors import Problem, Rejection
+from toolbound._errors import Rejection
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
     from datetime import datetime, timedelta
@@ -107,7 +108,7 @@ def check_confirmation(
     if confirmation.invocation_id != request.invocation_id:
         # R7: a confirmation never transfers to another call.
         raise Rejection(
-            _problem(
+            make_problem(
                 "confirmation_for_other_call",
                 "the confirmation was given for another invocation",
             )
@@ -115,23 +116,20 @@ def check_confirmation(
     if confirmation.digest != request.digest:
         # R7: changed arguments → new digest → confirm again.
         raise Rejection(
-            _problem(
+            make_problem(
                 "digest_mismatch",
                 "the confirmed arguments differ from this call's arguments",
                 hint="show the person the current arguments and ask again",
             )
         )
     if not confirmation.approved:
-        raise Rejection(_problem("denied_by_person", f"{confirmation.approver} denied the call"))
+        msg = f"{confirmation.approver} denied the call"
+        raise Rejection(make_problem("denied_by_person", msg))
     if now > confirmation.expires_at or now > request.expires_at:
         raise Rejection(
-            _problem(
+            make_problem(
                 "confirmation_expired",
                 "the confirmation expired before the call could run",
                 hint="ask the person again",
             )
         )
-
-
-def _problem(code: str, message: str, *, hint: str | None = None) -> Problem:
-    return Problem(kind="confirmation", code=code, message=message, recoverable=False, hint=hint)

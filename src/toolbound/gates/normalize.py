@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import rfc8785
 
 from toolbound._errors import ConfigurationError, Problem, Rejection
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -150,10 +151,9 @@ def _not_canonicalizable(value: object, exc: BaseException) -> Problem:
         fault = _find_fault(value, "")
     # No fault found would mean rfc8785 refused something we do not know about.
     pointer, message, recoverable = fault or ("", str(exc)[:200], False)
-    return Problem(
-        kind="normalization",
-        code="not_canonicalizable",
-        message=message,
+    return make_problem(
+        "not_canonicalizable",
+        message,
         recoverable=recoverable,
         hint=_CANONICAL_HINT if recoverable else None,
         pointer=pointer or None,
@@ -280,9 +280,7 @@ _HOST_ZONES: Final = frozenset({"localtime", "posixrules"})
 
 
 def _date_problem(*, code: str, message: str) -> Rejection:
-    return Rejection(
-        Problem(kind="normalization", code=code, message=message, recoverable=True, hint=_DATE_HINT)
-    )
+    return Rejection(make_problem(code, message, hint=_DATE_HINT))
 
 
 def _zone(key: str) -> ZoneInfo:
@@ -460,11 +458,9 @@ def _replace_date(
 def _normalize_leaf(node: JSONValue, pointer: str, context: NormalizationContext) -> JSONValue:
     if not isinstance(node, str):
         raise Rejection(
-            Problem(
-                kind="normalization",
-                code="not_a_date_string",
-                message=f"{pointer} must be a date string, not {_json_type(node)}",
-                recoverable=True,
+            make_problem(
+                "not_a_date_string",
+                f"{pointer} must be a date string, not {_json_type(node)}",
                 hint=_DATE_HINT,
                 pointer=pointer,
             )

@@ -40,7 +40,8 @@ from json import JSONDecodeError, JSONDecoder
 from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Final, Literal, cast
 
-from toolbound._errors import ConfigurationError, Problem, Rejection
+from toolbound._errors import ConfigurationError, Rejection
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -109,16 +110,7 @@ _HINTS: Final[dict[_Code, str]] = {
 
 
 def _reject(*, code: _Code, message: str, pointer: str | None = None) -> Rejection:
-    return Rejection(
-        Problem(
-            kind="parse",
-            code=code,
-            message=message,
-            recoverable=True,
-            hint=_HINTS[code],
-            pointer=pointer,
-        )
-    )
+    return Rejection(make_problem(code, message, hint=_HINTS[code], pointer=pointer))
 
 
 # --- the scanner ---------------------------------------------------------------------

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -31,6 +30,7 @@ import jsonschema_rs
 from jsonschema_rs import ValidationError, ValidationErrorKind
 
 from toolbound._errors import Problem, Rejection, SchemaError
+from toolbound.problems import make_problem
 
 __all__ = ["DIALECT", "CompiledSchema", "ValidatorInfo"]
 
@@ -43,41 +43,39 @@ _ACCEPTED_DIALECTS: Final = frozenset({DIALECT, DIALECT + "#"})
 _VALIDATOR_NAME: Final = "jsonschema-rs"
 _VALIDATOR_VERSION: Final = version(_VALIDATOR_NAME)
 
-# Failing keyword (jsonschema-rs error kind name) → stable Problem code. A kind not
+# Failing keyword (jsonschema-rs error kind name) → stable Problem code, written out so
+# that every code can be read here and in the catalogue (toolbound.problems). A kind not
 # listed here becomes ``schema_violation`` so that codes never change with the library.
-_KEYWORDS: Final = (
-    "additionalProperties",
-    "const",
-    "contains",
-    "enum",
-    "exclusiveMaximum",
-    "exclusiveMinimum",
-    "falseSchema",
-    "format",
-    "maxContains",
-    "maxItems",
-    "maxLength",
-    "maxProperties",
-    "maximum",
-    "minContains",
-    "minItems",
-    "minLength",
-    "minProperties",
-    "minimum",
-    "multipleOf",
-    "not",
-    "anyOf",
-    "oneOf",
-    "pattern",
-    "propertyNames",
-    "required",
-    "type",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "uniqueItems",
-)
 _CODES: Final[Mapping[str, str]] = {
-    keyword: re.sub(r"(?<!^)(?=[A-Z])", "_", keyword).lower() for keyword in _KEYWORDS
+    "additionalProperties": "additional_properties",
+    "const": "const",
+    "contains": "contains",
+    "enum": "enum",
+    "exclusiveMaximum": "exclusive_maximum",
+    "exclusiveMinimum": "exclusive_minimum",
+    "falseSchema": "false_schema",
+    "format": "format",
+    "maxContains": "max_contains",
+    "maxItems": "max_items",
+    "maxLength": "max_length",
+    "maxProperties": "max_properties",
+    "maximum": "maximum",
+    "minContains": "min_contains",
+    "minItems": "min_items",
+    "minLength": "min_length",
+    "minProperties": "min_properties",
+    "minimum": "minimum",
+    "multipleOf": "multiple_of",
+    "not": "not",
+    "anyOf": "any_of",
+    "oneOf": "one_of",
+    "pattern": "pattern",
+    "propertyNames": "property_names",
+    "required": "required",
+    "type": "type",
+    "unevaluatedItems": "unevaluated_items",
+    "unevaluatedProperties": "unevaluated_properties",
+    "uniqueItems": "unique_items",
 }
 _FALLBACK_CODE: Final = "schema_violation"
 
@@ -392,24 +390,17 @@ def _alternatives_problem(
 
 def _type_problem(types: Sequence[str], instance: object, pointer: str) -> Problem:
     expected = " or ".join(types)
-    return Problem(
-        kind="validation",
-        code="type",
-        message=f"expected {expected}, got {_json_type(instance)}",
+    return make_problem(
+        "type",
+        f"expected {expected}, got {_json_type(instance)}",
         pointer=pointer,
-        recoverable=True,
         hint=f"Send a value of type {expected}.",
     )
 
 
 def _rejection_problem(error: ValidationError, pointer: str, message: str, hint: str) -> Problem:
-    return Problem(
-        kind="validation",
-        code=_CODES.get(_keyword(error), _FALLBACK_CODE),
-        message=message,
-        pointer=pointer,
-        recoverable=True,
-        hint=hint,
+    return make_problem(
+        _CODES.get(_keyword(error), _FALLBACK_CODE), message, pointer=pointer, hint=hint
     )
 
 
