@@ -29,6 +29,7 @@ from toolbound._state import State
 from toolbound.gates.authorize import AuthzRequest, Deny, authorize
 from toolbound.gates.confirm import Confirmation, ConfirmationRequest, check_confirmation
 from toolbound.pipeline import endings
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -239,11 +240,9 @@ def end_expired(desk: ConfirmationDesk, now: datetime) -> None:
         endings.reject(
             call,
             State.AUTHORIZATION_REJECTED,
-            Problem(
-                kind="confirmation",
-                code="confirmation_expired",
-                message="nobody confirmed the call before its confirmation window closed",
-                recoverable=False,
+            make_problem(
+                "confirmation_expired",
+                "nobody confirmed the call before its confirmation window closed",
             ),
         )
 
