@@ -927,7 +927,7 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         None,
         "R7 R18",
         "a call cannot be approved by the subject it runs for",
-        raised_as=("ApiError",),
+        raised_as=("ConfirmationMismatch", "ApiError"),
         statuses=(403,),
     ),
     _c(
