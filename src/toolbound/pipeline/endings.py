@@ -22,6 +22,7 @@ from toolbound._outcome import (
     Rejected,
 )
 from toolbound._state import State
+from toolbound.execution.tool import CommitUnknown
 from toolbound.ledger.store import LedgerError
 from toolbound.pipeline.call import Admitted, Prepared
 from toolbound.problems import make_problem
@@ -223,8 +224,6 @@ def cancelled(env: Env, call: Admitted, why: str) -> Cancelled:
 
 def unknown(env: Env, call: Prepared, raw: RawAttempt, problem: Problem) -> OutcomeUnknown:
     """R9: a write that may have happened. Recorded as such, never as 'not executed'."""
-    from toolbound.execution.tool import CommitUnknown  # noqa: PLC0415 - keeps endings light
-
     attempts = record_attempt(call, raw, "unknown", problem.code)
     result = _error_result(env, call.invocation, problem, "unknown", raw=raw, attempts=attempts)
     evidence = raw.error.evidence if isinstance(raw.error, CommitUnknown) else {}

@@ -13,7 +13,7 @@ from toolbound.execution.executor import Executor
 from toolbound.execution.retry import SystemSleeper
 from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits
 from toolbound.ledger.memory import MemoryLedger
-from toolbound.pipeline import admit, confirm, execute, prepare
+from toolbound.pipeline import admit, confirm, endings, execute, prepare
 from toolbound.pipeline.admit import Preview
 from toolbound.pipeline.call import Admitted, CallContext, Prepared
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk, HeldCalls
@@ -154,10 +154,8 @@ class Runtime:
         For what a surface sees around the proposal — a duplicate call id in one
         response, an incomplete stream — so the refusal is traced like any other.
         """
-        from toolbound.pipeline.endings import reject  # noqa: PLC0415 - a rare path
-
         call = admit.open_call(self._env, proposal, context)
-        return reject(call, State.PARSE_REJECTED, problem)
+        return endings.reject(call, State.PARSE_REJECTED, problem)
 
     def _front(
         self, env: Env, proposal: Proposal, context: CallContext
@@ -266,10 +264,8 @@ class Runtime:
 
     def cancel_pending(self, invocation_id: str) -> Outcome:
         """Cancel a parked call: CANCELLED_BEFORE_COMMIT, nothing executed."""
-        from toolbound.pipeline.endings import cancelled  # noqa: PLC0415 - a rare path
-
         call = self._held.cancel(invocation_id)
-        return cancelled(self._env, call, "cancelled while waiting for confirmation")
+        return endings.cancelled(self._env, call, "cancelled while waiting for confirmation")
 
     def _resume(
         self, env: Env, confirmation: Confirmation, timeout: float | None
