@@ -1,18 +1,30 @@
-# The two set-up commands: `make run` and `make test`. Each bootstraps .venv.
+# The two set-up commands: `make run` and `make test`. Each bootstraps .venv:
+# `run` installs what the service needs, `test` every extra and the dev group.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install --quiet
+BASE := $(VENV)/.base
+SERVICE := $(VENV)/.service
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench docs clean
 
-$(STAMP): pyproject.toml
+$(BASE):
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(PIP) --upgrade pip
+	touch $(BASE)
 
-run: $(STAMP)
+$(SERVICE): pyproject.toml | $(BASE)
+	$(PIP) -e '.[service]'
+	touch $(SERVICE)
+
+# pip reads the dev dependency group (PEP 735) from pyproject.toml.
+$(STAMP): pyproject.toml | $(BASE)
+	$(PIP) -e '.[all]' --group dev
+	touch $(STAMP) $(SERVICE)
+
+run: $(SERVICE)
 	$(BIN)/toolbound serve --config examples/toolbound.toml
 
 test: $(STAMP) lint typecheck
