@@ -471,6 +471,15 @@ class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
 _LIMITS: Final = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 
 
+def _expect_pool(transport: object, kind: type) -> None:
+    # Should a future httpx keep its pool elsewhere, replacing "_pool" would leave
+    # the real pool unguarded: refuse to build the transport instead.
+    if isinstance(getattr(transport, "_pool", None), kind):
+        return
+    msg = f"toolbound's egress guard does not support httpx {httpx.__version__}"
+    raise ImportError(msg)
+
+
 class _GuardedTransport(httpx.HTTPTransport):
     def __init__(self, backend: _GuardedBackend) -> None:
         ssl_context = httpx.create_ssl_context()
@@ -481,6 +490,7 @@ class _GuardedTransport(httpx.HTTPTransport):
         # does. The pool httpx built (no sockets yet) is replaced by the same pool
         # over the guarded backend, and httpx's request/response and exception
         # mapping are kept as they are.
+        _expect_pool(self, httpcore.ConnectionPool)
         self._pool = httpcore.ConnectionPool(
             ssl_context=ssl_context,
             network_backend=backend,
@@ -494,6 +504,7 @@ class _AsyncGuardedTransport(httpx.AsyncHTTPTransport):
     def __init__(self, backend: _AsyncGuardedBackend) -> None:
         ssl_context = httpx.create_ssl_context()
         super().__init__(verify=ssl_context, trust_env=False)
+        _expect_pool(self, httpcore.AsyncConnectionPool)
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context,
             network_backend=backend,
