@@ -11,11 +11,13 @@ import json
 
 import pytest
 
-from harness import SHARED_DATA, Harness, proposal, spec
+from harness import MIRA, SHARED_DATA, Harness, proposal, spec
+from toolbound import CallContext, Grant, GrantPolicy, Registry, Runtime
 from toolbound._errors import Rejection, SchemaError
 from toolbound.gates.normalize import canonical_json
 from toolbound.gates.parse import parse_arguments
 from toolbound.gates.validate import CompiledSchema, _with_ints
+from toolbound.packs import calendar, payments
 from toolbound.testing import FakeTool
 
 
@@ -326,3 +328,62 @@ def test_every_position_turned_to_int_is_one_where_the_schema_requires_an_intege
                         probe = replaced(instance, where, value + 0.5)
                         assert not compiled.is_valid(probe), (path.name, block["description"])
     assert coerced > 20
+
+
+# --- the example packs, which trust their schemas ------------------------------------
+
+
+@pytest.fixture
+def packs(clock):
+    """Payments and calendar with enough authority to execute, no confirmation asked."""
+    registry = Registry()
+    cal = calendar.CalendarBackend()
+    cal.create({"calendar_id": "work", "title": "Standup", "date": "2026-07-20", "start": "09:00"})
+    calendar.register(registry, cal)
+    payments.register(registry, payments.PaymentsBackend())
+    policy = GrantPolicy(
+        [
+            Grant(
+                subject=MIRA.id,
+                tenant=MIRA.tenant,
+                capability="calendar:write",
+                actions=frozenset({"create", "modify"}),
+            ),
+            Grant(
+                subject=MIRA.id,
+                tenant=MIRA.tenant,
+                capability="payments:send",
+                actions=frozenset({"create"}),
+            ),
+        ]
+    )
+    runtime = Runtime(policy=policy, clock=clock)
+    context = CallContext(subject=MIRA, tools=registry.toolset(), timezone="Asia/Shanghai")
+    yield lambda name, data: runtime.run(proposal(name, data), context)
+    runtime.close()
+
+
+def test_a_payment_of_1e2_is_a_payment_of_100(packs):
+    """payments.send reads its integer amount with int(str(...)): 1E+2 used to crash it."""
+    outcome = packs("payments.send", b'{"amount":1E+2,"to":"leo"}')
+    assert outcome.kind == "observed", outcome
+    assert outcome.result.value["amount"] == 100
+
+
+def test_an_expected_version_of_1_0_meets_version_1(packs):
+    """update_event asserts its expected_version is an int: 1.0 used to fail that assert."""
+    data = b'{"calendar_id":"work","event_id":"evt-1","expected_version":1.0,"title":"Moved"}'
+    outcome = packs("calendar.update_event", data)
+    assert outcome.kind == "observed", outcome
+    assert outcome.result.value["version"] == 2
+
+
+def test_a_duration_of_30_0_is_checked_like_30(packs):
+    """The semantic check tests isinstance(duration, int): 30.0 used to slip past it."""
+    data = (
+        b'{"calendar_id":"work","title":"Late","date":"2026-07-22","start":"23:50",'
+        b'"duration_minutes":30.0}'
+    )
+    outcome = packs("calendar.create_event", data)
+    assert outcome.kind == "rejected"
+    assert outcome.problem.code == "ends_after_midnight"
