@@ -230,6 +230,13 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
     _c("duplicate_key", "parse", "R3", "an object repeats a key", recoverable=True),
     _c("non_finite_number", "parse", "R3", "NaN or Infinity, not JSON", recoverable=True),
     _c("number_out_of_range", "parse", "R3", "an integer too large to keep", recoverable=True),
+    _c(
+        "number_underflow",
+        "parse",
+        "R3 R5",
+        "a non-zero number too small for a double, which would round it to 0",
+        recoverable=True,
+    ),
     _c("lone_surrogate", "parse", "R3", "half a surrogate pair is escaped", recoverable=True),
     _c(
         "duplicate_call_id",

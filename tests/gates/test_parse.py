@@ -24,6 +24,7 @@ CODES = {
     "duplicate_key",
     "non_finite_number",
     "number_out_of_range",
+    "number_underflow",
     "lone_surrogate",
 }
 
@@ -69,6 +70,7 @@ ONE_PER_CODE = [
     pytest.param(b'{"a":-Infinity}', "non_finite_number", id="minus_infinity"),
     pytest.param(b'{"a":1e400}', "non_finite_number", id="overflowing_numeral"),
     pytest.param(b'{"a":' + b"7" * 5000 + b"}", "number_out_of_range", id="long_integer"),
+    pytest.param(b'{"a":1e-400}', "number_underflow", id="underflowing_numeral"),
     pytest.param(b'{"a":"\\ud800"}', "lone_surrogate", id="lone_surrogate"),
 ]
 
@@ -112,7 +114,7 @@ VALID = [
     b'{"brackets":"[[[{{{","closers":"]]]}}}"}',
     b'{"":0,"a":{"a":{"a":1}}}',
     b'{"big":' + b"9" * 4300 + b"}",
-    b'{"max":1.7976931348623157e308,"tiny":1e-400}',
+    b'{"max":1.7976931348623157e308,"tiny":5e-324,"zero":0e-400}',
     b'{"A":1,"a":2}',
 ]
 
@@ -394,6 +396,55 @@ def test_non_finite_numbers_are_rejected_with_their_pointer(
     assert problem.code == "non_finite_number"
     assert problem.pointer == pointer
     assert token in problem.message
+
+
+UNDERFLOW = [
+    (b'{"a":1e-400}', "/a", "1e-400"),
+    (b'{"a":-1e-400}', "/a", "-1e-400"),
+    (b'{"a":[0, 2.5E-999]}', "/a/1", "2.5E-999"),
+    (b'{"a":{"b":0.0001e-330}}', "/a/b", "0.0001e-330"),
+    (b'{"a":1e-99999999999999999999}', "/a", "1e-99999999999999999999"),
+    (b'{"a":0.' + b"0" * 400 + b"1}", "/a", "0.000"),
+]
+
+
+@pytest.mark.parametrize(("data", "pointer", "token"), UNDERFLOW)
+def test_non_zero_numerals_that_round_to_zero_are_rejected(
+    data: bytes, pointer: str, token: str
+) -> None:
+    """A numeral too small for a double is rejected like one too large, not read as 0.0."""
+    problem = rejected(data)
+    assert problem.code == "number_underflow"
+    assert problem.kind == "parse"
+    assert problem.pointer == pointer
+    assert token in problem.message
+
+
+ZEROS_AND_TINY = [
+    (b"0", 0),
+    (b"-0", 0),
+    (b"0.0", 0.0),
+    (b"-0.0", -0.0),
+    (b"0e10", 0.0),
+    (b"0E-999", 0.0),
+    (b"-0.000e-99999", -0.0),
+    (b"1e-300", 1e-300),
+    (b"-2.5e-308", -2.5e-308),
+    (b"5e-324", 5e-324),  # the smallest subnormal
+    (b"3e-324", 5e-324),  # rounds up to it, not down to zero
+    (b"1" + b"0" * 400 + b"e-400", 1.0),
+]
+
+
+@pytest.mark.parametrize(("numeral", "value"), ZEROS_AND_TINY)
+def test_zero_in_any_spelling_and_tiny_non_zero_numbers_are_accepted(
+    numeral: bytes, value: float
+) -> None:
+    """Zero written any way is zero; a number a double can hold, however small, is kept."""
+    parsed = parse_arguments(b'{"a":' + numeral + b"}")["a"]
+    assert parsed == value
+    assert type(parsed) is type(value)
+    assert str(parsed).startswith("-") == str(value).startswith("-")
 
 
 def test_integers_past_the_interpreter_limit_are_out_of_range() -> None:

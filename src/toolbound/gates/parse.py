@@ -19,11 +19,26 @@ else raises :class:`~toolbound._errors.Rejection` carrying a ``kind="parse"``
 ``non_finite_number``       ``NaN``, ``Infinity``, ``-Infinity``, or a numeral
                             too large for a float (``1e400``)
 ``number_out_of_range``     an integer longer than Python will convert
+``number_underflow``        a non-zero numeral too small for a float (``1e-400``),
+                            which would otherwise silently become ``0.0``
 ``lone_surrogate``          a ``\uD800``-style escape that is not half of a pair
 ==========================  ===================================================
 
 Every rejection is recoverable: the model can send a corrected proposal, and the
 ``hint`` says how.
+
+Numbers are read as Python ints (integers, exact) and IEEE 754 doubles (anything
+with a fraction or an exponent), because that is what the validator, RFC 8785
+canonical JSON and the digest (R5) are defined over. A numeral the double cannot
+hold is rejected rather than rounded into a different value: ``1e400`` would become
+infinity (``non_finite_number``), and ``1e-400`` or ``-1e-400`` would become ``0.0``
+or ``-0.0`` (``number_underflow``) — a different number whose canonical form is
+``0``, so a digest would silently name the call "with zero". Keeping such a numeral
+exact (as a ``Decimal``) was considered and refused: RFC 8785 has no form for it,
+and the tool would receive a type no other number has. Zero written any way
+(``0``, ``-0.0``, ``0e10``, ``0.000e-999``) is zero, not an underflow, and a
+subnormal numeral (``5e-324``) is non-zero, so both are accepted. The check costs
+nothing for ordinary input: it runs only for a float that came out as zero.
 
 The gate sits on the hot path of every call, so it is the C-accelerated stdlib
 scanner plus checks that cost nothing unless the bytes could fail them: each
@@ -87,6 +102,7 @@ _Code = Literal[
     "duplicate_key",
     "non_finite_number",
     "number_out_of_range",
+    "number_underflow",
     "lone_surrogate",
 ]
 
@@ -102,6 +118,9 @@ _HINTS: Final[dict[_Code, str]] = {
     "duplicate_key": "Send each key once per object.",
     "non_finite_number": "Use finite numbers; NaN and Infinity are not JSON.",
     "number_out_of_range": "Send a smaller integer.",
+    "number_underflow": (
+        "Send 0 if zero is meant; a non-zero number must be at least about 5e-324 in magnitude."
+    ),
     "lone_surrogate": (
         "Write characters as UTF-8, or escape one outside the BMP as a surrogate pair "
         "(\\ud83d\\ude00)."
@@ -124,6 +143,10 @@ class _NonFiniteError(Exception):
     """Raised out of the C scanner for NaN/Infinity or an overflowing numeral."""
 
 
+class _UnderflowError(Exception):
+    """Raised out of the C scanner for a non-zero numeral that rounds to zero."""
+
+
 def _object(pairs: list[tuple[str, JSONValue]]) -> JSONObject:
     # R3: a repeated key would silently keep the last value; compare sizes instead of
     # tracking keys, so the cost is one dict build, which json.loads pays anyway.
@@ -141,10 +164,20 @@ def _reject_constant(name: str) -> float:
 _FLOAT_MAX: Final = sys.float_info.max
 
 
+_MANTISSA_END: Final = re.compile("[eE]")
+
+
 def _finite_float(numeral: str) -> float:
     # R3: "1e400" is Infinity spelled as a numeral. A Python call per float costs
     # less than any scan of the bytes for exponents, since arguments hold few floats.
     value = float(numeral)
+    if value == 0.0:
+        # R3/R5: "1e-400" is not zero, but the double rounds it to 0.0 (or -0.0):
+        # a digit 1-9 before the exponent says the numeral meant something else.
+        mantissa = _MANTISSA_END.split(numeral, maxsplit=1)[0]
+        if mantissa.strip("-0.") != "":
+            raise _UnderflowError(numeral)
+        return value
     if -_FLOAT_MAX <= value <= _FLOAT_MAX:
         return value
     raise _NonFiniteError(numeral)
@@ -206,8 +239,8 @@ def _parse_text(text: str, data: bytes, limits: ParseLimits) -> JSONObject:
         raise _syntax_rejection(text, exc.value, "Expecting value") from None
     except _DuplicateKeyError:
         raise _duplicate_rejection(text) from None
-    except _NonFiniteError as exc:
-        raise _non_finite_rejection(text, str(exc)) from None
+    except (_NonFiniteError, _UnderflowError) as exc:
+        raise _numeral_rejection(text, exc) from None
     except RecursionError:
         # Only reachable when max_depth exceeds what the interpreter can recurse.
         msg = "arguments nest deeper than the parser can follow"
@@ -375,7 +408,14 @@ def _ends_in_string(text: str, start: int) -> bool:
     except JSONDecodeError as exc:
         in_string = exc.msg.startswith(("Unterminated string", "Invalid \\uXXXX escape"))
         return in_string and _is_cut_off(text, exc.pos, exc.msg)
-    except (StopIteration, _DuplicateKeyError, _NonFiniteError, RecursionError, ValueError):
+    except (
+        StopIteration,
+        _DuplicateKeyError,
+        _NonFiniteError,
+        _UnderflowError,
+        RecursionError,
+        ValueError,
+    ):
         return False  # it went wrong before the cut: the cut is not the reason
     return False
 
@@ -474,12 +514,18 @@ def _duplicate_rejection(text: str) -> Rejection:
     return _reject(code="duplicate_key", message=msg, pointer=pointer)
 
 
-def _non_finite_rejection(text: str, token: str) -> Rejection:
-    path, _ = _locate(text, _NonFiniteError)
+def _numeral_rejection(text: str, exc: _NonFiniteError | _UnderflowError) -> Rejection:
+    """Reject NaN/Infinity or a numeral a double cannot hold, at its pointer."""
+    path, _ = _locate(text, type(exc))
     pointer = _pointer(path)
+    token = str(exc)
     shown = token if len(token) <= 40 else token[:37] + "..."  # noqa: PLR2004
-    msg = f"{shown} {_where(pointer)} is not a finite number"
-    return _reject(code="non_finite_number", message=msg, pointer=pointer)
+    if isinstance(exc, _UnderflowError):
+        why = "is not zero but too small for a double, which rounds it to 0"
+    else:
+        why = "is not a finite number"
+    code: _Code = "number_underflow" if isinstance(exc, _UnderflowError) else "non_finite_number"
+    return _reject(code=code, message=f"{shown} {_where(pointer)} {why}", pointer=pointer)
 
 
 def _int_overflows(atom: str) -> bool:

@@ -14,6 +14,10 @@ Two kinds of failure, kept apart as ``_errors`` requires:
 * arguments the model proposed that the schema refuses raise :class:`Rejection`
   carrying a ``validation`` :class:`Problem` (a runtime outcome, recoverable).
 
+:meth:`CompiledSchema.validated` also hands integral numbers on as ``int`` wherever the
+schema makes a position integer-only (``1.0`` → ``1``); where those positions are is
+worked out at compile time, so a schema without any costs nothing per call.
+
 Schema-valid is not authorized: semantic checks and authorization follow (R4, R6).
 """
 
@@ -21,16 +25,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib.metadata import version
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
+from urllib.parse import unquote, urldefrag, urljoin
 
 import jsonschema_rs
 from jsonschema_rs import ValidationError, ValidationErrorKind
 
 from toolbound._errors import Problem, Rejection, SchemaError
 from toolbound.problems import make_problem
+
+if TYPE_CHECKING:
+    from toolbound._model import JSONObject, JSONValue
 
 __all__ = ["DIALECT", "CompiledSchema", "ValidatorInfo"]
 
@@ -113,7 +121,7 @@ class CompiledSchema:
     call.
     """
 
-    __slots__ = ("_validator", "_where", "info", "schema")
+    __slots__ = ("_integers", "_validator", "_where", "info", "schema")
 
     info: ValidatorInfo
     """Dialect, validator and format assertion, for the trace (R4)."""
@@ -134,6 +142,9 @@ class CompiledSchema:
         self.info = info
         self._validator = validator
         self._where = where
+        # Worked out once here, so that a schema without integer positions costs one
+        # ``is None`` per call (see :meth:`validated`).
+        self._integers = _integer_plan(schema) if isinstance(schema, dict) else None
 
     @classmethod
     def compile(
@@ -208,6 +219,25 @@ class CompiledSchema:
         if error is None:  # pragma: no cover - is_valid and iter_errors agree
             return
         raise Rejection(_problem(error))
+
+    def validated(self, instance: JSONObject) -> JSONObject:
+        """Validate ``instance`` (as :meth:`validate`) and return it with integers as ``int``.
+
+        JSON Schema counts ``1.0`` and ``2e2`` as integers, but the parser reads any
+        numeral with a fraction or an exponent as a float. Where the schema makes a
+        position integer-only — its ``type`` there, through ``properties``,
+        ``additionalProperties``, ``prefixItems``, ``items``, ``$ref`` and ``allOf``,
+        or every branch of an ``anyOf``/``oneOf`` — an integral float becomes the
+        equal ``int``, so the tool receives ``1`` for ``1.0``. RFC 8785 writes both
+        the same, so the canonical form and the digest do not change (R5). Returns
+        ``instance`` itself when nothing changed, else a copy made only along the
+        changed paths; ``instance`` is never mutated.
+        """
+        self.validate(instance)
+        plan = self._integers
+        if plan is None:  # no integer positions: the common case costs nothing more
+            return instance
+        return _object_with_ints(instance, plan)
 
     def __repr__(self) -> str:
         """Name the schema and the validator, not the whole schema."""
@@ -453,3 +483,349 @@ def _options(options: Sequence[object]) -> str:
 
 def _clip(text: str, limit: int = _MAX_QUOTE) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- integer positions ---------------------------------------------------------------
+#
+# Where the schema says that any number valid at a position is integral, the integral
+# floats there are handed on as ints. Found once, when the schema is compiled: the
+# plan is a graph (cyclic for recursive schemas) that mirrors the instance's shape.
+# Only keywords whose subschemas *always* apply at a position are followed: the
+# position's own schema, its $ref and allOf (the "conjuncts"), and for a member or an
+# element the matching properties / additionalProperties / prefixItems / items.
+# Conditional applicators (if/then/else, dependentSchemas, not, contains,
+# patternProperties, unevaluated*, $dynamicRef) are not followed, and anyOf/oneOf
+# only for the type at the position itself: leaving a position out only means a
+# float is not turned into an int, never that a value changes.
+
+
+@dataclass(slots=True, eq=False)
+class _Ints:
+    """Where numbers are integral, for one position: a node of the plan graph.
+
+    Mutable only while the plan is built (a recursive schema makes it cyclic).
+    """
+
+    here: bool = False
+    """Any number valid at this position is integral."""
+    members: dict[str, _Ints | None] = field(default_factory=dict)
+    """Object members by name; ``None`` keeps ``others`` from applying to the name."""
+    others: _Ints | None = None
+    """Object members not in ``members``."""
+    prefix: list[_Ints | None] = field(default_factory=list)
+    """Array elements by index; ``None`` keeps ``items`` from applying there."""
+    items: _Ints | None = None
+    """Array elements past ``prefix``."""
+
+    def children(self) -> Iterator[_Ints]:
+        yield from (c for c in self.members.values() if c is not None)
+        yield from (c for c in self.prefix if c is not None)
+        if self.others is not None:
+            yield self.others
+        if self.items is not None:
+            yield self.items
+
+
+_Schema: TypeAlias = dict[str, object]
+
+# Keywords holding subschemas (2020-12), for indexing $id and anchors.
+_SCHEMA_MAPS: Final = frozenset(
+    {"$defs", "definitions", "properties", "patternProperties", "dependentSchemas"}
+)
+_SCHEMA_LISTS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SCHEMA_VALUES: Final = frozenset(
+    {
+        "additionalProperties",
+        "contains",
+        "contentSchema",
+        "else",
+        "if",
+        "items",
+        "not",
+        "propertyNames",
+        "then",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+# Relative references resolve as in jsonschema-rs's default base, json-schema:///;
+# urljoin resolves paths only for schemes it knows, hence a stand-in with http's rules.
+_DEFAULT_BASE: Final = "https://toolbound.invalid/"
+# A schema whose plan would need more positions than this gets none (never seen in
+# practice: each position is a distinct set of subschemas applying together).
+_MAX_PLAN_NODES: Final = 10_000
+
+
+class _TooComplexError(Exception):
+    pass
+
+
+def _integer_plan(schema: _Schema) -> _Ints | None:
+    """Return the plan for ``schema``, or ``None`` if it has no integer position."""
+    try:
+        planner = _Planner(schema)
+        root = planner.plan(planner.closure([schema]))
+    except (_TooComplexError, RecursionError):
+        return None
+    return _prune(root, planner.nodes())
+
+
+def _types(schema: _Schema) -> tuple[object, ...] | None:
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return (declared,)
+    return tuple(declared) if isinstance(declared, list) else None
+
+
+def _integer_only(schema: _Schema) -> bool:
+    """Whether ``schema``'s ``type`` admits integers and no other numbers."""
+    types = _types(schema)
+    return types is not None and "integer" in types and "number" not in types
+
+
+class _Planner:
+    """Builds the plan graph: one node per set of subschemas applying together."""
+
+    def __init__(self, root: _Schema) -> None:
+        self._schemas: dict[int, _Schema] = {}
+        self._bases: dict[int, str] = {}
+        self._resources: dict[str, _Schema] = {}
+        self._anchors: dict[str, _Schema] = {}
+        self._plans: dict[frozenset[int], _Ints] = {}
+        self._index(root, _DEFAULT_BASE)
+
+    def nodes(self) -> list[_Ints]:
+        return list(self._plans.values())
+
+    def _index(self, schema: object, base: str) -> None:
+        """Record each subschema's base URI, each resource ($id) and anchor."""
+        if not isinstance(schema, dict):
+            return
+        if isinstance(identifier := schema.get("$id"), str):
+            base = urldefrag(urljoin(base, identifier)).url
+            self._resources[base] = schema
+        elif not self._bases:  # the document root is a resource too
+            self._resources[base] = schema
+        self._bases[id(schema)] = base
+        for keyword in ("$anchor", "$dynamicAnchor"):
+            if isinstance(name := schema.get(keyword), str):
+                self._anchors[f"{base}#{name}"] = schema
+        for subschema in _subschemas(schema):
+            self._index(subschema, base)
+
+    def _target(self, schema: _Schema, reference: str) -> _Schema | None:
+        """Resolve a ``$ref`` as jsonschema-rs did when it compiled; None if unsure."""
+        uri, fragment = urldefrag(urljoin(self._bases[id(schema)], reference))
+        if not fragment:
+            return self._resources.get(uri)
+        if not fragment.startswith("/"):
+            return self._anchors.get(f"{uri}#{fragment}")
+        node: object = self._resources.get(uri)
+        for token in fragment[1:].split("/"):
+            key = unquote(token).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict):
+                node = node.get(key)
+            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                return None
+        # Only a subschema indexed above has a known base for its own references.
+        return node if isinstance(node, dict) and id(node) in self._bases else None
+
+    def closure(self, schemas: Iterable[object]) -> frozenset[int]:
+        """The subschemas that apply wherever ``schemas`` do: with each $ref and allOf."""
+        seen: dict[int, _Schema] = {}
+        stack = list(schemas)
+        while stack:
+            schema = stack.pop()
+            if not isinstance(schema, dict) or id(schema) in seen:
+                continue  # true/false hold no type; false admits nothing at all
+            seen[id(schema)] = schema
+            if isinstance(reference := schema.get("$ref"), str):
+                stack.append(self._target(schema, reference))
+            if isinstance(conjuncts := schema.get("allOf"), list):
+                stack.extend(conjuncts)
+        self._schemas.update(seen)
+        return frozenset(seen)
+
+    def plan(self, applying: frozenset[int]) -> _Ints:
+        """The plan node for a position where exactly the ``applying`` subschemas apply."""
+        if (known := self._plans.get(applying)) is not None:
+            return known  # possibly still being built: a recursive schema's cycle
+        if len(self._plans) >= _MAX_PLAN_NODES:
+            raise _TooComplexError
+        node = self._plans[applying] = _Ints()
+        schemas = [self._schemas[key] for key in applying]
+        node.here = any(_integer_only(s) or self._integer_choice(s) for s in schemas)
+        names = {name for s in schemas for name in _properties(s)}
+        node.members = {name: self._child(_member(s, name) for s in schemas) for name in names}
+        node.others = self._child(_others(s) for s in schemas)
+        width = max((len(_prefix(s)) for s in schemas), default=0)
+        node.prefix = [self._child(_element(s, i) for s in schemas) for i in range(width)]
+        node.items = self._child(s.get("items") for s in schemas)
+        return node
+
+    def _child(self, schemas: Iterable[object]) -> _Ints | None:
+        found = [s for s in schemas if s is not None]
+        return self.plan(self.closure(found)) if found else None
+
+    def _integer_choice(self, schema: _Schema) -> bool:
+        """Whether every anyOf (or oneOf) branch excludes non-integral numbers here."""
+        for keyword in ("anyOf", "oneOf"):
+            branches = schema.get(keyword)
+            if not isinstance(branches, list) or not branches:
+                continue
+            typed = [
+                [_types(self._schemas[key]) for key in self.closure([branch])]
+                for branch in branches
+            ]
+            # Each branch has a type without "number" (integer, or no number at all),
+            # and some branch admits integers.
+            if all(
+                any(types is not None and "number" not in types for types in branch)
+                for branch in typed
+            ) and any("integer" in (types or ()) for branch in typed for types in branch):
+                return True
+        return False
+
+
+def _subschemas(schema: _Schema) -> Iterator[object]:
+    for keyword, value in schema.items():
+        if keyword in _SCHEMA_MAPS and isinstance(value, dict):
+            yield from value.values()
+        elif keyword in _SCHEMA_LISTS and isinstance(value, list):
+            yield from value
+        elif keyword in _SCHEMA_VALUES:
+            yield value
+
+
+def _properties(schema: _Schema) -> Mapping[str, object]:
+    found = schema.get("properties")
+    return found if isinstance(found, dict) else {}
+
+
+def _member(schema: _Schema, name: str) -> object:
+    """The subschema ``schema`` applies to member ``name``, if it is certain which."""
+    properties = _properties(schema)
+    if name in properties:
+        return properties[name]
+    return _others(schema)
+
+
+def _others(schema: _Schema) -> object:
+    # With patternProperties, whether additionalProperties applies depends on a regex.
+    return None if "patternProperties" in schema else schema.get("additionalProperties")
+
+
+def _prefix(schema: _Schema) -> list[object]:
+    found = schema.get("prefixItems")
+    return found if isinstance(found, list) else []
+
+
+def _element(schema: _Schema, index: int) -> object:
+    prefix = _prefix(schema)
+    return prefix[index] if index < len(prefix) else schema.get("items")
+
+
+def _prune(root: _Ints, nodes: list[_Ints]) -> _Ints | None:
+    """Drop every branch of the plan that leads to no integer position."""
+    # Walk up from the integer positions: every node that reaches one is useful. The
+    # graph may be cyclic (recursive schemas), so each node is entered once.
+    parents: dict[int, list[_Ints]] = {}
+    for n in nodes:
+        for child in n.children():
+            parents.setdefault(id(child), []).append(n)
+    todo = [n for n in nodes if n.here]
+    useful = {id(n) for n in todo}
+    while todo:
+        for parent in parents.get(id(todo.pop()), ()):
+            if id(parent) not in useful:
+                useful.add(id(parent))
+                todo.append(parent)
+    if id(root) not in useful:
+        return None
+
+    def keep(child: _Ints | None) -> _Ints | None:
+        return child if child is not None and id(child) in useful else None
+
+    for n in nodes:
+        n.others, n.items = keep(n.others), keep(n.items)
+        # A name (an index) whose plan is pruned must still block others (items).
+        n.members = {
+            name: keep(child)
+            for name, child in n.members.items()
+            if keep(child) is not None or n.others is not None
+        }
+        n.prefix = [keep(child) for child in n.prefix]
+        while n.prefix and n.prefix[-1] is None and n.items is None:
+            n.prefix.pop()
+    return root
+
+
+def _with_ints(value: JSONValue, plan: _Ints) -> JSONValue:
+    """Return ``value`` with the integral floats at the plan's integer positions as ints."""
+    if type(value) is float:
+        return _as_int(value, plan)
+    if type(value) is dict:
+        return _object_with_ints(value, plan)
+    if type(value) is list:
+        return _array_with_ints(value, plan)
+    return value
+
+
+def _as_int(value: float, plan: _Ints) -> JSONValue:
+    return int(value) if plan.here and value.is_integer() else value
+
+
+# The two walks below run on every call of a tool with integer positions, so each
+# member is tested inline: only floats, objects and arrays cost a call.
+
+
+def _object_with_ints(value: JSONObject, plan: _Ints) -> JSONObject:
+    members, others = plan.members, plan.others
+    # Without a plan for other members, visit only the planned names.
+    pairs: Iterable[tuple[str, _Ints | None]] = (
+        members.items() if others is None else ((name, members.get(name, others)) for name in value)
+    )
+    copy: JSONObject | None = None
+    for name, sub in pairs:
+        if sub is None:
+            continue
+        item = value.get(name)
+        if type(item) is float:
+            new = _as_int(item, sub)
+        elif type(item) is dict:
+            new = _object_with_ints(item, sub)
+        elif type(item) is list:
+            new = _array_with_ints(item, sub)
+        else:
+            continue
+        if new is not item:
+            if copy is None:
+                copy = dict(value)  # same key order as the caller's
+            copy[name] = new
+    return value if copy is None else copy
+
+
+def _array_with_ints(value: list[JSONValue], plan: _Ints) -> list[JSONValue]:
+    prefix, items = plan.prefix, plan.items
+    copy: list[JSONValue] | None = None
+    for index, item in enumerate(value):
+        sub = prefix[index] if index < len(prefix) else items
+        if sub is None:
+            if index >= len(prefix):
+                break  # no plan for the rest of the array
+            continue
+        if type(item) is float:
+            new = _as_int(item, sub)
+        elif type(item) is dict:
+            new = _object_with_ints(item, sub)
+        elif type(item) is list:
+            new = _array_with_ints(item, sub)
+        else:
+            continue
+        if new is not item:
+            if copy is None:
+                copy = list(value)
+            copy[index] = new
+    return value if copy is None else copy

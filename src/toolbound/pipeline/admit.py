@@ -283,10 +283,12 @@ def checked(
     broken normalizer or check, which the callers fail closed.
     """
     spec = tool.spec
-    tool.input.validate(arguments)
+    # Integral numbers where the schema says "integer" come back as ints (R4), so
+    # normalizers, checks and the tool see 1, not 1.0; the canonical form is the same.
+    arguments = tool.input.validated(arguments)
     if spec.normalizers:
         arguments = normalize(arguments, spec.normalizers, nctx)
-        tool.input.validate(arguments)  # normalizers must keep the contract
+        arguments = tool.input.validated(arguments)  # normalizers must keep the contract
     if spec.semantic_check is not None:
         problem = spec.semantic_check(arguments, nctx)
         if problem is not None:
