@@ -11,9 +11,10 @@ from __future__ import annotations
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
-from desk_surfaces import ANA, EVE, LEO, OPS, SELF, Decided, MeetAfterLooking, Refused
+from desk_surfaces import ANA, EVE, LEO, OPS, SELF, TTL, Decided, MeetAfterLooking, Refused
 
 
 def applies(request, surface, case: str) -> None:
@@ -152,4 +153,25 @@ def test_two_approvals_racing_run_the_call_once(surface, interleaved):
     assert len(lost) == 1, results
     assert lost[0] in surface.refusals["raced"]
     assert surface.effects() == 1
+    assert parked.invocation_id not in surface.pending(ANA)
+
+
+def test_a_call_whose_window_closed_is_no_longer_pending(request, surface, clock):
+    """Once the confirmation window closed, the call is not shown as waiting any more."""
+    applies(request, surface, "expired_listed")
+    parked = surface.park({"text": "too late"})
+    clock.advance((TTL + timedelta(minutes=1)).total_seconds())
+    assert parked.invocation_id not in surface.pending(ANA)
+    assert surface.effects() == 0
+
+
+@pytest.mark.parametrize("approve", [True, False], ids=["approve", "deny"])
+def test_a_decision_after_the_window_closed_is_refused(request, surface, clock, approve):
+    """A decision on a call whose window closed is refused and runs nothing."""
+    applies(request, surface, "expired_decided")
+    parked = surface.park({"text": "too late"})
+    clock.advance((TTL + timedelta(minutes=1)).total_seconds())
+    late = surface.decide(parked.invocation_id, parked.digest, ANA, approve=approve)
+    assert surface.effects() == 0
+    assert late in surface.refusals["expired"]
     assert parked.invocation_id not in surface.pending(ANA)
