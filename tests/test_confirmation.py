@@ -131,13 +131,21 @@ def test_expired_confirmation_rejects(confirming):
 
 
 def test_request_expiry_bounds_any_approval(confirming):
-    """A parked call expires with its request, however long the approval's own TTL."""
+    """Past its request's window a call cannot be approved, however long the approval's TTL."""
     parked = confirming.run("write", {"text": "x"})
     confirming.clock.advance(11 * 60)
-    out = confirming.runtime.approve(
-        parked.invocation_id, digest=parked.request.digest, approver="ana", ttl=timedelta(hours=1)
-    )
-    assert out.problem.code == "confirmation_expired"
+    with pytest.raises(ConfirmationMismatch) as err:
+        confirming.runtime.approve(
+            parked.invocation_id,
+            digest=parked.request.digest,
+            approver="ana",
+            ttl=timedelta(hours=1),
+        )
+    assert err.value.code == "confirmation_expired"
+    ended = [e for e in parked.trace if e.state is S.AUTHORIZATION_REJECTED]
+    assert ended[-1].data["problem"].code == "confirmation_expired"
+    assert confirming.runtime.pending() == []
+    assert confirming.tool.calls == []
 
 
 def test_denial_ends_the_call(confirming):

@@ -450,6 +450,8 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "confirmation",
         "R7",
         "nobody confirmed in time, or the confirmation expired before the call ran",
+        raised_as=("ConfirmationMismatch", "ApiError"),
+        statuses=(409,),
     ),
     _c(
         "confirmation_pending",

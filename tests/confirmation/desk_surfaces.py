@@ -181,6 +181,7 @@ LIBRARY: Mapping[Situation, frozenset[Refused]] = {
     "unknown": frozenset({Refused("not_pending")}),
     "raced": frozenset({Refused("not_pending")}),
     "not_an_approver": frozenset(),
+    # runtime.approve ends a closed call first (not_pending); the desk itself refuses.
     "expired": frozenset({Refused("not_pending"), Refused("confirmation_expired")}),
 }
 # Service.decide, the HTTP API and the console: the call is looked up in the tenant's
@@ -193,13 +194,8 @@ SERVICE: Mapping[Situation, frozenset[Refused]] = {
     "unknown": frozenset({Refused("not_found", 404)}),
     "raced": frozenset({Refused("not_pending", 409)}),
     "not_an_approver": frozenset({Refused("forbidden", 403)}),
-    # Not settled: the service accepts such decisions today (its known_bugs); any
-    # refusal saying the call no longer waits, or that its window closed, will do.
-    "expired": frozenset(
-        Refused(code, status)
-        for code in ("not_pending", "confirmation_expired")
-        for status in (404, 409, 410)
-    ),
+    # The desk refuses a decision once the window closed; nobody can decide the call.
+    "expired": frozenset({Refused("confirmation_expired", 409)}),
 }
 # The MCP ConfirmationEndpoint's table (its module docstring): a call no longer pending
 # is 404 when seen so before deciding, 409 when decided while this decision was on its way.
@@ -325,35 +321,13 @@ class _ParkingRuntime:
 
 _NO_ROLES = "the library has no roles: whoever the program lets call the desk decides"
 
-_DESK_LISTS_EXPIRED = (
-    "runtime.desk.pending() lists a held call whose confirmation window closed "
-    "(HeldCalls.all_waiting ignores expires_at), while runtime.pending() ends it first"
-)
-_DESK_DECIDES_EXPIRED = (
-    "ConfirmationDesk.decide over HeldCalls accepts a decision on a call whose window "
-    "closed: it issues an approval expiring before its own time, and the call ends "
-    "rejected (confirmation_expired, or denied_by_person) instead of the decision being refused"
-)
-_JOURNAL_LISTS_EXPIRED = (
-    "StoredConfirmations.all_waiting lists journal calls whose confirmation window "
-    "closed: nothing ends them, so they wait until someone decides them"
-)
-_JOURNAL_DECIDES_EXPIRED = (
-    "the desk over StoredConfirmations accepts a decision on a call whose window closed: "
-    "the journal records it as the approver's decision and Service.decide answers the "
-    "call rejected (confirmation_expired, or denied_by_person) instead of refusing it"
-)
-
 
 class RuntimeDesk(_ParkingRuntime):
     """``runtime.desk.decide`` with the approver's subject and tenant, then ``runtime.confirm``."""
 
     refusals = LIBRARY
     cannot: Mapping[str, str] = {"not_an_approver": _NO_ROLES}
-    known_bugs: Mapping[str, str] = {
-        "expired_listed": _DESK_LISTS_EXPIRED,
-        "expired_decided": _DESK_DECIDES_EXPIRED,
-    }
+    known_bugs: Mapping[str, str] = {}
 
     def __init__(self, clock: FixedClock) -> None:
         super().__init__(clock)
@@ -387,12 +361,7 @@ class RuntimeApprove(_ParkingRuntime):
         "other_tenant": "Runtime.approve/deny take an approver's name only: every tenant's person",
         "not_an_approver": _NO_ROLES,
     }
-    known_bugs: Mapping[str, str] = {
-        "expired_decided": (
-            "Runtime.approve/deny do not end expired calls first (runtime.pending() does): "
-            + _DESK_DECIDES_EXPIRED
-        ),
-    }
+    known_bugs: Mapping[str, str] = {}
 
     def pending(self, approver: Person) -> set[str]:  # noqa: ARG002 - every tenant's person
         return {r.invocation_id for r in self.runtime.pending()}
@@ -439,10 +408,7 @@ class InProcessService:
 
     refusals = SERVICE
     cannot: Mapping[str, str] = {}
-    known_bugs: Mapping[str, str] = {
-        "expired_listed": _JOURNAL_LISTS_EXPIRED,
-        "expired_decided": _JOURNAL_DECIDES_EXPIRED,
-    }
+    known_bugs: Mapping[str, str] = {}
 
     def __init__(self, folder: Path, clock: FixedClock, tool: FakeTool | None = None) -> None:
         self.folder, self.clock = folder, clock
@@ -511,11 +477,7 @@ class HttpApi:
 
     refusals = SERVICE
     cannot: Mapping[str, str] = {}
-    known_bugs: Mapping[str, str] = {
-        "expired_listed": "GET /v1/confirmations: " + _JOURNAL_LISTS_EXPIRED,
-        "expired_decided": "POST /v1/invocations/{id}/decision answers 200: "
-        + _JOURNAL_DECIDES_EXPIRED,
-    }
+    known_bugs: Mapping[str, str] = {}
 
     def __init__(self, folder: Path, clock: FixedClock, tool: FakeTool | None = None) -> None:
         self.folder, self.clock = folder, clock
@@ -580,10 +542,7 @@ class Console(HttpApi):
     """The console's forms, one logged-in browser per approver; calls parked over the API."""
 
     refusals = SERVICE
-    known_bugs: Mapping[str, str] = {
-        "expired_listed": "/console/pending: " + _JOURNAL_LISTS_EXPIRED,
-        "expired_decided": "the console's form redirects as decided: " + _JOURNAL_DECIDES_EXPIRED,
-    }
+    known_bugs: Mapping[str, str] = {}
 
     def __init__(self, folder: Path, clock: FixedClock, tool: FakeTool | None = None) -> None:
         super().__init__(folder, clock, tool)

@@ -444,14 +444,18 @@ def test_confirm_changed_digest(confirming, rec):
 
 
 def test_confirm_expired_on_approval(confirming, world, rec):
-    """An approval after the request's window closed ends the call confirmation_expired."""
+    """An approval after the request's window closed is refused; the call ends expired."""
     h = confirming
     parked = rec.outcome("parked", run(h, "write", {"text": "x"}))
     world.clock.advance(16 * 60)
-    rec.outcome(
+    mismatch(
+        rec,
         "late_approval",
-        h.runtime.approve(parked.invocation_id, digest=parked.request.digest, approver="ana"),
+        lambda: h.runtime.approve(
+            parked.invocation_id, digest=parked.request.digest, approver="ana"
+        ),
     )
+    rec.value("trace_after_refusal", trace_view(parked.trace))
     check("confirm_expired_on_approval", rec)
 
 

@@ -107,6 +107,7 @@ _REFUSED: dict[str, tuple[int, str | None]] = {
     "not_pending": (409, None),
     "digest_mismatch": (409, "reload the call and review it again"),
     "four_eyes": (403, "ask another approver"),
+    "confirmation_expired": (409, "the call can no longer run; the model must propose it again"),
 }
 
 

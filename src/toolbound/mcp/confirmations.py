@@ -79,7 +79,7 @@ class ConfirmationEndpoint:
         timeout: float | None = None,
     ) -> None:
         self.runtime = runtime
-        self.desk = ConfirmationDesk(runtime.desk.calls, four_eyes=four_eyes)
+        self.desk = ConfirmationDesk(runtime.desk.calls, four_eyes=four_eyes, clock=runtime.clock)
         self.timeout = timeout
         self._principal_for = principal_for
 

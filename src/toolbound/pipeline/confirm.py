@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from toolbound._clock import SystemClock
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._state import State
 from toolbound.gates.authorize import Allow, AuthzRequest, Confirm, Deny, authorize
@@ -37,6 +38,7 @@ from toolbound.problems import make_problem
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from toolbound._clock import Clock
     from toolbound._outcome import AwaitingConfirmation, Rejected
     from toolbound.gates.authorize import Decision, Policy
     from toolbound.pipeline.call import Admitted
@@ -104,15 +106,24 @@ class ConfirmationDesk:
     ``digest_mismatch``  the person was shown other arguments than the call's
     ``four_eyes``        with ``four_eyes``, the call was made for the approver's own
                          subject
+    ``confirmation_expired``  the call's confirmation window closed before the
+                         decision: nobody can decide it any more
+
+    A call whose window closed is never listed as pending (``clock`` tells the time).
     """
 
-    def __init__(self, calls: ParkedCalls, *, four_eyes: bool = False) -> None:
+    def __init__(
+        self, calls: ParkedCalls, *, four_eyes: bool = False, clock: Clock | None = None
+    ) -> None:
         self.calls = calls
         self.four_eyes = four_eyes
+        self.clock: Clock = clock if clock is not None else SystemClock()
 
     def pending(self, approver: Approver | None = None) -> list[ConfirmationRequest]:
         """The undecided calls ``approver`` may decide (every one without an approver)."""
-        return self.calls.all_waiting(None if approver is None else approver.tenant)
+        now = self.clock.now()
+        waiting = self.calls.all_waiting(None if approver is None else approver.tenant)
+        return [r for r in waiting if now <= r.expires_at]
 
     def decide(
         self,
@@ -135,6 +146,9 @@ class ConfirmationDesk:
             approver.tenant is not None and request.subject.tenant != approver.tenant
         ):
             raise _not_pending(invocation_id)
+        if at > request.expires_at:
+            msg = f"{invocation_id}'s confirmation window closed at {request.expires_at}"
+            raise ConfirmationMismatch(msg, code="confirmation_expired")
         if digest != request.digest:
             # R7: the person reviewed other arguments; nothing is decided.
             msg = f"{invocation_id} has digest {request.digest}, not {digest}"

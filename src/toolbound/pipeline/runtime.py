@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Self, cast
 
 from toolbound._clock import SystemClock
+from toolbound._errors import ConfirmationMismatch
 from toolbound._state import State
 from toolbound.execution.executor import Executor
 from toolbound.execution.retry import SystemSleeper
@@ -95,7 +96,7 @@ class Runtime:
         )
         self._held = HeldCalls()
         self._hold_parked = hold_parked
-        self.desk = ConfirmationDesk(self._held)
+        self.desk = ConfirmationDesk(self._held, clock=self._env.clock)
         """Where a person's decisions on this runtime's parked calls are checked (R7)."""
 
     @property
@@ -200,16 +201,24 @@ class Runtime:
         The runtime is the only issuer: :meth:`confirm` accepts only confirmations
         issued here, each for the one invocation and digest it names (R7). Raises
         :class:`~toolbound.ConfirmationMismatch` when no such call waits undecided
-        (``not_pending``) or the digest is not the call's (``digest_mismatch``).
+        (``not_pending``), the digest is not the call's (``digest_mismatch``), or its
+        confirmation window closed (``confirmation_expired``: the call then ends
+        AUTHORIZATION_REJECTED).
         """
-        return self.desk.decide(
-            invocation_id,
-            digest=digest,
-            approver=Approver(name=approver),
-            approve=approved,
-            at=self._env.clock.now(),
-            ttl=ttl or self._env.confirmation_ttl,
-        )
+        now = self._env.clock.now()
+        try:
+            return self.desk.decide(
+                invocation_id,
+                digest=digest,
+                approver=Approver(name=approver),
+                approve=approved,
+                at=now,
+                ttl=ttl or self._env.confirmation_ttl,
+            )
+        except ConfirmationMismatch as exc:
+            if exc.code == "confirmation_expired":
+                confirm.end_expired(self._held, now)  # the closed window ends the call
+            raise
 
     def approve(
         self,

@@ -247,8 +247,8 @@ class _Api:
 
     async def pending(self, request: Request) -> Response:
         principal = authenticate(self.service, request)
-        calls = self.service.calls(principal, status="awaiting_confirmation")
-        return JSONResponse({"confirmations": [detail(c) for c in calls if c.decision is None]})
+        calls = self.service.pending(principal)
+        return JSONResponse({"confirmations": [detail(c) for c in calls]})
 
     async def unknown(self, request: Request) -> Response:
         principal = authenticate(self.service, request)

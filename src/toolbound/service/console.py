@@ -348,8 +348,7 @@ class _Console:
         )
 
     def _pending(self, principal: Principal) -> list[dict[str, object]]:
-        calls = self.service.calls(principal, status="awaiting_confirmation")
-        return [self._confirmation_view(principal, c) for c in calls if c.decision is None]
+        return [self._confirmation_view(principal, c) for c in self.service.pending(principal)]
 
     async def decide(self, request: Request, principal: Principal) -> Response:
         form = await request.form()

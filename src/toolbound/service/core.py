@@ -139,7 +139,9 @@ class Service:
         )
         self._all = self.registry.toolset()
         self.desk = ConfirmationDesk(
-            StoredConfirmations(self.journal, self._tenants), four_eyes=config.four_eyes
+            StoredConfirmations(self.journal, self._tenants),
+            four_eyes=config.four_eyes,
+            clock=self.clock,
         )
         """The one confirmation desk, over the calls parked in the journal (R7)."""
         self.recovered = self.recover()
@@ -290,6 +292,20 @@ class Service:
         return self.journal.list_calls(
             principal.tenant, status=status, tool=tool, subject=subject, limit=limit
         )
+
+    def pending(self, principal: Principal) -> list[StoredCall]:
+        """The tenant's calls a person may still decide, newest first (R7).
+
+        The confirmation desk's view: undecided, and their window still open.
+        """
+        open_ids = {
+            r.invocation_id
+            for r in self.desk.pending(
+                Approver(name=principal.name, subject=principal.subject, tenant=principal.tenant)
+            )
+        }
+        calls = self.calls(principal, status="awaiting_confirmation", limit=1000)
+        return [c for c in calls if c.invocation_id in open_ids]
 
     def unknown(self, principal: Principal) -> list[LedgerRecord]:
         """The tenant's calls whose outcome is unknown (abandoned ones swept in first)."""
