@@ -557,31 +557,34 @@ def assemble_events(
     return assembler.finish()
 
 
-def _within(assembler: StreamAssembler, held: int) -> None:
-    """Hold the decoder's ``held`` bytes and the assembler's to one stream budget.
+def _over_budget(assembler: StreamAssembler, held: int, budget: int) -> StreamError | None:
+    """Whether the decoder's ``held`` bytes and the assembler's exceed one stream budget.
 
     Checked for every group of lines as it completes, before its event is fed, and
     for the unfinished group at the end of every chunk. The assembler then holds
     exactly what the events before that group gave it, whatever the chunking, so
     the check gives the same answer however the bytes are split (R15).
     """
-    budget = assembler.limits.max_stream_bytes
-    if assembler.buffered_bytes + held > budget:
-        raise stream_too_large(budget)
+    return stream_too_large(budget) if assembler.buffered_bytes + held > budget else None
 
 
 def _sse_events(
     assembler: StreamAssembler, chunks: Iterable[bytes]
 ) -> Iterator[Mapping[str, object]]:
-    decoder = SSEDecoder(max_buffered_bytes=assembler.limits.max_stream_bytes)
+    budget = assembler.limits.max_stream_bytes
+    decoder = SSEDecoder(max_buffered_bytes=budget)
     for chunk in chunks:
         try:
             groups = decoder.feed_sized(chunk)
-        except StreamError:
-            _within(assembler, decoder.pending_bytes)  # its bytes came before the error's
-            raise
+        except StreamError as exc:
+            # The bytes over budget came before the ones that broke the stream.
+            over = _over_budget(assembler, decoder.pending_bytes, budget)
+            if over is None:
+                raise
+            raise over from exc
         for data, held in groups:
-            _within(assembler, held)
+            if assembler.buffered_bytes + held > budget:
+                raise stream_too_large(budget)
             if data is None:
                 continue
             if data == _DONE:
@@ -589,25 +592,31 @@ def _sse_events(
                     return  # the response ends here, cut off or not
                 continue  # read on: another response would be refused
             yield parse_event(data)
-        _within(assembler, decoder.pending_bytes)
+        if error := _over_budget(assembler, decoder.pending_bytes, budget):
+            raise error
     decoder.close()
 
 
 def _jsonl_events(
     assembler: StreamAssembler, chunks: Iterable[bytes]
 ) -> Iterator[Mapping[str, object]]:
-    decoder = JSONLinesDecoder(max_buffered_bytes=assembler.limits.max_stream_bytes)
+    budget = assembler.limits.max_stream_bytes
+    decoder = JSONLinesDecoder(max_buffered_bytes=budget)
     for chunk in chunks:
         try:
             lines = decoder.feed_sized(chunk)
-        except StreamError:
-            _within(assembler, decoder.pending_bytes)
-            raise
+        except StreamError as exc:
+            over = _over_budget(assembler, decoder.pending_bytes, budget)
+            if over is None:
+                raise
+            raise over from exc
         for event, held in lines:
-            _within(assembler, held)
+            if assembler.buffered_bytes + held > budget:  # as _over_budget, inline: per event
+                raise stream_too_large(budget)
             if event is not None:
                 yield event
-        _within(assembler, decoder.pending_bytes)
+        if error := _over_budget(assembler, decoder.pending_bytes, budget):
+            raise error
     yield from decoder.close()
 
 

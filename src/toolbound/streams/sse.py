@@ -318,6 +318,8 @@ class SSEDecoder:
     def _lines(self, lines: list[str]) -> list[_Raw]:  # noqa: C901, PLR0912 - one WHATWG step per branch
         events: list[_Raw] = []
         data = self._data
+        # The budget's counters live in locals here: this loop runs once per line.
+        data_bytes, peak, limit = self._data_bytes, self._peak, self._max
         for line in lines:
             if not line:
                 if data:
@@ -327,29 +329,29 @@ class SSEDecoder:
                             "\n".join(data),
                             self._last_id or None,
                             self._event_retry,
-                            self._peak,
+                            peak,
                         )
                     )
                     data = self._data = []
-                elif self._peak:
-                    events.append(("", None, None, None, self._peak))  # held, dispatched nothing
-                self._data_bytes = self._peak = 0
+                elif peak:
+                    events.append(("", None, None, None, peak))  # held, dispatched nothing
+                data_bytes = peak = 0
                 self._event_type = ""
                 self._event_retry = None
                 continue
             # Budget: the event's data so far plus this line is held at this moment,
             # whether the line came whole or in pieces (R15: the same either way).
-            size = len(line) if line.isascii() else utf8_size(line)
-            held = self._data_bytes + size
-            if held > self._peak:
-                self._peak = held
-                if held > self._max:
+            held = data_bytes + (len(line) if line.isascii() else utf8_size(line))
+            if held > peak:
+                peak = held
+                if held > limit:
+                    self._peak = peak
                     self._over()
-                    break
+                    return events
             # The common lines first: these two prefixes cover almost every line.
             if line.startswith("data: "):
                 data.append(line[6:])
-                self._data_bytes += size - 6
+                data_bytes = held - 6
                 continue
             if line[0] == ":":  # a comment: heartbeats carry nothing (R15)
                 continue
@@ -358,7 +360,7 @@ class SSEDecoder:
                 value = value[1:]
             if name == "data":
                 data.append(value)
-                self._data_bytes += utf8_size(value)
+                data_bytes += utf8_size(value)
             elif name == "event":
                 self._event_type = value
             elif name == "id":
@@ -367,6 +369,7 @@ class SSEDecoder:
             elif name == "retry" and value.isascii() and value.isdigit():
                 self.retry = self._event_retry = int(value)
             # any other field name is ignored, as WHATWG says
+        self._data_bytes, self._peak = data_bytes, peak
         return events
 
 
