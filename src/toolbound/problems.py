@@ -198,7 +198,14 @@ def _schema(code: str, keyword: str, *, r17: FailureRow | None = None) -> Proble
 
 _ENTRIES: Final[tuple[ProblemCode, ...]] = (
     # -- parse (R3): the argument bytes are not one strict JSON object -------------------
-    _c("too_large", "parse", "R3", "the argument bytes exceed the size limit", recoverable=True),
+    _c(
+        "too_large",
+        "parse",
+        "R3 R15",
+        "the argument bytes exceed the size limit (or, streamed, the call's byte budget)",
+        recoverable=True,
+        raised_as=("StreamError",),
+    ),
     _c("too_deep", "parse", "R3", "the arguments nest deeper than the limit", recoverable=True),
     _c("trailing_data", "parse", "R3", "something follows the one JSON object", recoverable=True),
     _c("byte_order_mark", "parse", "R3", "the bytes start with a UTF-8 BOM", recoverable=True),
@@ -906,6 +913,20 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         None,
         "R15",
         "a call's deltas differ from its stated final arguments",
+        raised_as=("StreamError",),
+    ),
+    _c(
+        "stream_too_large",
+        None,
+        "R15",
+        "a stream holds more bytes than its budget (calls, text, an unfinished line or event)",
+        raised_as=("StreamError",),
+    ),
+    _c(
+        "several_responses",
+        None,
+        "R15",
+        "a second response follows the first in one stream; one assembler assembles one",
         raised_as=("StreamError",),
     ),
     _c(

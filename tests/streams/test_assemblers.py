@@ -23,10 +23,13 @@ from toolbound.streams import (
     ResponsesAssembler,
     StreamAssembler,
     StreamError,
+    StreamLimits,
     assemble_events,
+    assemble_jsonl,
     assemble_sse,
 )
 from toolbound.streams.assemble import PHASES
+from toolbound.streams.sdk import assemble_openai_responses
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -883,7 +886,7 @@ def sse(events, *, done=False):
 
 
 def test_assemble_sse_stops_reading_at_done():
-    """Chat's data: [DONE] ends reading: even invalid bytes after it are never decoded."""
+    """After Chat's data: [DONE], even invalid bytes change nothing."""
     raw = sse(chat_two(), done=True) + b"data: \xff\n\n"
     outcome = assemble_sse(ChatCompletionsAssembler(), [raw])
     assert [p.name for p in outcome.calls] == ["lookup", "refund"]
@@ -916,6 +919,168 @@ def test_on_ready_sees_each_release_as_it_happens():
     )
     assert seen == [("lookup", True), ("refund", False)]
     assert [p.name for p in outcome.calls] == ["lookup", "refund"]
+
+
+def test_done_before_the_finish_reason_ends_the_response_cut_off():
+    """A [DONE] with no finish_reason before it cuts the response; later bytes are not fed."""
+    events = chat_two()
+    raw = sse(events[:-1], done=True) + sse(events[-1:])
+    outcome = assemble_sse(ChatCompletionsAssembler(), [raw])
+    assert (outcome.calls, outcome.complete) == ((), False)
+    assert [c.reason for c in outcome.incomplete] == ["arguments_incomplete"] * 2
+
+
+# -- byte budgets (StreamLimits) ------------------------------------------------------------
+
+LOOKUP_BYTES = len(joined(LOOKUP))  # 21
+REFUND_BYTES = len(joined(REFUND))  # 36: "café 爱" is 8 bytes in UTF-8
+
+
+def test_a_call_over_its_budget_is_refused_and_the_response_with_it(fmt):
+    """REFUND over max_call_bytes: too_large, reported arguments_too_large; LOOKUP withheld."""
+    make, build = FORMATS[fmt]
+    limits = StreamLimits(max_call_bytes=LOOKUP_BYTES)  # LOOKUP fits exactly
+    with pytest.raises(StreamError) as caught:
+        run(make, build(), limits=limits)  # feed() raises; the drivers report it
+    assert caught.value.code == "too_large"
+    outcome = assemble_events(make(limits=limits), build())
+    assert (outcome.calls, outcome.complete, outcome.error_code) == ((), False, "too_large")
+    lookup_reason = "arguments_incomplete" if fmt == "openai-chat" else "response_incomplete"
+    assert [(c.call_id, c.reason) for c in outcome.incomplete] == [
+        ("call_a", lookup_reason),
+        ("call_b", "arguments_too_large"),
+    ]
+    refund = outcome.incomplete[1].received_arguments
+    assert len(refund) <= LOOKUP_BYTES
+    assert joined(REFUND).startswith(refund)
+
+
+def test_a_call_released_early_stays_released_when_a_later_one_is_too_large(fmt):
+    """The budget fails the response; a call the policy already released stays released."""
+    make, build = FORMATS[fmt]
+    limits = StreamLimits(max_call_bytes=LOOKUP_BYTES)
+    outcome = assemble_events(make(limits=limits, may_start_early=lambda _: True), build())
+    assert outcome.error_code == "too_large"
+    early = [] if fmt == "openai-chat" else ["lookup"]  # Chat never releases early
+    assert [p.name for p in outcome.calls] == early
+    assert [c.reason for c in outcome.incomplete][-1] == "arguments_too_large"
+
+
+def test_calls_within_their_budget_but_over_the_streams_are_refused(fmt):
+    """Text and both calls fit max_call_bytes one by one, not max_stream_bytes together."""
+    make, build = FORMATS[fmt]
+    fits = StreamLimits(max_call_bytes=REFUND_BYTES, max_stream_bytes=100)
+    assert assemble_events(make(limits=fits), build()).complete
+    limits = StreamLimits(max_call_bytes=REFUND_BYTES, max_stream_bytes=50)
+    outcome = assemble_events(make(limits=limits), build())
+    assert (outcome.calls, outcome.complete, outcome.error_code) == ((), False, "stream_too_large")
+    assert [c.call_id for c in outcome.incomplete] == ["call_a", "call_b"]
+    assert outcome.incomplete[1].reason == "arguments_incomplete"
+
+
+def test_the_stream_budget_counts_an_unfinished_event():
+    """An event still arriving counts with what the assembler holds, before it is parsed."""
+    raw = sse(chat_two()[:-1])
+    held = assemble_sse(ChatCompletionsAssembler(), [raw]).incomplete
+    holding = sum(len(c.received_arguments) for c in held) + len("Checking.")
+    longest = max(len(line) for line in raw.split(b"\n"))
+    limits = StreamLimits(max_call_bytes=REFUND_BYTES, max_stream_bytes=holding + longest)
+    assert assemble_sse(ChatCompletionsAssembler(limits=limits), [raw]).error_code is None
+    long_text = sse([chat_chunk(content="x" * 200)])[:-2]  # no blank line: never dispatched
+    outcome = assemble_sse(ChatCompletionsAssembler(limits=limits), [raw + long_text])
+    assert outcome.error_code == "stream_too_large"
+    assert outcome.text == "Checking."  # refused before it was parsed
+
+
+def jsonl(events):
+    return "".join(json.dumps(e) + "\n" for e in events).encode()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    fmt=st.sampled_from(list(FORMATS)),
+    framing=st.sampled_from(["sse", "jsonl"]),
+    budgets=st.tuples(st.integers(min_value=2, max_value=60), st.integers(0, 700)),
+    heartbeat=st.integers(min_value=0, max_value=300),
+    cuts=st.lists(st.integers(min_value=0, max_value=6000), max_size=12),
+)
+def test_budgets_give_the_same_outcome_however_the_bytes_are_split(
+    fmt, framing, budgets, heartbeat, cuts
+):
+    """R15 with tight budgets: whole, split at drawn positions, or byte by byte, one outcome."""
+    make, build = FORMATS[fmt]
+    call, extra = budgets
+    limits = StreamLimits(max_call_bytes=call, max_stream_bytes=call + extra)
+    events = build()
+    if framing == "sse":
+        # A comment line (held while it arrives) and a comment-only group, drawn long.
+        beat = f": {'h' * heartbeat}\n".encode()
+        raw = sse(events[:2]) + beat + b"\n" + beat + sse(events[2:])
+        assemble = assemble_sse
+    else:
+        raw = jsonl(events).replace(b"\n", b"\n" + b" " * heartbeat + b"\n", 1)  # a long blank line
+        assemble = assemble_jsonl
+    whole = assemble(make(limits=limits), [raw])
+    at = sorted({c % (len(raw) + 1) for c in cuts})
+    pieces = [raw[a:b] for a, b in zip([0, *at], [*at, len(raw)], strict=True)]
+    assert assemble(make(limits=limits), pieces) == whole
+    assert assemble(make(limits=limits), [raw[i : i + 1] for i in range(len(raw))]) == whole
+
+
+# -- one response per assembler ------------------------------------------------------------
+
+
+def second_response(fmt):
+    """The two-call response again, under another response id."""
+    events = FORMATS[fmt][1]()
+    text = json.dumps(events)
+    for old, new in [("chatcmpl-1", "chatcmpl-2"), ("resp_1", "resp_2"), ("msg_1", "msg_2")]:
+        text = text.replace(old, new)
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("framing", ["events", "sse", "jsonl"])
+def test_a_second_response_in_one_stream_is_refused(fmt, framing):
+    """Another response id after the first response ends raises several_responses."""
+    make, build = FORMATS[fmt]
+    events = [*build(), *second_response(fmt)]
+    assemble = {
+        "events": lambda: assemble_events(make(), events),
+        "sse": lambda: assemble_sse(make(), [sse(events)]),
+        "jsonl": lambda: assemble_jsonl(make(), [jsonl(events)]),
+    }[framing]
+    with pytest.raises(StreamError, match="its own assembler") as caught:
+        assemble()
+    assert caught.value.code == "several_responses"
+
+
+def test_a_second_chat_response_after_done_is_refused():
+    """Two Chat SSE bodies, each ending in data: [DONE], are refused, not cut at the first."""
+    raw = sse(chat_two(), done=True) + sse(second_response("openai-chat"), done=True)
+    with pytest.raises(StreamError) as caught:
+        assemble_sse(ChatCompletionsAssembler(), [raw])
+    assert caught.value.code == "several_responses"
+
+
+def test_a_second_response_is_refused_after_a_failed_first_one_too():
+    """A response stopped for max_tokens, then another: refused, not silently dropped."""
+    first = [*anthropic_two()[:-2], ant_end("max_tokens")]
+    with pytest.raises(StreamError):
+        assemble_events(AnthropicAssembler(), [*first, *second_response("anthropic")])
+
+
+def test_the_sdk_helpers_still_stop_at_the_terminal_event():
+    """An SDK stream is one request's response: nothing after its end is pulled (R17)."""
+    pulled = []
+
+    def events():
+        for event in [*responses_two(), *second_response("openai-responses")]:
+            pulled.append(event)
+            yield event
+
+    outcome = assemble_openai_responses(events())
+    assert outcome.complete
+    assert len(pulled) == len(responses_two())
 
 
 # -- the phase table and the public surface -------------------------------------------------

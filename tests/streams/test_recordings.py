@@ -25,18 +25,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolbound.streams import (
     AnthropicAssembler,
     ChatCompletionsAssembler,
     ResponsesAssembler,
+    StreamError,
     StreamOutcome,
     assemble_events,
     assemble_jsonl,
     assemble_sse,
 )
+from toolbound.testing import turn_from_stream
 
 STREAMS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "streams"
 
@@ -288,11 +290,41 @@ def test_heartbeats_in_recordings_are_ignored():
     assert assemble_events(AnthropicAssembler(), quiet) == WHOLE[case.key]
 
 
-def test_a_whole_multi_response_file_assembles_only_its_first_response():
-    """Fed as one stream, events after the first response.completed are ignored."""
-    path = STREAMS / "openai-responses" / "openai-reasoning-encrypted-content.1.jsonl"
-    outcome = assemble_jsonl(ResponsesAssembler(), [path.read_bytes()])
-    assert outcome == WHOLE["openai-responses/openai-reasoning-encrypted-content.1.jsonl#0"]
+MULTI = STREAMS / "openai-responses" / "openai-reasoning-encrypted-content.1.jsonl"
+MULTI_CASES = [c for c in CASES if c.key.startswith("openai-responses/openai-reasoning")]
+
+
+def test_a_whole_multi_response_file_is_refused_not_cut_short():
+    """Fed as one stream, a four-response recording raises several_responses."""
+    with pytest.raises(StreamError, match="assemble each response") as caught:
+        assemble_jsonl(ResponsesAssembler(), [MULTI.read_bytes()])
+    assert caught.value.code == "several_responses"
+
+
+@pytest.mark.parametrize(
+    "feed",
+    [
+        lambda: assemble_sse(ResponsesAssembler(), [b"".join(c.sse for c in MULTI_CASES)]),
+        lambda: assemble_events(ResponsesAssembler(), [e for c in MULTI_CASES for e in c.events]),
+        lambda: turn_from_stream("openai-responses", MULTI.read_bytes(), framing="jsonl"),
+    ],
+    ids=["sse", "events", "turn_from_stream"],
+)
+def test_several_responses_are_refused_on_every_path(feed):
+    """As SSE, as decoded events, or as a scripted model turn: refused, never truncated."""
+    with pytest.raises(StreamError) as caught:
+        feed()
+    assert caught.value.code == "several_responses"
+
+
+def test_each_response_of_a_multi_response_recording_assembles_alone():
+    """Split at each response.created, every response gives its own calls, all kept."""
+    calls = [p.proposal_id for c in MULTI_CASES for p in c.assemble([c.sse]).calls]
+    assert calls == [
+        "call_AB6AaRZ1FYZB2RwS6A5vbdqn",
+        "call_Q6pW65MUgW9vF59BmItYGos3",
+        "call_Zl5vIMnD7dVAjgU6FkhmiCZh",
+    ]
 
 
 @each_case
@@ -318,11 +350,17 @@ def test_split_at_every_position(case):
         assert case.assemble([sse[:cut], sse[cut:]]) == whole, cut
 
 
-@each_case
-@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# Parametrised by key, not by Case: Hypothesis prints a test's arguments when it
+# replays an example (a failure, or a run over its deadline), and a Case's repr is
+# the whole recording (63 kB), which Hypothesis warns about, and the warning is an
+# error here. No deadline: a run's time says how busy the machine is, not whether
+# the chunking matters.
+@pytest.mark.parametrize("key", list(BY_KEY))
+@settings(max_examples=15, deadline=None)
 @given(sizes=st.lists(st.integers(min_value=1, max_value=700), min_size=1, max_size=30))
-def test_random_chunk_sizes(case, sizes):
+def test_random_chunk_sizes(key, sizes):
     """Any chunking drawn by Hypothesis gives the same outcome."""
+    case = BY_KEY[key]
     sse, chunks, at, i = case.sse, [], 0, 0
     while at < len(sse):
         size = sizes[i % len(sizes)]

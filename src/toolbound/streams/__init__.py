@@ -10,6 +10,7 @@ Three layers, each sans-IO (feed bytes or events in, get values out)::
   :class:`AnthropicAssembler` turn events into :class:`StreamOutcome`.
 * :func:`assemble_sse`, :func:`assemble_jsonl` and :func:`assemble_events` drive an
   assembler from an iterable of chunks or events.
+* :class:`StreamLimits` bounds the bytes held: per call and per stream.
 
 See ``docs/streaming.md`` for the guarantees and the readiness policy.
 """
@@ -29,11 +30,13 @@ from toolbound.streams.assemble import (
     assemble_sse,
 )
 from toolbound.streams.jsonl import JSONLinesDecoder, parse_event
+from toolbound.streams.limits import DEFAULT_STREAM_LIMITS, StreamLimits
 from toolbound.streams.openai_chat import ChatCompletionsAssembler
 from toolbound.streams.openai_responses import ResponsesAssembler
 from toolbound.streams.sse import SSEDecoder, SSEEvent, StreamError, StreamErrorCode
 
 __all__ = [
+    "DEFAULT_STREAM_LIMITS",
     "AnthropicAssembler",
     "ChatCompletionsAssembler",
     "EarlyStart",
@@ -49,6 +52,7 @@ __all__ = [
     "StreamAssembler",
     "StreamError",
     "StreamErrorCode",
+    "StreamLimits",
     "StreamOutcome",
     "assemble_events",
     "assemble_jsonl",

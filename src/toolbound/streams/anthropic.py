@@ -37,6 +37,7 @@ from toolbound.streams.assemble import (
     map_field,
     str_field,
 )
+from toolbound.streams.limits import DEFAULT_STREAM_LIMITS, StreamLimits, utf8_size
 from toolbound.streams.sse import StreamError
 
 if TYPE_CHECKING:
@@ -54,8 +55,13 @@ class AnthropicAssembler(StreamAssembler):
 
     provider = "anthropic"
 
-    def __init__(self, *, may_start_early: EarlyStart | None = None) -> None:
-        super().__init__(may_start_early=may_start_early)
+    def __init__(
+        self,
+        *,
+        may_start_early: EarlyStart | None = None,
+        limits: StreamLimits = DEFAULT_STREAM_LIMITS,
+    ) -> None:
+        super().__init__(may_start_early=may_start_early, limits=limits)
         self._blocks: dict[int, str] = {}  # index → block type, for every block started
         self._stopped: set[int] = set()
         self._start_input: dict[int, str] = {}
@@ -73,6 +79,11 @@ class AnthropicAssembler(StreamAssembler):
         handler = self._handlers.get(str_field(event, "type") or "")
         # ping (a heartbeat) and event types added later carry nothing to assemble
         return handler(event) if handler is not None else []
+
+    def _response_id(self, event: Mapping[str, object]) -> str | None:
+        message = event.get("message") if event.get("type") == "message_start" else None
+        message_id = message.get("id") if isinstance(message, dict) else None
+        return message_id if isinstance(message_id, str) and message_id else None
 
     def _message_start(self, event: Mapping[str, object]) -> list[Ready]:
         message = map_field(event, "message") or {}
@@ -101,9 +112,9 @@ class AnthropicAssembler(StreamAssembler):
                 item_id=block_id or None,
             )
             start_input = map_field(block, "input") or {}
-            self._start_input[index] = json.dumps(
-                start_input, ensure_ascii=False, separators=(",", ":")
-            )
+            start_json = json.dumps(start_input, ensure_ascii=False, separators=(",", ":"))
+            self._count(utf8_size(start_json))  # held until the block stops
+            self._start_input[index] = start_json
         return []
 
     def _block_delta(self, event: Mapping[str, object]) -> list[Ready]:
@@ -121,11 +132,11 @@ class AnthropicAssembler(StreamAssembler):
                 raise StreamError(msg, code="protocol")
             piece = str_field(delta, "partial_json")
             if piece:
-                call.parts.append(piece)
+                self._append(call, piece)
         elif kind == "text_delta":
             text = str_field(delta, "text")
             if text:
-                self._text.append(text)
+                self._add_text(text)
         # thinking, signature and citations deltas carry no call
         return []
 
@@ -140,8 +151,8 @@ class AnthropicAssembler(StreamAssembler):
         call = self._calls.get(index)
         if call is None:
             return []
-        if not any(call.parts):
-            call.parts = [self._start_input[index]]
+        if not call.buffer:
+            self._append(call, self._start_input[index])
         return self._call_complete(call)
 
     def _message_delta(self, event: Mapping[str, object]) -> list[Ready]:

@@ -24,7 +24,14 @@ The guarantees, whatever the provider (R15, R16):
   received. That includes calls that were themselves complete
   (``response_incomplete``): a truncated response is not the model's final word.
 * **Nothing after a terminal state.** Once the response has ended, failed, or
-  :meth:`~StreamAssembler.finish` was called, further events are ignored (R17, last row).
+  :meth:`~StreamAssembler.finish` was called, further events are ignored (R17, last row)
+  — except one that starts *another* response (a new response or message id), which
+  raises ``several_responses``: one assembler assembles one response, and a second
+  one in the same stream is refused rather than silently dropped.
+* **Bounded.** What is held is counted against :class:`StreamLimits` as it arrives:
+  a call over ``max_call_bytes`` fails the response with ``too_large`` (the call is
+  reported with reason ``arguments_too_large``), everything held over
+  ``max_stream_bytes`` with ``stream_too_large``. Either way nothing more is released.
 
 The assembler's phases and the only edges between them::
 
@@ -36,16 +43,18 @@ The assembler's phases and the only edges between them::
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from toolbound._errors import IllegalTransition
 from toolbound._model import Proposal
 from toolbound.streams.jsonl import JSONLinesDecoder, parse_event
-from toolbound.streams.sse import SSEDecoder, StreamError
+from toolbound.streams.limits import DEFAULT_STREAM_LIMITS, StreamLimits, utf8_size
+from toolbound.streams.sse import SSEDecoder, StreamError, stream_too_large
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
 __all__ = [
     "PHASES",
@@ -67,9 +76,10 @@ EarlyStart: TypeAlias = "Callable[[str], bool]"
 complete, before the whole response has ended? Typically ``True`` only for tools
 whose effect class is ``pure`` or ``read`` (R16)."""
 
-IncompleteReason = Literal["arguments_incomplete", "response_incomplete"]
-"""Why a call was withheld: its own arguments or item never completed, or it was
-complete but the response around it did not end successfully."""
+IncompleteReason = Literal["arguments_incomplete", "arguments_too_large", "response_incomplete"]
+"""Why a call was withheld: its own arguments or item never completed; its arguments
+went over ``StreamLimits.max_call_bytes`` (the bytes kept are those within it); or it
+was complete but the response around it did not end successfully."""
 
 Phase = Literal["open", "complete", "stopped", "failed", "cut_off"]
 
@@ -152,15 +162,16 @@ class _Call:
 
     __slots__ = (
         "args_done",
+        "buffer",
         "call_id",
-        "final",
         "item_done",
         "item_id",
         "kind",
         "name",
         "order",
-        "parts",
+        "over",
         "released",
+        "surrogates",
     )
 
     def __init__(
@@ -171,36 +182,43 @@ class _Call:
         self.name = name
         self.kind = kind  # None for an executable function call, else the foreign type
         self.item_id = item_id
-        self.parts: list[str] = []
-        self.final: str | None = None  # the arguments as the provider restated them
+        # The arguments (or other item's input) as UTF-8, one buffer rather than a
+        # list of small strings: what is held is what the budget counts.
+        self.buffer = bytearray()
+        self.surrogates = False  # a piece held a surrogate, kept as its 3 bytes
+        self.over = False  # refused: more than max_call_bytes
         self.args_done = False
         self.item_done = False
         self.released = False
 
     def received(self) -> bytes:
-        return _utf8("".join(self.parts))
-
-
-def _utf8(text: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
+        data = bytes(self.buffer)
+        if not self.surrogates:
+            return data
         # Deltas can split a UTF-16 surrogate pair that the event JSON escaped as
         # \uXXXX\uXXXX; joined, the halves are two code points. Recombine them. A
         # surrogate left alone after that has no UTF-8 form at all.
+        text = data.decode("utf-8", "surrogatepass")
         try:
             return text.encode("utf-16", "surrogatepass").decode("utf-16").encode("utf-8")
         except UnicodeError as exc:
             msg = "the arguments contain an unpaired UTF-16 surrogate"
             raise StreamError(msg, code="invalid_utf8") from exc
 
+    def reported(self) -> bytes:
+        """The bytes to report; never fails: what cannot be UTF-8 is shown as received."""
+        try:
+            return self.received()
+        except StreamError:
+            return bytes(self.buffer)
 
-def _report_bytes(text: str) -> bytes:
-    # Reporting must not fail: what cannot be UTF-8 is shown as received.
-    try:
-        return _utf8(text)
-    except StreamError:
-        return text.encode("utf-8", "surrogatepass")
+
+def _withheld_because(call: _Call) -> IncompleteReason:
+    if call.over:
+        return "arguments_too_large"
+    if call.args_done and call.item_done:
+        return "response_incomplete"
+    return "arguments_incomplete"
 
 
 # -- typed access to event fields, for the provider modules --------------------------
@@ -251,12 +269,19 @@ class StreamAssembler:
 
     provider: str = "unknown"
 
-    def __init__(self, *, may_start_early: EarlyStart | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        may_start_early: EarlyStart | None = None,
+        limits: StreamLimits = DEFAULT_STREAM_LIMITS,
+    ) -> None:
         self._may_start_early = may_start_early
+        self._limits = limits
+        self._buffered = 0  # UTF-8 bytes held: every call's buffer, the text, …
         self._phase: Phase = "open"
         self._calls: dict[object, _Call] = {}
         self._by_call_id: dict[str, _Call] = {}
-        self._text: list[str] = []
+        self._text = io.StringIO()  # grows in place; no string per delta
         self._stop_reason: str | None = None
         self._error: str | None = None
         self._error_code: str | None = None
@@ -275,13 +300,26 @@ class StreamAssembler:
         """Whether further events will be ignored."""
         return self._phase != "open"
 
+    @property
+    def limits(self) -> StreamLimits:
+        """The byte budgets this assembler holds its stream to."""
+        return self._limits
+
+    @property
+    def buffered_bytes(self) -> int:
+        """The UTF-8 bytes held so far: arguments, other items' input, text."""
+        return self._buffered
+
     def feed(self, event: Mapping[str, object]) -> list[Ready]:
         """Take one provider event; return the calls it releases, in model order.
 
-        Raises :class:`StreamError` when the events break the provider's format;
-        the assembler is then failed, and releases nothing more.
+        Raises :class:`StreamError` when the events break the provider's format or
+        go over a budget; the assembler is then failed, and releases nothing more.
+        Once terminal, events are ignored, but one that starts another response
+        raises ``several_responses`` (and changes nothing).
         """
         if self._phase != "open":
+            self._refuse_another_response(event)
             return []  # R17: nothing after a terminal state
         try:
             return self._handle(event)
@@ -307,25 +345,23 @@ class StreamAssembler:
         others: list[OtherItem] = []
         for c in calls:
             if c.kind is not None:
-                content = c.final if c.final is not None else "".join(c.parts)
                 others.append(
                     OtherItem(
                         kind=c.kind,
                         item_id=c.item_id,
                         call_id=c.call_id or None,
                         name=c.name or None,
-                        content=_report_bytes(content) if content else None,
+                        content=c.reported() if c.buffer else None,
                         done=c.item_done,
                     )
                 )
             elif not c.released:
-                whole = c.args_done and c.item_done
                 incomplete.append(
                     IncompleteCall(
                         call_id=c.call_id,
                         name=c.name,
-                        received_arguments=_report_bytes("".join(c.parts)),
-                        reason="response_incomplete" if whole else "arguments_incomplete",
+                        received_arguments=c.reported(),
+                        reason=_withheld_because(c),
                     )
                 )
         self._outcome = StreamOutcome(
@@ -333,7 +369,7 @@ class StreamAssembler:
             incomplete=tuple(incomplete),
             complete=self._phase == "complete",
             stop_reason=self._stop_reason,
-            text="".join(self._text),
+            text=self._text.getvalue(),
             error=self._error,
             error_code=self._error_code,
             model_call_id=self._model_call_id,
@@ -345,6 +381,58 @@ class StreamAssembler:
 
     def _handle(self, event: Mapping[str, object]) -> list[Ready]:
         raise NotImplementedError
+
+    def _response_id(self, event: Mapping[str, object]) -> str | None:
+        """The id of the response ``event`` starts (Chat: belongs to), if it says."""
+        raise NotImplementedError
+
+    def _refuse_another_response(self, event: Mapping[str, object]) -> None:
+        # A replay of this response (same id) is ignored like any event after the
+        # end; a different id is a second response, which this assembler cannot
+        # assemble and must not drop without a word.
+        other = self._response_id(event)
+        if other is not None and other != self._model_call_id:
+            msg = (
+                f"{self.provider}: response {other!r} follows response "
+                f"{self._model_call_id!r} in one stream; assemble each response with "
+                "its own assembler"
+            )
+            raise StreamError(msg, code="several_responses")
+
+    def _count(self, size: int) -> None:
+        """Hold ``size`` more bytes, within ``max_stream_bytes``."""
+        if self._buffered + size > self._limits.max_stream_bytes:
+            raise stream_too_large(self._limits.max_stream_bytes)
+        self._buffered += size
+
+    def _append(self, call: _Call, piece: str) -> None:
+        """Append argument (or other item input) text to ``call``, within the budgets."""
+        try:
+            data = piece.encode("utf-8")
+        except UnicodeEncodeError:
+            data = piece.encode("utf-8", "surrogatepass")  # recombined when read
+            call.surrogates = True
+        limit = self._limits.max_call_bytes
+        if len(call.buffer) + len(data) > limit:
+            call.over = True
+            msg = (
+                f"{self.provider}: call {call.call_id or call.item_id!r} has more than "
+                f"{limit} bytes of arguments (its max_call_bytes)"
+            )
+            raise StreamError(msg, code="too_large")
+        self._count(len(data))
+        call.buffer += data
+
+    def _replace(self, call: _Call, text: str) -> None:
+        """Replace what ``call`` holds with ``text`` (an item restating its input)."""
+        self._buffered -= len(call.buffer)
+        call.buffer, call.surrogates = bytearray(), False
+        self._append(call, text)
+
+    def _add_text(self, piece: str) -> None:
+        """Collect assistant text, within ``max_stream_bytes``."""
+        self._count(utf8_size(piece))
+        self._text.write(piece)
 
     def _enter(self, phase: Phase) -> None:
         if phase not in PHASES[self._phase]:
@@ -448,33 +536,87 @@ def assemble_events(
     ``on_ready`` sees each released call as soon as it is released (early ones
     before the response ends). A :class:`StreamError` fails the assembler and is
     reported in the outcome instead of raised.
+
+    ``events`` is read to its end, so that a recording holding several responses is
+    refused: after the response's terminal state events change nothing (R17), but
+    the start of another response raises :class:`StreamError` ``several_responses``
+    (calls already handed to ``on_ready`` stay released). Anything else that breaks
+    after the terminal state just ends the reading.
     """
     try:
         for event in events:
             for ready in assembler.feed(event):
                 if on_ready is not None:
                     on_ready(ready)
-            if assembler.terminal:
-                break  # R17: nothing after a terminal state is even read
     except StreamError as exc:
-        assembler.fail(exc)
+        if not assembler.terminal:
+            assembler.fail(exc)
+        elif exc.code == "several_responses":
+            raise
+        # else R17: bytes broken after the end change nothing
     return assembler.finish()
 
 
-def _sse_events(chunks: Iterable[bytes]) -> Iterable[Mapping[str, object]]:
-    decoder = SSEDecoder()
+def _over_budget(assembler: StreamAssembler, held: int, budget: int) -> StreamError | None:
+    """Whether the decoder's ``held`` bytes and the assembler's exceed one stream budget.
+
+    Checked for every group of lines as it completes, before its event is fed, and
+    for the unfinished group at the end of every chunk. The assembler then holds
+    exactly what the events before that group gave it, whatever the chunking, so
+    the check gives the same answer however the bytes are split (R15).
+    """
+    return stream_too_large(budget) if assembler.buffered_bytes + held > budget else None
+
+
+def _sse_events(
+    assembler: StreamAssembler, chunks: Iterable[bytes]
+) -> Iterator[Mapping[str, object]]:
+    budget = assembler.limits.max_stream_bytes
+    decoder = SSEDecoder(max_buffered_bytes=budget)
     for chunk in chunks:
-        for data in decoder.feed_data(chunk):
+        try:
+            groups = decoder.feed_sized(chunk)
+        except StreamError as exc:
+            # The bytes over budget came before the ones that broke the stream.
+            over = _over_budget(assembler, decoder.pending_bytes, budget)
+            if over is None:
+                raise
+            raise over from exc
+        for data, held in groups:
+            if assembler.buffered_bytes + held > budget:
+                raise stream_too_large(budget)
+            if data is None:
+                continue
             if data == _DONE:
-                return
+                if not assembler.terminal:
+                    return  # the response ends here, cut off or not
+                continue  # read on: another response would be refused
             yield parse_event(data)
+        if error := _over_budget(assembler, decoder.pending_bytes, budget):
+            raise error
     decoder.close()
 
 
-def _jsonl_events(chunks: Iterable[bytes]) -> Iterable[Mapping[str, object]]:
-    decoder = JSONLinesDecoder()
+def _jsonl_events(
+    assembler: StreamAssembler, chunks: Iterable[bytes]
+) -> Iterator[Mapping[str, object]]:
+    budget = assembler.limits.max_stream_bytes
+    decoder = JSONLinesDecoder(max_buffered_bytes=budget)
     for chunk in chunks:
-        yield from decoder.feed(chunk)
+        try:
+            lines = decoder.feed_sized(chunk)
+        except StreamError as exc:
+            over = _over_budget(assembler, decoder.pending_bytes, budget)
+            if over is None:
+                raise
+            raise over from exc
+        for event, held in lines:
+            if assembler.buffered_bytes + held > budget:  # as _over_budget, inline: per event
+                raise stream_too_large(budget)
+            if event is not None:
+                yield event
+        if error := _over_budget(assembler, decoder.pending_bytes, budget):
+            raise error
     yield from decoder.close()
 
 
@@ -486,10 +628,12 @@ def assemble_sse(
 ) -> StreamOutcome:
     """Decode SSE bytes (any chunking), feed each event's JSON ``data`` to ``assembler``.
 
-    Reading stops at a terminal state or at Chat Completions' ``data: [DONE]``.
-    Invalid UTF-8 or JSON fails the outcome (``error_code``) rather than raising.
+    Chat Completions' ``data: [DONE]`` ends the response. Invalid UTF-8 or JSON, or
+    more bytes held than ``assembler.limits`` allow, fails the outcome
+    (``error_code``) rather than raising. The bytes are read to their end; a second
+    response in them raises ``several_responses`` (see :func:`assemble_events`).
     """
-    return assemble_events(assembler, _sse_events(chunks), on_ready=on_ready)
+    return assemble_events(assembler, _sse_events(assembler, chunks), on_ready=on_ready)
 
 
 def assemble_jsonl(
@@ -499,4 +643,4 @@ def assemble_jsonl(
     on_ready: Callable[[Ready], None] | None = None,
 ) -> StreamOutcome:
     """Like :func:`assemble_sse`, for one-JSON-event-per-line bytes."""
-    return assemble_events(assembler, _jsonl_events(chunks), on_ready=on_ready)
+    return assemble_events(assembler, _jsonl_events(assembler, chunks), on_ready=on_ready)

@@ -17,7 +17,8 @@ from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from toolbound._errors import ConfigurationError
-from toolbound.streams.sse import StreamError
+from toolbound.streams.limits import DEFAULT_STREAM_LIMITS
+from toolbound.streams.sse import StreamError, stream_too_large
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -82,17 +83,48 @@ class JSONLinesDecoder:
     raises ``invalid_json`` rather than vanishing. A bad line raises
     :class:`StreamError`; objects on earlier lines of the same chunk are returned
     first and the error is raised by the next call.
+
+    A line may hold at most ``max_buffered_bytes`` bytes: a longer one fails the
+    stream with ``stream_too_large`` once that many of its bytes have arrived, line
+    end or not, so it is never held whole.
     """
 
-    __slots__ = ("_closed", "_error", "_pending")
+    __slots__ = ("_closed", "_error", "_max", "_pending", "_pending_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_buffered_bytes: int = DEFAULT_STREAM_LIMITS.max_stream_bytes) -> None:
+        if max_buffered_bytes < 1:
+            msg = f"max_buffered_bytes must be at least 1, got {max_buffered_bytes}"
+            raise ConfigurationError(msg)
+        self._max = max_buffered_bytes
         self._pending: list[bytes] = []  # pieces of the unterminated line (linear joins)
+        self._pending_bytes = 0
         self._closed = False
         self._error: StreamError | None = None
 
+    @property
+    def pending_bytes(self) -> int:
+        """The bytes of the line being read (of the line that failed, after an error)."""
+        return self._pending_bytes
+
     def feed(self, chunk: bytes) -> list[dict[str, object]]:
         """Take the next bytes; return the objects of every line they complete."""
+        events = [event for event, _ in self._feed(chunk) if event is not None]
+        if not events and self._error is not None:
+            raise self._error
+        return events
+
+    def feed_sized(self, chunk: bytes) -> list[tuple[dict[str, object] | None, int]]:
+        """Like :meth:`feed`, with every line the chunk completes and its size in bytes.
+
+        A blank line gives ``None`` for its object. For a consumer that holds the
+        decoder and what it feeds to one budget (the assemblers' drivers).
+        """
+        lines = self._feed(chunk)
+        if not lines and self._error is not None:
+            raise self._error
+        return lines
+
+    def _feed(self, chunk: bytes) -> list[tuple[dict[str, object] | None, int]]:
         if self._closed:
             msg = "JSONLinesDecoder.feed() after close()"
             raise ConfigurationError(msg, code="stream_closed")
@@ -101,26 +133,48 @@ class JSONLinesDecoder:
         if b"\n" not in chunk:
             if chunk:
                 self._pending.append(chunk)
+                self._pending_bytes += len(chunk)
+                if self._pending_bytes > self._max:
+                    self._over()
             return []
         lines = chunk.split(b"\n")
         if self._pending:
             self._pending.append(lines[0])
             lines[0] = b"".join(self._pending)
         last = lines.pop()
-        self._pending = [last] if last else []
-        events: list[dict[str, object]] = []
+        self._pending, self._pending_bytes = [], 0
+        out = self._lines(lines)
+        if last and self._error is None:
+            self._pending, self._pending_bytes = [last], len(last)
+            if len(last) > self._max:
+                self._over()
+        return out
+
+    def _lines(self, lines: list[bytes]) -> list[tuple[dict[str, object] | None, int]]:
+        out: list[tuple[dict[str, object] | None, int]] = []
         for line in lines:
-            if line.strip():
-                try:
-                    events.append(parse_event(line))
-                except StreamError as exc:
-                    # As in SSEDecoder: objects before the bad line are returned
-                    # first, so the result does not depend on the chunking.
-                    self._error = exc
-                    if not events:
-                        raise
-                    break
-        return events
+            # R15: refused alike whether the line came whole or in pieces.
+            if len(line) > self._max:
+                self._pending_bytes = len(line)
+                self._over()
+                break
+            if not line.strip():
+                out.append((None, len(line)))
+                continue
+            try:
+                out.append((parse_event(line), len(line)))
+            except StreamError as exc:
+                # As in SSEDecoder: objects before the bad line are returned
+                # first, so the result does not depend on the chunking.
+                self._error = exc
+                self._pending_bytes = len(line)
+                break
+        return out
+
+    def _over(self) -> None:
+        """A line longer than the budget: fail, and let go of what was held."""
+        self._error = stream_too_large(self._max)
+        self._pending = []
 
     def close(self) -> list[dict[str, object]]:
         """End the stream; return the object on a final line without LF, if any."""
@@ -130,4 +184,5 @@ class JSONLinesDecoder:
             return []
         self._closed = True
         last, self._pending = b"".join(self._pending), []
+        self._pending_bytes = 0
         return [parse_event(last)] if last.strip() else []

@@ -71,10 +71,15 @@ class ChatCompletionsAssembler(StreamAssembler):
                 return self._end(finish)
         return []
 
+    def _response_id(self, event: Mapping[str, object]) -> str | None:
+        # Every chunk names its completion; another name is another response.
+        response_id = event.get("id")
+        return response_id if isinstance(response_id, str) and response_id else None
+
     def _delta(self, delta: Mapping[str, object]) -> None:
         content = str_field(delta, "content")
         if content:
-            self._text.append(content)
+            self._add_text(content)
         if delta.get("function_call") is not None:
             msg = "openai-chat: legacy function_call deltas carry no call id"
             raise StreamError(msg, code="unsupported")
@@ -103,7 +108,7 @@ class ChatCompletionsAssembler(StreamAssembler):
             msg = f"openai-chat: fragment for index {index} names another call"
             raise StreamError(msg, code="call_id_conflict")
         if piece:
-            call.parts.append(piece)
+            self._append(call, piece)
 
     def _end(self, finish: str) -> list[Ready]:
         if finish not in COMPLETE_REASONS:

@@ -40,6 +40,7 @@ from toolbound.streams.assemble import (
     map_field,
     str_field,
 )
+from toolbound.streams.limits import DEFAULT_STREAM_LIMITS, StreamLimits
 from toolbound.streams.sse import StreamError
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ __all__ = ["ResponsesAssembler"]
 
 _CALL_SUFFIXES: Final = ("_call", "_request")  # the item types that ask for an action
 _COMPLETED_ITEM: Final = frozenset({None, "completed"})
+_STARTS: Final = frozenset({"response.created", "response.in_progress", "response.queued"})
 
 
 class ResponsesAssembler(StreamAssembler):
@@ -58,8 +60,13 @@ class ResponsesAssembler(StreamAssembler):
 
     provider = "openai-responses"
 
-    def __init__(self, *, may_start_early: EarlyStart | None = None) -> None:
-        super().__init__(may_start_early=may_start_early)
+    def __init__(
+        self,
+        *,
+        may_start_early: EarlyStart | None = None,
+        limits: StreamLimits = DEFAULT_STREAM_LIMITS,
+    ) -> None:
+        super().__init__(may_start_early=may_start_early, limits=limits)
         self._last_sequence = -1
         self._handlers: dict[str, Callable[[Mapping[str, object]], list[Ready]]] = {
             "response.function_call_arguments.delta": self._arguments_delta,
@@ -75,6 +82,11 @@ class ResponsesAssembler(StreamAssembler):
             "response.failed": self._response_failed,
             "error": self._error_event,
         }
+
+    def _response_id(self, event: Mapping[str, object]) -> str | None:
+        response = event.get("response") if event.get("type") in _STARTS else None
+        response_id = response.get("id") if isinstance(response, dict) else None
+        return response_id if isinstance(response_id, str) and response_id else None
 
     def _handle(self, event: Mapping[str, object]) -> list[Ready]:
         sequence = int_field(event, "sequence_number")
@@ -158,7 +170,7 @@ class ResponsesAssembler(StreamAssembler):
         )
         initial = str_field(item, "arguments")
         if initial and call.kind is None:
-            call.parts.append(initial)
+            self._append(call, initial)
         return []
 
     def _item_done(self, event: Mapping[str, object]) -> list[Ready]:
@@ -174,7 +186,10 @@ class ResponsesAssembler(StreamAssembler):
             return []  # a structural duplicate
         if call.kind is not None:
             final = str_field(item, "input") if kind == "custom_tool_call" else None
-            call.final = final if final is not None else _maybe_str(item.get("arguments"))
+            if final is None:
+                final = _maybe_str(item.get("arguments"))
+            if final is not None:
+                self._replace(call, final)  # the item's input as the provider restated it
             call.item_done = True
             return []
         if (str_field(item, "call_id") or "") != call.call_id or (
@@ -194,7 +209,7 @@ class ResponsesAssembler(StreamAssembler):
             raise StreamError(msg, code="protocol")
         delta = str_field(event, "delta")
         if delta:
-            call.parts.append(delta)
+            self._append(call, delta)
         return []
 
     def _arguments_done(self, event: Mapping[str, object]) -> list[Ready]:
@@ -209,7 +224,7 @@ class ResponsesAssembler(StreamAssembler):
     def _text_delta(self, event: Mapping[str, object]) -> list[Ready]:
         delta = str_field(event, "delta")
         if delta:
-            self._text.append(delta)
+            self._add_text(delta)
         return []
 
     def _other_delta(self, event: Mapping[str, object]) -> None:
@@ -217,7 +232,7 @@ class ResponsesAssembler(StreamAssembler):
         call = self._calls.get(str_field(event, "item_id"))
         delta = event.get("delta")
         if call is not None and call.kind is not None and isinstance(delta, str):
-            call.parts.append(delta)
+            self._append(call, delta)
 
     # -- checks ----------------------------------------------------------------
 
@@ -235,14 +250,15 @@ class ResponsesAssembler(StreamAssembler):
                 msg = f"openai-responses: {call.call_id!r} done without its arguments"
                 raise StreamError(msg, code="protocol")
             return
-        received = "".join(call.parts)
-        if received != stated:
+        # Compared as bytes (a surrogate as its 3 bytes, as the buffer holds it): no
+        # second copy of the arguments is kept.
+        final = stated.encode("utf-8", "surrogatepass")
+        if call.buffer != final:
             msg = (
                 f"openai-responses: deltas for {call.call_id!r} differ from the final "
-                f"arguments ({len(received)} vs {len(stated)} characters)"
+                f"arguments ({len(call.buffer)} vs {len(final)} bytes)"
             )
             raise StreamError(msg, code="arguments_mismatch")
-        call.final = stated
         call.args_done = True
 
     def _check_restated(self, item: Mapping[str, object]) -> None:

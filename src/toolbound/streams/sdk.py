@@ -15,9 +15,11 @@ leniently into a complete-looking object), and only the assembler decides when a
 call is complete (R15).
 
 Nothing here imports an SDK: any object with pydantic's ``model_dump``, or a plain
-mapping, is an event. Helpers read until the response's terminal event and then
-stop (R17), like :func:`~toolbound.streams.assemble_events`; the caller owns the
-SDK stream and closes it (use it as a context manager).
+mapping, is an event. An SDK stream is the answer to one request, so it holds one
+response: unlike :func:`~toolbound.streams.assemble_events`, which reads a
+recording to its end, the helpers stop at the response's terminal event and pull
+nothing after it (R17); the caller owns the SDK stream and closes it (use it as a
+context manager). The byte budgets of ``limits`` apply to what the assembler holds.
 
 What the SDK has already done before an event reaches these helpers:
 
@@ -41,15 +43,16 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from toolbound._errors import ConfigurationError
 from toolbound.streams.anthropic import AnthropicAssembler
-from toolbound.streams.assemble import assemble_events
+from toolbound.streams.limits import DEFAULT_STREAM_LIMITS
 from toolbound.streams.openai_chat import ChatCompletionsAssembler
 from toolbound.streams.openai_responses import ResponsesAssembler
 from toolbound.streams.sse import StreamError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterable, Callable, Iterable, Iterator
+    from collections.abc import AsyncIterable, Callable, Iterable
 
     from toolbound.streams.assemble import EarlyStart, Ready, StreamAssembler, StreamOutcome
+    from toolbound.streams.limits import StreamLimits
 
 __all__ = [
     "SDKEvent",
@@ -113,19 +116,23 @@ def event_mapping(event: SDKEvent) -> Mapping[str, object]:
 # -- drivers -------------------------------------------------------------------------
 
 
-def _mapped(events: Iterable[SDKEvent]) -> Iterator[Mapping[str, object]]:
-    for event in events:
-        yield event_mapping(event)
-
-
 def _assemble(
     assembler: StreamAssembler,
     events: Iterable[SDKEvent],
     on_ready: Callable[[Ready], None] | None,
 ) -> StreamOutcome:
-    # A StreamError from event_mapping is raised inside assemble_events' loop, which
-    # fails the assembler with it, as for a bad event on the bytes path.
-    return assemble_events(assembler, _mapped(events), on_ready=on_ready)
+    # A StreamError from event_mapping fails the assembler with it, as for a bad
+    # event on the bytes path.
+    try:
+        for event in events:
+            for ready in assembler.feed(event_mapping(event)):
+                if on_ready is not None:
+                    on_ready(ready)
+            if assembler.terminal:
+                break  # R17: nothing after a terminal state is even read
+    except StreamError as exc:
+        assembler.fail(exc)
+    return assembler.finish()
 
 
 async def _assemble_async(
@@ -133,7 +140,7 @@ async def _assemble_async(
     events: AsyncIterable[SDKEvent],
     on_ready: Callable[[Ready], None] | None,
 ) -> StreamOutcome:
-    # The async twin of assemble_events: the same loop, over an async iterable.
+    # The async twin of _assemble: the same loop, over an async iterable.
     try:
         async for event in events:
             for ready in assembler.feed(event_mapping(event)):
@@ -154,14 +161,15 @@ def assemble_openai_chat(
     *,
     may_start_early: EarlyStart | None = None,
     on_ready: Callable[[Ready], None] | None = None,
+    limits: StreamLimits = DEFAULT_STREAM_LIMITS,
 ) -> StreamOutcome:
     """Assemble the chunks of ``client.chat.completions.create(..., stream=True)``.
 
     ``may_start_early`` is accepted for a uniform interface; Chat Completions never
     says a call is complete before the response is, so it never applies.
-    ``on_ready`` sees each call as it is released.
+    ``on_ready`` sees each call as it is released; ``limits`` bounds what is held.
     """
-    assembler = ChatCompletionsAssembler(may_start_early=may_start_early)
+    assembler = ChatCompletionsAssembler(may_start_early=may_start_early, limits=limits)
     return _assemble(assembler, chunks, on_ready)
 
 
@@ -170,14 +178,15 @@ def assemble_openai_responses(
     *,
     may_start_early: EarlyStart | None = None,
     on_ready: Callable[[Ready], None] | None = None,
+    limits: StreamLimits = DEFAULT_STREAM_LIMITS,
 ) -> StreamOutcome:
     """Assemble the events of ``client.responses.create(..., stream=True)`` (one response).
 
     ``may_start_early`` may release a call at its item's completion (see
     :class:`~toolbound.streams.ResponsesAssembler`); ``on_ready`` sees each call as it
-    is released.
+    is released; ``limits`` bounds what is held.
     """
-    assembler = ResponsesAssembler(may_start_early=may_start_early)
+    assembler = ResponsesAssembler(may_start_early=may_start_early, limits=limits)
     return _assemble(assembler, events, on_ready)
 
 
@@ -186,13 +195,14 @@ def assemble_anthropic(
     *,
     may_start_early: EarlyStart | None = None,
     on_ready: Callable[[Ready], None] | None = None,
+    limits: StreamLimits = DEFAULT_STREAM_LIMITS,
 ) -> StreamOutcome:
     """Assemble the events of Anthropic's ``client.messages.create(..., stream=True)``.
 
     ``may_start_early`` may release a call at its block's ``content_block_stop``;
-    ``on_ready`` sees each call as it is released.
+    ``on_ready`` sees each call as it is released; ``limits`` bounds what is held.
     """
-    assembler = AnthropicAssembler(may_start_early=may_start_early)
+    assembler = AnthropicAssembler(may_start_early=may_start_early, limits=limits)
     return _assemble(assembler, events, on_ready)
 
 
@@ -201,9 +211,10 @@ async def assemble_openai_chat_async(
     *,
     may_start_early: EarlyStart | None = None,
     on_ready: Callable[[Ready], None] | None = None,
+    limits: StreamLimits = DEFAULT_STREAM_LIMITS,
 ) -> StreamOutcome:
     """:func:`assemble_openai_chat` for the stream of ``AsyncOpenAI``."""
-    assembler = ChatCompletionsAssembler(may_start_early=may_start_early)
+    assembler = ChatCompletionsAssembler(may_start_early=may_start_early, limits=limits)
     return await _assemble_async(assembler, chunks, on_ready)
 
 
@@ -212,9 +223,10 @@ async def assemble_openai_responses_async(
     *,
     may_start_early: EarlyStart | None = None,
     on_ready: Callable[[Ready], None] | None = None,
+    limits: StreamLimits = DEFAULT_STREAM_LIMITS,
 ) -> StreamOutcome:
     """:func:`assemble_openai_responses` for the stream of ``AsyncOpenAI``."""
-    assembler = ResponsesAssembler(may_start_early=may_start_early)
+    assembler = ResponsesAssembler(may_start_early=may_start_early, limits=limits)
     return await _assemble_async(assembler, events, on_ready)
 
 
@@ -223,7 +235,8 @@ async def assemble_anthropic_async(
     *,
     may_start_early: EarlyStart | None = None,
     on_ready: Callable[[Ready], None] | None = None,
+    limits: StreamLimits = DEFAULT_STREAM_LIMITS,
 ) -> StreamOutcome:
     """:func:`assemble_anthropic` for the stream of ``AsyncAnthropic``."""
-    assembler = AnthropicAssembler(may_start_early=may_start_early)
+    assembler = AnthropicAssembler(may_start_early=may_start_early, limits=limits)
     return await _assemble_async(assembler, events, on_ready)
