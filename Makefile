@@ -1,21 +1,33 @@
-# The two set-up commands: `make run` and `make test`. Each bootstraps .venv.
+# The two set-up commands: `make run` and `make test`. Each bootstraps .venv:
+# `run` installs what the service needs, `test` every extra and the dev group.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install --quiet
+BASE := $(VENV)/.base
+SERVICE := $(VENV)/.service
 STAMP := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench docs clean
 
-$(STAMP): pyproject.toml
+$(BASE):
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	# The OpenAPI fuzz test needs schemathesis 4.32+, whose jsonschema-rs pin (<0.61)
-	# clashes with toolbound's (>=0.61); its other requirements came with the dev extra.
-	$(BIN)/python -m pip install --quiet --no-deps 'schemathesis>=4.32'
-	touch $(STAMP)
+	$(PIP) --upgrade pip
+	touch $(BASE)
 
-run: $(STAMP)
+$(SERVICE): pyproject.toml | $(BASE)
+	$(PIP) -e '.[service]'
+	touch $(SERVICE)
+
+# pip reads the dev dependency group (PEP 735) from pyproject.toml.
+$(STAMP): pyproject.toml | $(BASE)
+	$(PIP) -e '.[all]' --group dev
+	# The OpenAPI fuzz test needs schemathesis 4.32+, whose jsonschema-rs pin (<0.61)
+	# clashes with toolbound's (>=0.61); its other requirements came with the dev group.
+	$(PIP) --no-deps 'schemathesis>=4.32'
+	touch $(STAMP) $(SERVICE)
+
+run: $(SERVICE)
 	$(BIN)/toolbound serve --config examples/toolbound.toml
 
 test: $(STAMP) lint typecheck

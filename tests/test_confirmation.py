@@ -69,7 +69,7 @@ def test_changed_arguments_need_a_new_confirmation(confirming):
     assert confirming.tool.calls == []
     # the call stays parked for a matching decision; the mismatched decision is gone
     assert second.invocation_id in {r.invocation_id for r in confirming.runtime.pending()}
-    assert confirming.runtime._desk._issued == {}
+    assert confirming.runtime._held._issued == {}
     done = confirming.runtime.approve(
         second.invocation_id, digest=second.request.digest, approver="ana"
     )
@@ -315,7 +315,7 @@ def test_a_parked_call_nobody_decides_in_time_ends_and_is_not_kept(confirming):
     )
     confirming.clock.advance(11 * 60)
     assert confirming.runtime.pending() == []
-    assert confirming.runtime._desk._issued == {}
+    assert confirming.runtime._held._issued == {}
     path = [e.state for e in parked.trace if e.state is not None]
     assert path[-2:] == [S.AWAITING_CONFIRMATION, S.AUTHORIZATION_REJECTED]
     ended = [e for e in parked.trace if e.state is S.AUTHORIZATION_REJECTED]

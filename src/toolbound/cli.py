@@ -3,17 +3,30 @@
 The top of the surfaces: it may reach the service and the MCP commands (``serve``,
 ``mcp-*``); nothing in toolbound imports it. What it shares with them — stores from a
 URL, registries by name, telemetry — comes from :mod:`toolbound.wiring`.
+
+Each command needs one extra, and says which when it is missing (exit status 2)::
+
+    reconcile, check-config, trace, demo, hash-key,
+    revoke-sessions                                   toolbound[cli]
+    serve                                             toolbound[service]
+    mcp-serve, mcp-gateway                            toolbound[mcp]
+
+A ``postgresql://`` store needs ``toolbound[postgres]`` as well.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from toolbound.wiring import journal_for, load_registry, open_ledger, telemetry_sinks
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from toolbound._clock import Clock
     from toolbound.config import ConfigError, ServiceConfig
 
@@ -26,19 +39,40 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 else:
     _MISSING = None
 
-__all__ = ["main"]
+__all__ = ["EXTRAS", "main", "needs"]
+
+
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "cli": ("click", "rich"),
+    "service": ("starlette", "uvicorn", "jinja2", "multipart", "itsdangerous", "opentelemetry"),
+    "mcp": ("mcp", "httpx"),
+    "postgres": ("psycopg", "psycopg_pool"),
+}
+"""The modules each extra brings, as the commands look for them."""
 
 
 def main() -> None:
     """Entry point of the ``toolbound`` script."""
     if _MISSING is not None:
-        print(
-            f"toolbound's command line needs the 'cli' extra ({_MISSING.name} is missing): "
-            "pip install 'toolbound[cli]'",
-            file=sys.stderr,
-        )
-        sys.exit(2)
+        _missing("toolbound's command line", "cli", _MISSING.name)
     _cli()
+
+
+def needs(extra: str, command: str) -> None:
+    """Exit with the install hint unless every module of ``extra`` imports."""
+    for module in EXTRAS[extra]:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            _missing(command, extra, exc.name or module)
+
+
+def _missing(what: str, extra: str, module: str | None) -> NoReturn:
+    print(
+        f"{what} needs the '{extra}' extra ({module} is missing): pip install 'toolbound[{extra}]'",
+        file=sys.stderr,
+    )
+    sys.exit(2)
 
 
 if _MISSING is None:
@@ -125,6 +159,7 @@ if _MISSING is None:
     @click.option("--port", default=None, type=int, help="Port (default: from the file).")
     def serve(config_path: str, host: str | None, port: int | None) -> None:
         """Start the HTTP API and the console."""
+        needs("service", "toolbound serve")
         import uvicorn  # noqa: PLC0415 - the service extra
 
         from toolbound.service.api import create_app  # noqa: PLC0415
@@ -138,9 +173,12 @@ if _MISSING is None:
             service = Service(config, sinks=telemetry_sinks(config))
         if service.recovered:
             console.print(f"{service.recovered} call(s) interrupted by the last stop, recorded")
-        console.print(f"[bold]toolbound[/] serving on [link]http://{host}:{port}/[/link]")
-        console.print(f"  console  http://{host}:{port}/console")
-        console.print(f"  API      http://{host}:{port}/openapi.json")
+        base = f"http://{host}:{port}"
+        console.print(f"[bold]toolbound[/] serving on [link]{base}/[/link]")
+        console.print(f"  console  [link]{base}/console[/link]  (sign in with an API key)")
+        console.print(f"  API      {base}/v1  ·  {base}/openapi.json")
+        for line in _key_hints(config_path):
+            console.print(f"  {line}", highlight=False)
         uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
 
     @_cli.command("check-config")
@@ -210,6 +248,17 @@ if _MISSING is None:
                 Text(detail),
             )
         console.print(table)
+
+    @_cli.command("hash-key")
+    def hash_key_command() -> None:
+        """Read an API key on standard input; print the key_sha256 to put in the file."""
+        from toolbound.config import hash_key  # noqa: PLC0415
+
+        key = sys.stdin.readline().rstrip("\r\n")
+        if not key.strip():
+            print("no key on standard input: echo -n KEY | toolbound hash-key", file=sys.stderr)
+            sys.exit(2)
+        print(hash_key(key))
 
     @_cli.command("revoke-sessions")
     @click.argument("principal")
@@ -281,6 +330,35 @@ def _print_issues(console: Console, exc: ConfigError) -> None:
         )
 
 
+def _key_hints(config_path: str) -> list[str]:
+    """The demo keys a configuration file names in its opening comment, to sign in with."""
+    try:
+        with open(config_path, encoding="utf-8") as file:  # noqa: PTH123 - a plain read
+            head = [line.strip() for line in file.readlines()[:20]]
+    except OSError:
+        return []
+    return [
+        "demo key: " + line.lstrip("# ")
+        for line in head
+        if line.startswith("#") and "demo-" in line and "-key" in line
+    ]
+
+
+def _requiring_mcp(
+    name: str, callback: Callable[..., object] | None
+) -> Callable[..., object] | None:
+    """``callback``, after the check that the MCP extra is there."""
+    if callback is None:
+        return None
+
+    @functools.wraps(callback)
+    def checked(*args: object, **kwargs: object) -> object:
+        needs("mcp", f"toolbound {name}")
+        return callback(*args, **kwargs)
+
+    return checked
+
+
 def _clock() -> Clock:
     from toolbound._clock import SystemClock  # noqa: PLC0415
 
@@ -294,6 +372,9 @@ def _short(value: object, limit: int = 80) -> str:
 
 if _MISSING is None:
     from toolbound.mcp.cli import mcp_gateway, mcp_serve
+
+    for _command in (mcp_gateway, mcp_serve):
+        _command.callback = _requiring_mcp(_command.name or "mcp", _command.callback)
 
     _cli.add_command(mcp_gateway)
     _cli.add_command(mcp_serve)

@@ -14,9 +14,10 @@ telemetry::
     name = "crm.create_contact"
     effect = "irreversible_write"
     method = "POST"
-    url = "https://crm.example/contacts"
+    url = "https://crm.example/contacts"  # scheme, host and port: fixed here, never arguments
     input_schema = { type = "object", properties = { email = { type = "string" } },
                      required = ["email"], additionalProperties = false }
+    # allow_destinations = ["10.20.0.0/16", "crm.internal"]   # internal addresses it may reach
 
     [[principal]]
     name = "agent"
@@ -62,8 +63,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from toolbound._errors import SchemaError, SpecError, ToolboundError
+from toolbound._errors import ConfigurationError, SchemaError, SpecError, ToolboundError
 from toolbound._model import Action, EffectClass, ToolSpec
+from toolbound.execution.egress import EgressPolicy, HostResource, destination_problem
 from toolbound.gates.authorize import (
     DomainScope,
     Grant,
@@ -109,6 +111,7 @@ _SHA256_HEX = re.compile("[0-9a-f]{64}")
 _MAX_BODY_BYTES = 4 << 20  # as large as the proposal envelope the service parses
 _CONFIRMATION_TTL = timedelta(minutes=15)
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+_METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
 # [gateway] and [[upstream]] belong to the MCP gateway (toolbound.mcp.config), which
 # reads the same file.
 _TOP = frozenset(
@@ -177,6 +180,11 @@ class HttpToolConfig:
     timeout: float
     max_attempts: int
     bearer_secret: str | None
+    # The argument that is the URL's host, if the model may choose it; a domain
+    # scope on every grant of the tool's capabilities then decides which hosts.
+    host_argument: str | None = None
+    # Internal networks and host names the tool may connect to (all refused otherwise).
+    allow_destinations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -242,6 +250,8 @@ class ServiceConfig:
                     url=http.url,
                     effect=http.effect,
                     bearer_secret=http.bearer_secret,
+                    host_argument=http.host_argument,
+                    egress=EgressPolicy(allow=http.allow_destinations),
                 ),
             )
         return registry
@@ -398,6 +408,7 @@ class _Checker:
         grants = self.tables(raw, "grant")
         for i, grant in enumerate(grants):
             self.grant(grant, f"grant[{i}]")
+        self.host_grants(http, grants)
         service = self.table(raw, "service")
         self.known(
             service,
@@ -591,6 +602,7 @@ class _Checker:
             {
                 "name", "version", "description", "effect", "method", "url", "input_schema",
                 "output_schema", "capabilities", "timeout", "max_attempts", "bearer_secret",
+                "host_argument", "allow_destinations",
             }
         )  # fmt: skip
         self.known(raw, path, allowed)
@@ -605,12 +617,11 @@ class _Checker:
         if method not in _METHODS:
             self.fail(f"{path}.method", f"unknown HTTP method {method!r}")
         url = self.string(raw, path, "url")
-        if url and not url.startswith(("http://", "https://")):
-            self.fail(f"{path}.url", f"must be an http(s) URL, got {url!r}")
         schema = raw.get("input_schema")
         if not isinstance(schema, dict):
             self.fail(f"{path}.input_schema", "an HTTP tool needs an input_schema table")
             schema = {}
+        host_argument, allow = self.http_destination(raw, path, url, schema)
         out = raw.get("output_schema")
         if out is not None and not isinstance(out, dict):
             self.fail(f"{path}.output_schema", _expected("a table", out))
@@ -632,6 +643,8 @@ class _Checker:
             timeout=self.number(raw, path, "timeout") or 10.0,
             max_attempts=self.integer(raw, path, "max_attempts", 1),
             bearer_secret=bearer,
+            host_argument=host_argument,
+            allow_destinations=allow,
         )
         if tool.name and schema:
             try:
@@ -639,6 +652,74 @@ class _Checker:
             except (SpecError, SchemaError) as exc:
                 self.fail(path, str(exc))
         return tool
+
+    def http_destination(
+        self, raw: Mapping[str, object], path: str, url: str, schema: Mapping[str, object]
+    ) -> tuple[str | None, tuple[str, ...]]:
+        """Where an HTTP tool may send requests: its host argument and allow-list."""
+        host_argument = raw.get("host_argument")
+        if host_argument is not None and (
+            not isinstance(host_argument, str) or not host_argument.isidentifier()
+        ):
+            self.fail(f"{path}.host_argument", _expected("an argument name", host_argument))
+            host_argument = None
+        if url and not url.startswith(("http://", "https://")):
+            self.fail(f"{path}.url", f"must be an http(s) URL, got {url!r}")
+        elif url and (problem := destination_problem(url, host_argument=host_argument)):
+            self.fail(f"{path}.url", problem)
+        required = schema.get("required")
+        if host_argument is not None and host_argument not in (
+            required if isinstance(required, list) else []
+        ):
+            self.fail(
+                f"{path}.host_argument",
+                f"{host_argument!r} must be a required argument of input_schema",
+            )
+        allow = self.strings(raw, path, "allow_destinations")
+        for i, entry in enumerate(allow):
+            try:
+                EgressPolicy(allow=(entry,))
+            except ConfigurationError as exc:
+                self.fail(f"{path}.allow_destinations[{i}]", str(exc))
+        return host_argument, allow
+
+    def host_grants(
+        self, tools: tuple[HttpToolConfig, ...], grants: list[Mapping[str, object]]
+    ) -> None:
+        """A host chosen by the model is checked by a domain scope on every grant of it (R6).
+
+        An unscoped grant (or one of another kind) of the tool's capability would admit
+        any host, so each must be a domain scope, and at least one must exist.
+        """
+        for i, tool in enumerate(tools):
+            if tool.host_argument is None:
+                continue
+            path = f"tools.http[{i}]"
+            if not tool.capabilities:
+                self.fail(
+                    f"{path}.capabilities",
+                    "a tool that takes its host from an argument needs a capability, "
+                    "granted with a domain scope",
+                )
+                continue
+            granting = [
+                (j, g) for j, g in enumerate(grants) if g.get("capability") in tool.capabilities
+            ]
+            if not granting:
+                self.fail(
+                    f"{path}.host_argument",
+                    f"no [[grant]] of {', '.join(tool.capabilities)} checks the host: add one "
+                    'with scope = { kind = "domain", domains = [...] }',
+                )
+            for j, grant in granting:
+                scope = grant.get("scope")
+                if not isinstance(scope, dict) or scope.get("kind") != "domain":
+                    self.fail(
+                        f"grant[{j}].scope",
+                        f"{tool.name} takes its host from the argument {tool.host_argument!r}: "
+                        f"a grant of {grant.get('capability')!r} needs a domain scope, "
+                        "or the model could send the request anywhere",
+                    )
 
     def telemetry(self, raw: Mapping[str, object]) -> TelemetryConfig:
         self.known(raw, "telemetry", frozenset({"exporter", "endpoint", "service_name"}))
@@ -670,7 +751,19 @@ def _http_spec(http: HttpToolConfig) -> ToolSpec:
         max_attempts=http.max_attempts,
         idempotency="native_key" if http.effect not in {"pure", "read"} else "none",
         secrets=(http.bearer_secret,) if http.bearer_secret else (),
+        resources=(
+            None
+            if http.host_argument is None
+            else HostResource(http.host_argument, _host_action(http))
+        ),
     )
+
+
+def _host_action(http: HttpToolConfig) -> Action:
+    """What a call does to the host it chooses: read for reads, else by method."""
+    if http.effect in {"pure", "read"}:
+        return "read"
+    return _METHOD_ACTIONS.get(http.method, "modify")
 
 
 def _grant(raw: Mapping[str, object], clock: Clock) -> Grant:

@@ -611,6 +611,14 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("NotCommitted",),
     ),
     _c(
+        "destination_refused",
+        "execution",
+        "R6 R9 R10",
+        "an HTTP tool's destination resolves to an address its egress policy refuses "
+        "(loopback, private, link-local, metadata…); nothing was connected, never retried",
+        raised_as=("NotCommitted",),
+    ),
+    _c(
         "upstream_tool_error",
         "execution",
         "R9 R18",
@@ -927,7 +935,7 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         None,
         "R7 R18",
         "a call cannot be approved by the subject it runs for",
-        raised_as=("ApiError",),
+        raised_as=("ConfirmationMismatch", "ApiError"),
         statuses=(403,),
     ),
     _c(

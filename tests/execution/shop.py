@@ -17,10 +17,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import unquote, urlsplit
 
+from toolbound.execution.egress import EgressPolicy
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 DELAY = 0.3  # the server's deliberate delay on the slow routes
+# HTTP tools refuse loopback by default; tools aimed at the shop opt in, explicitly.
+LOOPBACK = EgressPolicy(allow=("127.0.0.0/8", "::1"))
 
 # -- the server -------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from email.utils import format_datetime
 
 import httpx
 import pytest
-from shop import DELAY
+from shop import DELAY, LOOPBACK
 
 from toolbound._clock import FixedClock
 from toolbound._errors import ConfigurationError
@@ -125,13 +125,16 @@ def create_order(base: str, **overrides) -> HttpTool:
         "bearer_secret": "shop_token",
         "resource_id_field": "id",
         "query_url": f"{base}/ops/{{key}}",
+        "egress": LOOPBACK,
     } | overrides
     return HttpTool(**fields)
 
 
 def status_tool(base: str, status: int, *, effect: str = "irreversible_write", **kw) -> HttpTool:
     method = "GET" if effect == "read" else "POST"
-    return HttpTool(method=method, url=f"{base}/status/{status}", effect=effect, **kw)
+    return HttpTool(
+        method=method, url=f"{base}/status/{status}", effect=effect, egress=LOOPBACK, **kw
+    )
 
 
 ORDER = {"sku": "A-104", "qty": 2}
@@ -180,7 +183,9 @@ def test_no_key_means_no_idempotency_header(shop, call):
 
 def test_path_and_query_come_from_the_arguments(shop, call):
     """Path placeholders are percent-encoded; the rest of a GET's arguments go to the query."""
-    tool = HttpTool(method="GET", url=f"{shop.base}/orders/{{order_id}}", effect="read")
+    tool = HttpTool(
+        method="GET", url=f"{shop.base}/orders/{{order_id}}", effect="read", egress=LOOPBACK
+    )
     with pytest.raises(BusinessRejection):
         call(tool, {"order_id": "a b/c", "verbose": True, "tags": ["x", "y"]}, context())
     seen = shop.seen[0]
@@ -191,7 +196,9 @@ def test_path_and_query_come_from_the_arguments(shop, call):
 
 def test_query_string_in_the_template_is_kept(shop, call):
     """A query written into the URL template stays, and argument parameters are added."""
-    tool = HttpTool(method="GET", url=f"{shop.base}/orders/{{order_id}}?v=2", effect="read")
+    tool = HttpTool(
+        method="GET", url=f"{shop.base}/orders/{{order_id}}?v=2", effect="read", egress=LOOPBACK
+    )
     with pytest.raises(BusinessRejection, match="no such order"):
         call(tool, {"order_id": "ord-9", "verbose": False}, context())
     assert shop.seen[0].query == "v=2&verbose=false"
@@ -200,7 +207,9 @@ def test_query_string_in_the_template_is_kept(shop, call):
 @pytest.mark.parametrize("bad", ["..", ".", ""])
 def test_dot_segments_in_the_path_are_refused_before_sending(shop, call, bad):
     """'..' would reach another resource, so it is refused and nothing is sent."""
-    tool = HttpTool(method="GET", url=f"{shop.base}/orders/{{order_id}}", effect="read")
+    tool = HttpTool(
+        method="GET", url=f"{shop.base}/orders/{{order_id}}", effect="read", egress=LOOPBACK
+    )
     with pytest.raises(NotCommitted) as caught:
         call(tool, {"order_id": bad}, context())
     assert caught.value.code == "invalid_argument"
@@ -214,6 +223,7 @@ def test_bearer_secret_is_sent_but_never_returned(shop, call):
         url=f"{shop.base}/echo-auth",
         effect="read",
         bearer_secret="shop_token",  # noqa: S106 - the secret's name, not its value
+        egress=LOOPBACK,
     )
     out = call(tool, {}, context())
     assert shop.seen[0].headers["authorization"] == f"Bearer {TOKEN}"
@@ -388,7 +398,11 @@ def test_422_carries_the_service_text_for_the_model(shop, call):
 def test_long_error_text_is_trimmed_to_one_line(shop, call):
     """The service's text is collapsed to one line and cut at error_text_limit."""
     tool = HttpTool(
-        method="POST", url=f"{shop.base}/long-error", effect="read", error_text_limit=40
+        method="POST",
+        url=f"{shop.base}/long-error",
+        effect="read",
+        error_text_limit=40,
+        egress=LOOPBACK,
     )
     with pytest.raises(BusinessRejection) as caught:
         call(tool, {}, context())
@@ -438,7 +452,7 @@ def test_response_timeout_on_a_write_is_commit_unknown(shop, call):
 
 def test_response_timeout_on_a_read_is_no_response(shop, call):
     """A read that times out is a plain failure before commit, re-readable within budget."""
-    tool = HttpTool(method="GET", url=f"{shop.base}/slow", effect="read")
+    tool = HttpTool(method="GET", url=f"{shop.base}/slow", effect="read", egress=LOOPBACK)
     with pytest.raises(NoResponse) as caught:
         call(tool, {}, context(deadline=DEADLINE))
     assert not isinstance(caught.value, CommitUnknown)

@@ -12,6 +12,7 @@ import json
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from shop import LOOPBACK
 
 from toolbound import (
     CallContext,
@@ -59,6 +60,7 @@ def test_the_http_request_is_a_child_of_the_attempt_span(shop):
             effect="irreversible_write",
             bearer_secret="shop_token",  # noqa: S106 - the secret's name, not its value
             resource_id_field="id",
+            egress=LOOPBACK,
         ),
     )
     grant = Grant(

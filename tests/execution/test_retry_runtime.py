@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 import pytest
+from shop import LOOPBACK
 
 from harness import Harness, grant, spec
 from toolbound._state import State
@@ -176,6 +177,7 @@ def order_spec(shop, **kw):
         effect="irreversible_write",
         resource_id_field="id",
         query_url=f"{shop.base}/ops/{{key}}",
+        egress=LOOPBACK,
     )
     return spec(
         "order",

@@ -7,6 +7,8 @@ owned by neither surface::
     outcome_json(outcome)      a typed outcome → the JSON object an endpoint answers
     ApiError                   an answer that is an error: status, machine code, hint
     problem_response(error)    an ApiError → an RFC 9457 ``application/problem+json``
+    decision_refused(exc)      a confirmation desk's refusal → the ApiError every
+                               endpoint that takes decisions answers
     idempotency_key(header)    an Idempotency-Key header → the key, or a 400
     BodyLimit                  ASGI middleware: request bodies over a limit → 413
 
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from toolbound._errors import Problem
+    from toolbound._errors import ConfirmationMismatch, Problem
     from toolbound._outcome import Outcome
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "ApiError",
     "BodyLimit",
     "BodyTooLarge",
+    "decision_refused",
     "idempotency_key",
     "outcome_digest",
     "outcome_json",
@@ -254,3 +257,16 @@ def outcome_digest(outcome: Outcome) -> str | None:
     """The digest of the outcome's invocation, if the call got that far."""
     invocation = getattr(outcome, "invocation", None)
     return None if invocation is None else str(invocation.digest)
+
+
+_REFUSED: dict[str, tuple[int, str | None]] = {
+    "not_pending": (409, None),
+    "digest_mismatch": (409, "reload the call and review it again"),
+    "four_eyes": (403, "ask another approver"),
+}
+
+
+def decision_refused(exc: ConfirmationMismatch) -> ApiError:
+    """The answer to a decision the confirmation desk refused; the call stays parked (R7)."""
+    status, hint = _REFUSED.get(exc.code, (409, None))
+    return ApiError(status, exc.code, str(exc), hint=hint)

@@ -15,6 +15,17 @@ does the I/O:
   :mod:`toolbound.execution.retry` that places the failure in the retry matrix (R10);
 * httpx's own exceptions are mapped once, at this boundary (:func:`transport_failure`).
 
+Where the request may go (:mod:`toolbound.execution.egress`): the URL template's
+scheme, host and port are fixed, unless ``host_argument`` declares the argument that
+is the host (authorize it with a ``DomainScope`` grant over
+:class:`~toolbound.execution.egress.HostResource`). The clients the tool builds
+connect through :func:`guarded_transport`: each host is resolved once, *every*
+address is checked against the tool's :class:`~toolbound.execution.egress.EgressPolicy`,
+and the connection goes to an address that passed — TLS SNI, certificate checks and
+the ``Host`` header keep the original name. A refused destination raises
+:class:`DestinationRefused` before any connection is opened: ``destination_refused``,
+failed before commit, never retried. Redirects are not followed.
+
 Status classes (:func:`classify_status`)::
 
     2xx                      success: ToolOutput, commit boundary crossed
@@ -26,6 +37,7 @@ Status classes (:func:`classify_status`)::
 
 Transport failures (:func:`transport_failure`)::
 
+    destination refused by the egress policy                    NotCommitted (never retried)
     connect error / DNS, connect or pool timeout, proxy error   NotReached
     read/write timeout, dropped connection, bad response        write: ResponseLost
                                                                 read: NoResponse
@@ -39,16 +51,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import string
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Final, Literal, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeAlias, assert_never
 from urllib.parse import quote
 
 from toolbound._clock import Clock, SystemClock
 from toolbound._errors import ConfigurationError
 from toolbound._model import WRITE_EFFECTS
+from toolbound.execution.egress import EgressPolicy, destination_problem, host_text
 from toolbound.execution.retry import (
     AuthFailed,
     BusinessRejection,
@@ -63,18 +77,21 @@ from toolbound.results.redact import Redactor
 from toolbound.trace import attempt_span
 
 try:
+    import anyio
+    import httpcore
     import httpx
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.execution.http needs httpx: pip install 'toolbound[http]'"
     raise ImportError(msg) from exc
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from datetime import datetime
 
     from toolbound._model import EffectClass, JSONObject, JSONValue
 
 __all__ = [
+    "DestinationRefused",
     "HttpRequest",
     "HttpTool",
     "KeyAnswer",
@@ -82,9 +99,13 @@ __all__ = [
     "KeyNotFound",
     "KeyUnknown",
     "RequestHook",
+    "Resolver",
     "StatusClass",
+    "SystemResolver",
+    "async_guarded_transport",
     "classify_status",
     "error_text",
+    "guarded_transport",
     "parse_retry_after",
     "traceparent",
     "transport_failure",
@@ -273,6 +294,15 @@ def transport_failure(
     response is never "not executed") and a plain re-readable failure for a read.
     """
     name = type(exc).__name__
+    if isinstance(exc, DestinationRefused):
+        # Not "not reached, try again": the same destination is refused every time.
+        return NotCommitted(
+            str(exc),
+            code="destination_refused",
+            recoverable=False,
+            hint="This tool may not contact that destination; do not try other addresses. "
+            "Tell the user it is not allowed.",
+        )
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
         return NotReached(f"the service could not be reached ({name})")
     if isinstance(exc, httpx.ProxyError):
@@ -294,6 +324,230 @@ def transport_failure(
             evidence={**(evidence or {}), "error": name},
         )
     return NoResponse(f"the request was sent but {why}")
+
+
+# -- egress: where a connection may go ------------------------------------------------
+
+
+class DestinationRefused(httpx.TransportError):
+    """The egress policy refused an address a host resolved to; nothing was connected."""
+
+    def __init__(self, host: str, address: str, reason: str) -> None:
+        where = address if host == address else f"{host} resolves to {address}, which"
+        super().__init__(f"{where} is {reason}; the tool may not connect to it")
+        self.host = host
+        self.address = address
+        self.reason = reason
+
+
+class Resolver(Protocol):
+    """Resolves a host name to the addresses a connection may use (raises ``OSError``)."""
+
+    def resolve(self, host: str, port: int) -> Sequence[str]:
+        """The addresses of ``host``, best first."""
+        ...
+
+    async def aresolve(self, host: str, port: int) -> Sequence[str]:
+        """:meth:`resolve`, async."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SystemResolver:
+    """The operating system's resolver (``getaddrinfo``); an IP literal resolves to itself."""
+
+    def resolve(self, host: str, port: int) -> Sequence[str]:
+        """The addresses of ``host``, in the order ``getaddrinfo`` gives them."""
+        return _addresses(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+    async def aresolve(self, host: str, port: int) -> Sequence[str]:
+        """:meth:`resolve`, in a worker thread."""
+        return _addresses(await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+
+def _addresses(infos: Iterable[tuple[object, ...]]) -> list[str]:
+    found: dict[str, None] = {}
+    for info in infos:
+        sockaddr = info[4]
+        if isinstance(sockaddr, tuple) and isinstance(sockaddr[0], str):
+            found.setdefault(sockaddr[0], None)
+    return list(found)
+
+
+def _checked(policy: EgressPolicy, host: str, addresses: Sequence[str]) -> Sequence[str]:
+    # Every address, not just the first: a name may answer a public address and a
+    # private one, and the network stack would happily fall back to the second.
+    if not addresses:
+        msg = f"{host!r} resolves to no address"
+        raise httpcore.ConnectError(msg)
+    for address in addresses:
+        reason = policy.refusal(host, address)
+        if reason is not None:
+            raise DestinationRefused(host, address, reason)
+    return addresses
+
+
+class _GuardedBackend(httpcore.NetworkBackend):
+    """Resolves once, checks every address, connects to a checked address (sync)."""
+
+    def __init__(
+        self, policy: EgressPolicy, resolver: Resolver, network: httpcore.NetworkBackend
+    ) -> None:
+        self._policy = policy
+        self._resolver = resolver
+        self._network = network
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        try:
+            found = self._resolver.resolve(host, port)
+        except OSError as exc:
+            msg = f"cannot resolve {host!r}: {exc}"
+            raise httpcore.ConnectError(msg) from exc
+        failure: Exception | None = None
+        for address in _checked(self._policy, host, found):
+            try:
+                # httpcore still starts TLS with the URL's host as server name, so
+                # SNI and certificate checks are for the name, not the address.
+                return self._network.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        raise failure or httpcore.ConnectError(host)
+
+    def sleep(self, seconds: float) -> None:
+        self._network.sleep(seconds)
+
+
+class _AsyncGuardedBackend(httpcore.AsyncNetworkBackend):
+    """:class:`_GuardedBackend`, async."""
+
+    def __init__(
+        self, policy: EgressPolicy, resolver: Resolver, network: httpcore.AsyncNetworkBackend
+    ) -> None:
+        self._policy = policy
+        self._resolver = resolver
+        self._network = network
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            with anyio.fail_after(timeout):
+                found = await self._resolver.aresolve(host, port)
+        except TimeoutError as exc:
+            msg = f"resolving {host!r} took too long"
+            raise httpcore.ConnectTimeout(msg) from exc
+        except OSError as exc:
+            msg = f"cannot resolve {host!r}: {exc}"
+            raise httpcore.ConnectError(msg) from exc
+        failure: Exception | None = None
+        for address in _checked(self._policy, host, found):
+            try:
+                return await self._network.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        raise failure or httpcore.ConnectError(host)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._network.sleep(seconds)
+
+
+# httpx's own default limits, which a bare httpcore pool does not share.
+_LIMITS: Final = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+
+
+def _expect_pool(transport: object, kind: type) -> None:
+    # Should a future httpx keep its pool elsewhere, replacing "_pool" would leave
+    # the real pool unguarded: refuse to build the transport instead.
+    if isinstance(getattr(transport, "_pool", None), kind):
+        return
+    msg = f"toolbound's egress guard does not support httpx {httpx.__version__}"
+    raise ImportError(msg)
+
+
+class _GuardedTransport(httpx.HTTPTransport):
+    def __init__(self, backend: _GuardedBackend) -> None:
+        ssl_context = httpx.create_ssl_context()
+        # trust_env=False: an environment proxy would resolve and connect on its own,
+        # past the check.
+        super().__init__(verify=ssl_context, trust_env=False)
+        # httpx offers no public way to give its pool a network backend; httpcore's
+        # does. The pool httpx built (no sockets yet) is replaced by the same pool
+        # over the guarded backend, and httpx's request/response and exception
+        # mapping are kept as they are.
+        _expect_pool(self, httpcore.ConnectionPool)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context,
+            network_backend=backend,
+            max_connections=_LIMITS.max_connections,
+            max_keepalive_connections=_LIMITS.max_keepalive_connections,
+            keepalive_expiry=_LIMITS.keepalive_expiry,
+        )
+
+
+class _AsyncGuardedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, backend: _AsyncGuardedBackend) -> None:
+        ssl_context = httpx.create_ssl_context()
+        super().__init__(verify=ssl_context, trust_env=False)
+        _expect_pool(self, httpcore.AsyncConnectionPool)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            network_backend=backend,
+            max_connections=_LIMITS.max_connections,
+            max_keepalive_connections=_LIMITS.max_keepalive_connections,
+            keepalive_expiry=_LIMITS.keepalive_expiry,
+        )
+
+
+def guarded_transport(
+    policy: EgressPolicy,
+    *,
+    resolver: Resolver | None = None,
+    network: httpcore.NetworkBackend | None = None,
+) -> httpx.HTTPTransport:
+    """An httpx transport that connects only where ``policy`` allows.
+
+    Each new connection resolves its host once through ``resolver`` (the system's by
+    default), raises :class:`DestinationRefused` if ``policy`` refuses *any* of the
+    addresses, and otherwise connects to those addresses in order through
+    ``network`` (httpcore's socket backend by default; tests pass a recording one).
+    TLS is started with the URL's host name, so SNI and certificate verification are
+    unchanged, and so is the ``Host`` header. Environment proxies are not used.
+    Give it to your own client (``httpx.Client(transport=...)``) to guard it too:
+    every redirect hop a client follows opens its connection here, so is checked.
+    """
+    backend = _GuardedBackend(
+        policy, resolver or SystemResolver(), network or httpcore.SyncBackend()
+    )
+    return _GuardedTransport(backend)
+
+
+def async_guarded_transport(
+    policy: EgressPolicy,
+    *,
+    resolver: Resolver | None = None,
+    network: httpcore.AsyncNetworkBackend | None = None,
+) -> httpx.AsyncHTTPTransport:
+    """:func:`guarded_transport`, for ``httpx.AsyncClient``."""
+    backend = _AsyncGuardedBackend(
+        policy, resolver or SystemResolver(), network or httpcore.AnyIOBackend()
+    )
+    return _AsyncGuardedTransport(backend)
 
 
 # -- the tool -------------------------------------------------------------------------
@@ -319,8 +573,20 @@ class HttpTool:
     or changed resource's id; without it (or when absent) the ``Location`` header is
     used. ``query_url`` is a template with ``{key}`` for :meth:`query`.
 
+    Where it may connect: ``url`` fixes the scheme, host and port, unless
+    ``host_argument`` names the argument that is the host (``"https://{host}/v1"``;
+    a plain DNS name or IP literal, checked again here). Give such a tool's spec
+    ``resources=HostResource(host_argument, action)`` and grant it with a
+    ``DomainScope``: that is what keeps the model to an allow-list of hosts. Whatever
+    the host, the clients the tool builds refuse internal addresses
+    (:func:`~toolbound.execution.egress.address_refusal`) unless ``egress`` allows
+    them, after resolving the name once through ``resolver`` (see
+    :func:`guarded_transport`).
+
     Without ``client`` / ``async_client`` each call opens and closes its own client;
-    pass long-lived ones to reuse connections (the tool never closes them).
+    pass long-lived ones to reuse connections (the tool never closes them). A client
+    you pass is yours, transport included: build it over :func:`guarded_transport`
+    to keep the egress check.
     """
 
     method: str
@@ -339,6 +605,9 @@ class HttpTool:
     client: httpx.Client | None = field(default=None, repr=False, compare=False)
     async_client: httpx.AsyncClient | None = field(default=None, repr=False, compare=False)
     clock: Clock = field(default_factory=SystemClock, repr=False, compare=False)
+    host_argument: str | None = None
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
+    resolver: Resolver | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         method = self.method.upper()
@@ -346,6 +615,16 @@ class HttpTool:
             msg = f"HttpTool: unsupported method {self.method!r}"
             raise ConfigurationError(msg)
         object.__setattr__(self, "method", method)  # frozen: normalise once, here
+        for name, template, host in (
+            ("url", self.url, self.host_argument),
+            ("query_url", self.query_url, None),
+        ):
+            problem = (
+                None if template is None else destination_problem(template, host_argument=host)
+            )
+            if problem is not None:
+                msg = f"HttpTool: {name} {problem}"
+                raise ConfigurationError(msg)
         path = _placeholders(self.url)
         for names in (self.query_args or (), self.body_args or ()):
             clash = path.intersection(names)
@@ -392,7 +671,7 @@ class HttpTool:
             headers["traceparent"] = parent
         request = HttpRequest(
             method=self.method,
-            url=_fill(self.url, arguments, path),
+            url=_fill(self.url, arguments, path, host=self.host_argument),
             params=params,
             headers=headers,
             content=content,
@@ -445,7 +724,7 @@ class HttpTool:
             if self.client is not None:
                 response = _send(self.client, request, timeout)
             else:
-                with httpx.Client(follow_redirects=False) as client:
+                with self._client() as client:
                     response = _send(client, request, timeout)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise self._failed(exc, ctx, request) from exc
@@ -459,7 +738,7 @@ class HttpTool:
             if self.async_client is not None:
                 response = await _asend(self.async_client, request, timeout)
             else:
-                async with httpx.AsyncClient(follow_redirects=False) as client:
+                async with self._async_client() as client:
                     response = await _asend(client, request, timeout)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise self._failed(exc, ctx, request) from exc
@@ -484,7 +763,7 @@ class HttpTool:
             if self.client is not None:
                 response = _send(self.client, request, timeout)
             else:
-                with httpx.Client(follow_redirects=False) as client:
+                with self._client() as client:
                     response = _send(client, request, timeout)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return KeyUnknown(reason=f"the service could not be asked ({type(exc).__name__})")
@@ -504,13 +783,23 @@ class HttpTool:
             if self.async_client is not None:
                 response = await _asend(self.async_client, request, timeout)
             else:
-                async with httpx.AsyncClient(follow_redirects=False) as client:
+                async with self._async_client() as client:
                     response = await _asend(client, request, timeout)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             return KeyUnknown(reason=f"the service could not be asked ({type(exc).__name__})")
         return self._answer(response.status_code, response.headers, response.content, secrets)
 
     # -- helpers --------------------------------------------------------------------
+
+    def _client(self) -> httpx.Client:
+        # Redirects are not followed: a 3xx is the service's answer (a business
+        # rejection), and no hop escapes the destination rules.
+        transport = guarded_transport(self.egress, resolver=self.resolver)
+        return httpx.Client(transport=transport, follow_redirects=False, trust_env=False)
+
+    def _async_client(self) -> httpx.AsyncClient:
+        transport = async_guarded_transport(self.egress, resolver=self.resolver)
+        return httpx.AsyncClient(transport=transport, follow_redirects=False, trust_env=False)
 
     def _chosen(
         self,
@@ -602,7 +891,9 @@ def _placeholders(template: str) -> frozenset[str]:
     return frozenset(names)
 
 
-def _fill(template: str, arguments: JSONObject, names: frozenset[str]) -> str:
+def _fill(
+    template: str, arguments: JSONObject, names: frozenset[str], *, host: str | None = None
+) -> str:
     values: dict[str, str] = {}
     for name in names:
         value = arguments.get(name)
@@ -610,6 +901,15 @@ def _fill(template: str, arguments: JSONObject, names: frozenset[str]) -> str:
             msg = f"the argument {name!r} must be a string or number to fill the URL"
             raise NotCommitted(msg, code="invalid_argument")
         text = str(value)
+        if name == host:
+            # Not percent-encoded: checked to be a bare host name, so it can carry
+            # no port, userinfo or path that would move the request elsewhere.
+            filled = host_text(text)
+            if filled is None:
+                msg = f"the argument {name!r} must be a host name or IP address, got {text!r}"
+                raise NotCommitted(msg, code="invalid_argument")
+            values[name] = filled
+            continue
         # Percent-encoding keeps "/" out, but "." and ".." survive it and would be
         # resolved as dot-segments: the call would reach another resource.
         if text in {"", ".", ".."}:

@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from toolbound._errors import Rejection
+from toolbound._model import Subject
 from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
-    from datetime import datetime, timedelta
+    from collections.abc import Mapping
+    from datetime import timedelta
 
-    from toolbound._model import JSONObject, Subject
+    from toolbound._model import JSONObject
 
 __all__ = ["Confirmation", "ConfirmationRequest", "check_confirmation"]
 
@@ -60,6 +63,25 @@ class ConfirmationRequest:
             approver=approver,
             at=at,
             expires_at=at,
+        )
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> ConfirmationRequest:
+        """The request :meth:`as_json` wrote (a store keeps parked calls this way)."""
+        subject = data["subject"]
+        arguments = data["arguments"]
+        if not isinstance(subject, dict) or not isinstance(arguments, dict):
+            msg = "a stored confirmation request needs a subject and arguments objects"
+            raise TypeError(msg)
+        return cls(
+            invocation_id=str(data["invocation_id"]),
+            digest=str(data["digest"]),
+            tool=str(data["tool"]),
+            subject=Subject(id=str(subject["id"]), tenant=str(subject["tenant"])),
+            arguments=arguments,
+            reason=str(data["reason"]),
+            requested_at=datetime.fromisoformat(str(data["requested_at"])),
+            expires_at=datetime.fromisoformat(str(data["expires_at"])),
         )
 
     def as_json(self) -> dict[str, object]:

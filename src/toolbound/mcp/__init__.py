@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from toolbound.mcp.approvals import Approval, ApprovalStore
     from toolbound.mcp.config import GatewayConfig, load_gateway_config, parse_gateway_config
-    from toolbound.mcp.confirmations import ConfirmationDesk
+    from toolbound.mcp.confirmations import ConfirmationEndpoint
     from toolbound.mcp.gateway import Gateway, ToolStatus, ToolVersionMismatch
     from toolbound.mcp.server import (
         ConfirmOnce,
@@ -34,7 +34,7 @@ __all__ = [
     "Approval",
     "ApprovalStore",
     "ConfirmOnce",
-    "ConfirmationDesk",
+    "ConfirmationEndpoint",
     "Gateway",
     "GatewayConfig",
     "GuardedServer",
@@ -52,7 +52,7 @@ __all__ = [
 _WHERE = {
     "Approval": "approvals",
     "ApprovalStore": "approvals",
-    "ConfirmationDesk": "confirmations",
+    "ConfirmationEndpoint": "confirmations",
     "GatewayConfig": "config",
     "load_gateway_config": "config",
     "parse_gateway_config": "config",

@@ -339,7 +339,7 @@ def mcp_serve(
     config = _config(config_path)
     from toolbound._clock import SystemClock  # noqa: PLC0415
     from toolbound._model import Subject  # noqa: PLC0415
-    from toolbound.mcp.confirmations import ConfirmationDesk  # noqa: PLC0415
+    from toolbound.mcp.confirmations import ConfirmationEndpoint  # noqa: PLC0415
     from toolbound.mcp.server import (  # noqa: PLC0415
         GuardedServer,
         HttpEndpoint,
@@ -373,7 +373,7 @@ def mcp_serve(
         return
 
     chosen = host or config.service.host
-    desk = ConfirmationDesk.for_service(runtime, config.service)
+    desk = ConfirmationEndpoint.for_service(runtime, config.service)
     _serve_http(
         HttpEndpoint(
             server, config.subject_for, allowed_hosts=_hosts(chosen), routes=desk.routes()

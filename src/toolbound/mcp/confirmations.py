@@ -2,7 +2,7 @@
 
 When the MCP client cannot ask a person (no elicitation, or ``confirm = "console"``),
 a call that needs confirmation waits in the server's :class:`~toolbound.Runtime`.
-:class:`ConfirmationDesk` lets approvers see and decide those calls from outside the
+:class:`ConfirmationEndpoint` lets approvers see and decide those calls from outside the
 process, beside the MCP endpoint and with the same bearer tokens::
 
     GET  /confirmations                   {"confirmations": [request, …]}
@@ -35,8 +35,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from toolbound._errors import ConfirmationMismatch, Rejection
-from toolbound.adapters.http import ApiError, outcome_json, problem_response
+from toolbound.adapters.http import ApiError, decision_refused, outcome_json, problem_response
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -48,15 +49,19 @@ if TYPE_CHECKING:
     from toolbound.gates.confirm import ConfirmationRequest
     from toolbound.pipeline.runtime import Runtime
 
-__all__ = ["ConfirmationDesk", "Decision"]
+__all__ = ["ConfirmationEndpoint", "Decision"]
 
 Decision = Literal["approve", "deny"]
 
 _BODY_LIMITS = ParseLimits(max_bytes=64 * 1024, max_depth=4)
 
 
-class ConfirmationDesk:
+class ConfirmationEndpoint:
     """The calls ``runtime`` holds for a person, as the approvers of each tenant decide them.
+
+    The rules are the one :class:`~toolbound.pipeline.confirm.ConfirmationDesk`'s,
+    over the calls the runtime holds; this class adds who may ask (bearer tokens,
+    the approver role) and HTTP.
 
     ``principal_for`` maps a bearer token to its principal (the configuration's
     ``[[principal]]``). ``four_eyes`` refuses a decision on a call made for the
@@ -74,13 +79,13 @@ class ConfirmationDesk:
         timeout: float | None = None,
     ) -> None:
         self.runtime = runtime
-        self.four_eyes = four_eyes
+        self.desk = ConfirmationDesk(runtime.desk.calls, four_eyes=four_eyes)
         self.timeout = timeout
         self._principal_for = principal_for
 
     @classmethod
-    def for_service(cls, runtime: Runtime, service: ServiceConfig) -> ConfirmationDesk:
-        """The desk a configuration describes: its principals, ``four_eyes`` and ``timeout``."""
+    def for_service(cls, runtime: Runtime, service: ServiceConfig) -> ConfirmationEndpoint:
+        """The endpoint a configuration describes: its principals, ``four_eyes`` and ``timeout``."""
         return cls(
             runtime,
             service.principal_for,
@@ -91,7 +96,8 @@ class ConfirmationDesk:
     def pending(self, principal: Principal) -> list[ConfirmationRequest]:
         """The calls of ``principal``'s tenant waiting for a person, oldest first."""
         _require_approver(principal)
-        return [p for p in self.runtime.pending() if p.subject.tenant == principal.tenant]
+        self.runtime.pending()  # calls whose window closed end first
+        return self.desk.pending(_approver(principal))
 
     async def decide(
         self, principal: Principal, invocation_id: str, *, digest: str, decision: Decision
@@ -102,28 +108,23 @@ class ConfirmationDesk:
         docstring; a refused decision leaves the call parked.
         """
         _require_approver(principal)
-        parked = next(
-            (p for p in self.pending(principal) if p.invocation_id == invocation_id), None
-        )
-        if parked is None:
+        if all(p.invocation_id != invocation_id for p in self.pending(principal)):
             msg = f"no call {invocation_id} of tenant {principal.tenant} is waiting for a person"
             raise ApiError(404, "not_pending", msg)
-        if digest != parked.digest:
-            # R7: the person reviewed other arguments; nothing is decided.
-            msg = f"{invocation_id} has digest {parked.digest}, not {digest}"
-            raise ApiError(409, "digest_mismatch", msg, hint="review the call again")
-        if self.four_eyes and principal.subject == parked.subject.id:
-            msg = "four-eyes rule: a call cannot be decided by the subject it was made for"
-            raise ApiError(403, "four_eyes", msg, hint="ask another approver")
         try:
-            if decision == "approve":
-                return await self.runtime.aapprove(
-                    invocation_id, digest=digest, approver=principal.name, timeout=self.timeout
-                )
-            return self.runtime.deny(invocation_id, digest=digest, approver=principal.name)
+            confirmation = self.desk.decide(
+                invocation_id,
+                digest=digest,
+                approver=_approver(principal),
+                approve=decision == "approve",
+                at=self.runtime.clock.now(),
+                ttl=self.runtime.confirmation_ttl,
+            )
+            # Decided elsewhere (another approver, the client's own elicitation)
+            # meanwhile: the desk or the runtime refuses, and the call stays as it is.
+            return await self.runtime.aconfirm(confirmation, timeout=self.timeout)
         except ConfirmationMismatch as exc:
-            # Decided elsewhere (another approver, the client's own elicitation) meanwhile.
-            raise ApiError(409, exc.code, str(exc)) from None
+            raise decision_refused(exc) from None
 
     # -- HTTP -----------------------------------------------------------------------------
 
@@ -193,3 +194,7 @@ def _require_approver(principal: Principal) -> None:
     if "approver" not in principal.roles:
         msg = f"{principal.name} lacks the approver role"
         raise ApiError(403, "forbidden", msg)
+
+
+def _approver(principal: Principal) -> Approver:
+    return Approver(name=principal.name, subject=principal.subject, tenant=principal.tenant)

@@ -45,7 +45,7 @@ from toolbound._clock import Clock, SystemClock
 from toolbound._errors import ToolboundError
 from toolbound._model import Resource, Subject, ToolSpec
 from toolbound.mcp.approvals import ApprovalStore
-from toolbound.mcp.confirmations import ConfirmationDesk
+from toolbound.mcp.confirmations import ConfirmationEndpoint
 from toolbound.mcp.server import GuardedServer, HttpEndpoint, holds_capabilities
 from toolbound.mcp.upstream import (
     Upstream,
@@ -152,7 +152,7 @@ class Gateway:
             timeout=config.service.timeout,
             result_budget=config.service.result_budget,
         )
-        self.confirmations = ConfirmationDesk.for_service(self.runtime, config.service)
+        self.confirmations = ConfirmationEndpoint.for_service(self.runtime, config.service)
         """The parked calls as approvers see and decide them (served by :meth:`http`)."""
 
     # -- lifecycle ------------------------------------------------------------------

@@ -47,11 +47,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
-from toolbound.gates.authorize import Allow, AuthzRequest, Confirm, Decision, Deny, Policy
-from toolbound.gates.normalize import canonical_json, digest
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.ledger.store import LedgerError, LedgerKey
 from toolbound.otel import context_from_traceparent
+from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import dumps
@@ -277,70 +275,6 @@ class StaticCatalog:
             found = ToolSet(t for t in self._tools if rule is None or rule(subject, t.spec))
             self._seen[subject] = found
         return found
-
-
-# -- one confirmation, one digest, once -------------------------------------------------
-
-
-class ConfirmOnce:
-    """Wraps a policy so that confirmation over MCP approves one digest once (R7, R8).
-
-    When ``inner`` asks for confirmation:
-
-    * a call whose identical twin (same tenant, tool version and digest) was already
-      confirmed and is recorded in the ledger — committed, in flight or of unknown
-      outcome — cannot execute again (the idempotency claim replays or refuses it),
-      so it is allowed without a second person;
-    * a call whose identical twin from the same subject is already waiting for a
-      person is denied with code ``confirmation_pending``, so it is never parked twice.
-
-    Re-checks after a person's decision are passed through unchanged.
-    """
-
-    def __init__(self, inner: Policy, runtime: Runtime | None = None) -> None:
-        self.inner = inner
-        self.runtime = runtime
-
-    def authorize(self, request: AuthzRequest) -> Decision:
-        """``inner``'s decision, with the two exceptions above."""
-        decision = self.inner.authorize(request)
-        runtime = self.runtime
-        if not isinstance(decision, Confirm) or request.recheck or runtime is None:
-            return decision
-        spec = request.spec
-        d = digest(
-            tenant=request.subject.tenant,
-            tool_name=spec.name,
-            tool_version=spec.version,
-            canonical=canonical_json(request.arguments),
-        )
-        if spec.is_write:
-            # The runtime's default idempotency key is the digest (R8).
-            key = LedgerKey(request.subject.tenant, spec.ref, f"tb:{d}")
-            try:
-                record = runtime.ledger.get(key)
-            except LedgerError:
-                record = None
-            if record is not None and record.digest == d and record.phase != "failed":
-                return Allow(
-                    capabilities=decision.capabilities,
-                    reason=(
-                        f"the same call was confirmed as {record.invocation_id} and is "
-                        f"{record.phase}; it cannot execute again"
-                    ),
-                )
-        for parked in runtime.pending():
-            if parked.digest == d and parked.subject == request.subject:
-                return Deny(
-                    problem=Problem(
-                        kind="confirmation",
-                        code="confirmation_pending",
-                        message=f"the same call is waiting for a person as {parked.invocation_id}",
-                        recoverable=True,
-                        hint="wait for the person's decision; do not change the arguments",
-                    )
-                )
-        return decision
 
 
 # -- the server --------------------------------------------------------------------------

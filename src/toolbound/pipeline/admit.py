@@ -27,6 +27,7 @@ from toolbound.gates.normalize import canonical_json, digest, normalize
 from toolbound.gates.parse import parse_arguments
 from toolbound.pipeline import endings
 from toolbound.pipeline.call import Admitted, Opened
+from toolbound.problems import make_problem
 from toolbound.trace import Trace
 
 if TYPE_CHECKING:
@@ -295,11 +296,9 @@ def checked(
 
 def unknown_tool(wanted: str) -> Problem:
     """R17 row 1: no fuzzy matching; a hidden tool is rejected like an unknown one."""
-    return Problem(
-        kind="unknown_tool",
-        code="unknown_tool",
-        message=f"no tool {wanted} is available in this request",
-        recoverable=True,
+    return make_problem(
+        "unknown_tool",
+        f"no tool {wanted} is available in this request",
         hint="call only the tools you were given, by their exact names",
     )
 
@@ -331,18 +330,13 @@ def _record_exception(life: Lifecycle | None, exc: Exception) -> None:
 
 
 def _check_failed(spec: ToolSpec, exc: Exception) -> Problem:
-    return Problem(
-        kind="semantic",
-        code="check_failed",
-        message=f"{spec.ref} could not check these arguments ({type(exc).__name__})",
-        recoverable=False,
+    return make_problem(
+        "check_failed", f"{spec.ref} could not check these arguments ({type(exc).__name__})"
     )
 
 
 def _lookup_failed(exc: Exception) -> Problem:
-    return Problem(
-        kind="authorization",
-        code="resource_lookup_failed",
-        message=f"could not determine what the call touches ({type(exc).__name__})",
-        recoverable=False,
+    return make_problem(
+        "resource_lookup_failed",
+        f"could not determine what the call touches ({type(exc).__name__})",
     )

@@ -1,13 +1,14 @@
 """The confirmation desk: calls waiting for a person, and their decisions (R7).
 
 A call the policy sends to a person enters AWAITING_CONFIRMATION with a
-:class:`~toolbound.gates.confirm.ConfirmationRequest` bound to its digest. Then one
-of two things holds it:
+:class:`~toolbound.gates.confirm.ConfirmationRequest` bound to its digest. Every
+surface decides on it through the one :class:`ConfirmationDesk`, whose rules
+(tenant, digest, four eyes, one decision per call) are written here once, over a
+store of parked calls (:class:`ParkedCalls`). Then one of two things holds the call:
 
-* the runtime's own :class:`ConfirmationDesk` (``Runtime(hold_parked=True)``, the
-  default): :meth:`~ConfirmationDesk.issue` records a person's decision for the
-  digest they were shown, and :meth:`~ConfirmationDesk.take` hands the parked call
-  back once, for that confirmation only;
+* the runtime's own :class:`HeldCalls` (``Runtime(hold_parked=True)``, the default):
+  the desk records a person's decision there, and :meth:`HeldCalls.take` hands the
+  parked call back once, for that confirmation only;
 * or a durable store outside the runtime (the service's): the call is answered
   parked and not kept here, and later re-proposed carrying the recorded decision
   (``CallContext.approval``), which :func:`approved` checks against the call's own
@@ -22,25 +23,136 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._state import State
-from toolbound.gates.authorize import AuthzRequest, Deny, authorize
+from toolbound.gates.authorize import Allow, AuthzRequest, Confirm, Deny, authorize
 from toolbound.gates.confirm import Confirmation, ConfirmationRequest, check_confirmation
+from toolbound.gates.normalize import canonical_json, digest
+from toolbound.ledger.store import LedgerError, LedgerKey
 from toolbound.pipeline import endings
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from toolbound._outcome import AwaitingConfirmation, Rejected
+    from toolbound.gates.authorize import Decision, Policy
     from toolbound.pipeline.call import Admitted
     from toolbound.pipeline.env import Env
+    from toolbound.pipeline.runtime import Runtime
 
-__all__ = ["ConfirmationDesk", "approved", "end_expired", "park", "request_for", "resume"]
+__all__ = [
+    "Approver",
+    "ConfirmOnce",
+    "ConfirmationDesk",
+    "HeldCalls",
+    "ParkedCalls",
+    "approved",
+    "end_expired",
+    "park",
+    "request_for",
+    "resume",
+]
 
 _GONE = frozenset({"digest_mismatch", "confirmation_for_other_call"})
 """Confirmations that can never fit the parked call they name: dropped, call kept."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Approver:
+    """Who decides: a name for the record, and what the desk's rules look at.
+
+    ``tenant`` limits the calls the approver sees and may decide (``None``: every
+    tenant, as for a library's own person); ``subject`` is the approver's own
+    subject, which the four-eyes rule compares with the call's.
+    """
+
+    name: str
+    subject: str | None = None
+    tenant: str | None = None
+
+
+class ParkedCalls(Protocol):
+    """Where calls waiting for a person are kept: the runtime's memory, a service's store."""
+
+    def waiting(self, invocation_id: str) -> ConfirmationRequest | None:
+        """The request of the call ``invocation_id`` if it waits undecided."""
+        ...
+
+    def all_waiting(self, tenant: str | None) -> list[ConfirmationRequest]:
+        """Every undecided request, of ``tenant`` only when one is given, oldest first."""
+        ...
+
+    def record(self, confirmation: Confirmation) -> None:
+        """Keep the one decision on a call; raise ``not_pending`` if it was decided already."""
+        ...
+
+
+class ConfirmationDesk:
+    """The one place a person's decision on a parked call is checked and recorded (R7).
+
+    Every surface decides through a desk over its store of parked calls: the
+    runtime (:class:`HeldCalls`), the HTTP service and its console (the journal),
+    the MCP endpoints. The rules, in order, each refusal a
+    :class:`~toolbound.ConfirmationMismatch` with its code, the call staying parked:
+
+    ``not_pending``      no undecided call of the approver's tenant under that id
+                         (another tenant's call and no call look the same), or a
+                         decision was recorded meanwhile: one decision per call
+    ``digest_mismatch``  the person was shown other arguments than the call's
+    ``four_eyes``        with ``four_eyes``, the call was made for the approver's own
+                         subject
+    """
+
+    def __init__(self, calls: ParkedCalls, *, four_eyes: bool = False) -> None:
+        self.calls = calls
+        self.four_eyes = four_eyes
+
+    def pending(self, approver: Approver | None = None) -> list[ConfirmationRequest]:
+        """The undecided calls ``approver`` may decide (every one without an approver)."""
+        return self.calls.all_waiting(None if approver is None else approver.tenant)
+
+    def decide(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        approver: Approver,
+        approve: bool,
+        at: datetime,
+        ttl: timedelta | None = None,
+    ) -> Confirmation:
+        """Record ``approver``'s decision on the call they were shown by ``digest``.
+
+        An approval holds for ``ttl`` (never past the request's own window; by
+        default until it closes). Whoever holds the call runs it with the returned
+        confirmation, which it checks once more against the call (R7).
+        """
+        request = self.calls.waiting(invocation_id)
+        if request is None or (
+            approver.tenant is not None and request.subject.tenant != approver.tenant
+        ):
+            raise _not_pending(invocation_id)
+        if digest != request.digest:
+            # R7: the person reviewed other arguments; nothing is decided.
+            msg = f"{invocation_id} has digest {request.digest}, not {digest}"
+            raise ConfirmationMismatch(msg, code="digest_mismatch")
+        if self.four_eyes and approver.subject == request.subject.id:
+            msg = "four-eyes rule: a call cannot be decided by the subject it was made for"
+            raise ConfirmationMismatch(msg, code="four_eyes")
+        confirmation = (
+            request.approve(
+                approver=approver.name,
+                at=at,
+                ttl=request.expires_at - at if ttl is None else ttl,
+            )
+            if approve
+            else request.deny(approver=approver.name, at=at)
+        )
+        self.calls.record(confirmation)
+        return confirmation
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +161,12 @@ class _Parked:
     request: ConfirmationRequest
 
 
-class ConfirmationDesk:
-    """The calls one runtime holds for a person, and the decisions it issued (R7)."""
+class HeldCalls:
+    """The calls one runtime holds for a person, and the decisions recorded on them.
+
+    :meth:`take` hands a parked call back once, for a confirmation recorded here
+    only (R7: one confirmation, one call, once).
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -62,52 +178,48 @@ class ConfirmationDesk:
         with self._lock:
             self._parked[request.invocation_id] = _Parked(call, request)
 
-    def pending(self) -> list[ConfirmationRequest]:
-        """What waits, oldest first."""
+    def requests(self) -> list[ConfirmationRequest]:
+        """Every held call's request, decided or not, oldest first."""
         with self._lock:
             return [p.request for p in self._parked.values()]
 
     def parked(self) -> tuple[str, ...]:
-        """The invocation ids that wait."""
+        """The invocation ids held."""
         with self._lock:
             return tuple(self._parked)
 
-    def issue(
-        self,
-        invocation_id: str,
-        *,
-        digest: str,
-        approver: str,
-        approved: bool,
-        at: datetime,
-        ttl: timedelta,
-    ) -> Confirmation:
-        """Record a person's decision on the call they were shown, by its digest.
-
-        The desk is the only issuer: :meth:`take` accepts only confirmations issued
-        here, each for the one invocation and digest it names.
-        """
+    def waiting(self, invocation_id: str) -> ConfirmationRequest | None:
+        """The request of ``invocation_id`` if it is held and undecided."""
         with self._lock:
             parked = self._parked.get(invocation_id)
-        if parked is None:
-            raise _not_pending(invocation_id)
-        # Built from what the person saw (digest), so a changed call cannot match.
-        request = replace(parked.request, digest=digest)
-        confirmation = (
-            request.approve(approver=approver, at=at, ttl=ttl)
-            if approved
-            else request.deny(approver=approver, at=at)
-        )
+            if parked is None or self._decided(invocation_id):
+                return None
+            return parked.request
+
+    def all_waiting(self, tenant: str | None) -> list[ConfirmationRequest]:
+        """The undecided requests, of ``tenant`` only when one is given."""
         with self._lock:
+            return [
+                p.request
+                for i, p in self._parked.items()
+                if not self._decided(i) and (tenant is None or p.request.subject.tenant == tenant)
+            ]
+
+    def record(self, confirmation: Confirmation) -> None:
+        """Keep the decision until :meth:`take` consumes it."""
+        with self._lock:
+            if confirmation.invocation_id not in self._parked or self._decided(
+                confirmation.invocation_id
+            ):
+                raise _not_pending(confirmation.invocation_id)
             self._issued[confirmation.confirmation_id] = confirmation
-        return confirmation
 
     def take(self, confirmation: Confirmation, *, now: datetime) -> tuple[Admitted, Problem | None]:
         """Hand back the call ``confirmation`` decides, once (R7).
 
         The problem is set when the decision ends the call (denied, expired).
         Raises :class:`~toolbound.ConfirmationMismatch`, the call staying parked,
-        when the confirmation was not issued here or names no parked call, another
+        when the confirmation was not recorded here or names no parked call, another
         call or other arguments.
         """
         with self._lock:
@@ -131,9 +243,11 @@ class ConfirmationDesk:
         return parked.call, problem
 
     def cancel(self, invocation_id: str) -> Admitted:
-        """Take a parked call away without a decision."""
+        """Take a held call away without a decision."""
         with self._lock:
             parked = self._parked.pop(invocation_id, None)
+            if parked is not None:
+                self._forget(invocation_id)
         if parked is None:
             raise _not_pending(invocation_id)
         return parked.call
@@ -144,11 +258,76 @@ class ConfirmationDesk:
             expired = [p for p in self._parked.values() if now > p.request.expires_at]
             for parked in expired:
                 del self._parked[parked.request.invocation_id]
-            if expired:
-                gone = {p.request.invocation_id for p in expired}
-                for key in [k for k, c in self._issued.items() if c.invocation_id in gone]:
-                    del self._issued[key]
+                self._forget(parked.request.invocation_id)
         return [p.call for p in expired]
+
+    def _decided(self, invocation_id: str) -> bool:
+        return any(c.invocation_id == invocation_id for c in self._issued.values())
+
+    def _forget(self, invocation_id: str) -> None:
+        for key in [k for k, c in self._issued.items() if c.invocation_id == invocation_id]:
+            del self._issued[key]
+
+
+class ConfirmOnce:
+    """Wraps a policy so that a person approves one digest once (R7, R8).
+
+    When ``inner`` asks for confirmation:
+
+    * a call whose identical twin (same tenant, tool version and digest) was already
+      confirmed and is recorded in the ledger — committed, in flight or of unknown
+      outcome — cannot execute again (the idempotency claim replays or refuses it),
+      so it is allowed without a second person;
+    * a call whose identical twin from the same subject is already waiting for a
+      person is denied with code ``confirmation_pending``, so it is never parked twice.
+
+    Re-checks after a person's decision are passed through unchanged.
+    """
+
+    def __init__(self, inner: Policy, runtime: Runtime | None = None) -> None:
+        self.inner = inner
+        self.runtime = runtime
+
+    def authorize(self, request: AuthzRequest) -> Decision:
+        """``inner``'s decision, with the two exceptions above."""
+        decision = self.inner.authorize(request)
+        runtime = self.runtime
+        if not isinstance(decision, Confirm) or request.recheck or runtime is None:
+            return decision
+        spec = request.spec
+        d = digest(
+            tenant=request.subject.tenant,
+            tool_name=spec.name,
+            tool_version=spec.version,
+            canonical=canonical_json(request.arguments),
+        )
+        if spec.is_write:
+            # The runtime's default idempotency key is the digest (R8).
+            key = LedgerKey(request.subject.tenant, spec.ref, f"tb:{d}")
+            try:
+                record = runtime.ledger.get(key)
+            except LedgerError:
+                record = None
+            if record is not None and record.digest == d and record.phase != "failed":
+                return Allow(
+                    capabilities=decision.capabilities,
+                    reason=(
+                        f"the same call was confirmed as {record.invocation_id} and is "
+                        f"{record.phase}; it cannot execute again"
+                    ),
+                )
+        for parked in runtime.pending():
+            if parked.digest == d and parked.subject == request.subject:
+                return Deny(
+                    problem=Problem(
+                        kind="confirmation",
+                        code="confirmation_pending",
+                        message=f"the same call is waiting for a person as {parked.invocation_id}",
+                        recoverable=True,
+                        hint="wait for the person's decision; do not change the arguments",
+                    )
+                )
+        return decision
 
 
 def request_for(env: Env, call: Admitted, reason: str, now: datetime) -> ConfirmationRequest:
@@ -166,16 +345,14 @@ def request_for(env: Env, call: Admitted, reason: str, now: datetime) -> Confirm
     )
 
 
-def park(
-    env: Env, desk: ConfirmationDesk | None, call: Admitted, reason: str
-) -> AwaitingConfirmation:
-    """AWAITING_CONFIRMATION; held on ``desk``, or by the caller's own store without one."""
+def park(env: Env, held: HeldCalls | None, call: Admitted, reason: str) -> AwaitingConfirmation:
+    """AWAITING_CONFIRMATION; kept in ``held``, or by the caller's own store without it."""
     now = call.authorized_at
     request = request_for(env, call, reason, now)
     call.life.advance(State.AWAITING_CONFIRMATION, request=request)
-    if desk is not None:
-        end_expired(desk, now)
-        desk.hold(call, request)
+    if held is not None:
+        end_expired(held, now)
+        held.hold(call, request)
     return endings.awaiting(call, request)
 
 
@@ -233,17 +410,15 @@ def resume(
     )
 
 
-def end_expired(desk: ConfirmationDesk, now: datetime) -> None:
+def end_expired(held: HeldCalls, now: datetime) -> None:
     """Parked calls nobody decided in time end AUTHORIZATION_REJECTED (R7), not kept."""
-    for call in desk.expire(now):
+    for call in held.expire(now):
         endings.reject(
             call,
             State.AUTHORIZATION_REJECTED,
-            Problem(
-                kind="confirmation",
-                code="confirmation_expired",
-                message="nobody confirmed the call before its confirmation window closed",
-                recoverable=False,
+            make_problem(
+                "confirmation_expired",
+                "nobody confirmed the call before its confirmation window closed",
             ),
         )
 

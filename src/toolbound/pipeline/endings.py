@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypedDict
 
-from toolbound._errors import Problem
 from toolbound._model import Attempt, Result
 from toolbound._outcome import (
     AwaitingConfirmation,
@@ -23,11 +22,14 @@ from toolbound._outcome import (
     Rejected,
 )
 from toolbound._state import State
+from toolbound.execution.tool import CommitUnknown
 from toolbound.ledger.store import LedgerError
 from toolbound.pipeline.call import Admitted, Prepared
+from toolbound.problems import make_problem
 from toolbound.results.encode import HumanProjection, ModelProjection, dumps, model_error
 
 if TYPE_CHECKING:
+    from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, JSONObject, JSONValue
     from toolbound.execution.executor import RawAttempt
     from toolbound.gates.confirm import ConfirmationRequest
@@ -172,11 +174,9 @@ def committed_without_result(env: Env, call: Prepared, raw: RawAttempt, problem:
 def committed_then_cancelled(env: Env, call: Prepared, raw: RawAttempt) -> Cancelled:
     """R9: cancel after the commit boundary — the effect stands, later steps stop."""
     attempts = record_attempt(call, raw, "committed", "cancelled after commit")
-    problem = Problem(
-        kind="cancelled",
-        code="cancelled_after_commit",
-        message="the call was cancelled after its effect was committed",
-        recoverable=False,
+    problem = make_problem(
+        "cancelled_after_commit",
+        "the call was cancelled after its effect was committed",
         hint="the effect happened; do not repeat it",
     )
     result = _error_result(env, call.invocation, problem, "committed", raw=raw, attempts=attempts)
@@ -201,7 +201,7 @@ def committed_then_cancelled(env: Env, call: Prepared, raw: RawAttempt) -> Cance
 
 def cancelled(env: Env, call: Admitted, why: str) -> Cancelled:
     """CANCELLED_BEFORE_COMMIT: stopped before anything could happen."""
-    problem = Problem(kind="cancelled", code="cancelled", message=why, recoverable=False)
+    problem = make_problem("cancelled", why)
     call.life.advance(State.CANCELLED_BEFORE_COMMIT, reason=why)
     result = _error_result(env, call.invocation, problem, "not_committed", raw=None, attempts=())
     record_phase(env, call, result)
@@ -224,8 +224,6 @@ def cancelled(env: Env, call: Admitted, why: str) -> Cancelled:
 
 def unknown(env: Env, call: Prepared, raw: RawAttempt, problem: Problem) -> OutcomeUnknown:
     """R9: a write that may have happened. Recorded as such, never as 'not executed'."""
-    from toolbound.execution.tool import CommitUnknown  # noqa: PLC0415 - keeps endings light
-
     attempts = record_attempt(call, raw, "unknown", problem.code)
     result = _error_result(env, call.invocation, problem, "unknown", raw=raw, attempts=attempts)
     evidence = raw.error.evidence if isinstance(raw.error, CommitUnknown) else {}

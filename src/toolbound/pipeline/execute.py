@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from toolbound._errors import Problem
 from toolbound._model import Result
 from toolbound._state import State
 from toolbound.execution.executor import RawAttempt
@@ -29,8 +28,10 @@ from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolContext, T
 from toolbound.ledger.store import Claimed, LedgerError, LedgerKey, Replay
 from toolbound.pipeline import endings, settle
 from toolbound.pipeline.prepare import claim_problem, intent, ledger_problem
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
+    from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, JSONValue
     from toolbound._outcome import Outcome
     from toolbound.execution.reconcile import QueryAnswer
@@ -141,11 +142,9 @@ def run_transactional(env: Env, call: Prepared) -> Outcome:  # noqa: C901, PLR09
                 value = tool.function(inv.arguments, tctx)
                 if time.monotonic() - t0 > budget:
                     raise _RolledBack(  # noqa: TRY301 - leaving the block rolls back
-                        Problem(
-                            kind="timeout",
-                            code="deadline_exceeded",
-                            message=f"{tool.spec.ref} overran its deadline; rolled back",
-                            recoverable=True,
+                        make_problem(
+                            "deadline_exceeded",
+                            f"{tool.spec.ref} overran its deadline; rolled back",
                         )
                     )
                 unwrapped = value.value if isinstance(value, ToolOutput) else value
@@ -215,23 +214,16 @@ def _prestart(env: Env, call: Prepared) -> tuple[dict[str, str], float] | Outcom
             return endings.failed_before(
                 env,
                 call,
-                Problem(
-                    kind="execution",
-                    code="secret_unavailable",
-                    message=f"the credential {name!r} this tool needs is not configured",
-                    recoverable=False,
+                make_problem(
+                    "secret_unavailable",
+                    f"the credential {name!r} this tool needs is not configured",
                 ),
             )
     if budget <= 0:
         return endings.failed_before(
             env,
             call,
-            Problem(
-                kind="timeout",
-                code="deadline_exceeded",
-                message="the deadline passed before the tool could start",
-                recoverable=True,
-            ),
+            make_problem("deadline_exceeded", "the deadline passed before the tool could start"),
         )
     return secrets, budget
 
@@ -360,12 +352,7 @@ def _after_query(
         return endings.failed_before(
             env,
             call,
-            Problem(
-                kind="execution",
-                code="not_committed",
-                message="the remote side confirmed the call did not happen",
-                recoverable=True,
-            ),
+            make_problem("not_committed", "the remote side confirmed the call did not happen"),
         )
     return _Retry(retry.delay)
 
@@ -403,11 +390,8 @@ def _settle_rolled_back(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:
         problem = settle.not_committed(error)
     else:
         call.life.trace.record("tool_exception", type=type(error).__name__, text=str(error))
-        problem = Problem(
-            kind="execution",
-            code="tool_error",
-            message=f"{call.tool.spec.ref} raised {type(error).__name__}; rolled back",
-            recoverable=False,
+        problem = make_problem(
+            "tool_error", f"{call.tool.spec.ref} raised {type(error).__name__}; rolled back"
         )
     return endings.failed_before(env, call, problem, raw)
 

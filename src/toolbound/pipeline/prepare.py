@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from toolbound._errors import Problem
 from toolbound._state import State
 from toolbound.ledger.store import (
     Claim,
@@ -28,8 +27,10 @@ from toolbound.ledger.store import (
 )
 from toolbound.pipeline import endings, settle
 from toolbound.pipeline.call import Admitted, Prepared
+from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
+    from toolbound._errors import Problem
     from toolbound._model import Invocation
     from toolbound._outcome import Outcome
     from toolbound.pipeline.env import Env
@@ -126,27 +127,21 @@ def claim_problem(claim: Claim) -> Problem | None:
     """R8: what a refused idempotency claim tells the model."""
     match claim:
         case KeyReused():
-            return Problem(
-                kind="idempotency",
-                code="key_reused",
-                message="this idempotency key was used for different arguments",
-                recoverable=False,
+            return make_problem(
+                "key_reused",
+                "this idempotency key was used for different arguments",
                 hint="a new call needs a new key",
             )
         case InFlight():
-            return Problem(
-                kind="idempotency",
-                code="outcome_unknown" if claim.phase == "unknown" else "in_progress",
-                message=f"the same call ({claim.invocation_id}) is {claim.phase}",
-                recoverable=True,
+            return make_problem(
+                "outcome_unknown" if claim.phase == "unknown" else "in_progress",
+                f"the same call ({claim.invocation_id}) is {claim.phase}",
                 hint="wait for the earlier call; do not send it again",
             )
         case Expired():
-            return Problem(
-                kind="idempotency",
-                code="key_expired",
-                message="this idempotency key's record is past its retention window",
-                recoverable=False,
+            return make_problem(
+                "key_expired",
+                "this idempotency key's record is past its retention window",
                 hint="a new call needs a new key",
             )
         case _:
@@ -155,11 +150,9 @@ def claim_problem(claim: Claim) -> Problem | None:
 
 def ledger_problem(exc: LedgerError) -> Problem:
     """The ledger could not record the call: nothing may run (R9)."""
-    return Problem(
-        kind="execution",
-        code="ledger_unavailable",
-        message=f"the idempotency ledger could not record the call ({exc.code})",
-        recoverable=True,
+    return make_problem(
+        "ledger_unavailable",
+        f"the idempotency ledger could not record the call ({exc.code})",
         hint="try again later",
     )
 
@@ -186,10 +179,8 @@ def _target_problem(call: Admitted) -> Problem | None:
         return check(call.invocation)
     except Exception as exc:  # noqa: BLE001 - an unreadable target fails closed
         call.life.trace.record("check_exception", type=type(exc).__name__, text=str(exc))
-        return Problem(
-            kind="target",
-            code="target_check_failed",
-            message=f"could not check the target ({type(exc).__name__})",
-            recoverable=True,
+        return make_problem(
+            "target_check_failed",
+            f"could not check the target ({type(exc).__name__})",
             hint="try again later",
         )

@@ -13,10 +13,10 @@ from toolbound.execution.executor import Executor
 from toolbound.execution.retry import SystemSleeper
 from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits
 from toolbound.ledger.memory import MemoryLedger
-from toolbound.pipeline import admit, confirm, execute, prepare
+from toolbound.pipeline import admit, confirm, endings, execute, prepare
 from toolbound.pipeline.admit import Preview
 from toolbound.pipeline.call import Admitted, CallContext, Prepared
-from toolbound.pipeline.confirm import ConfirmationDesk
+from toolbound.pipeline.confirm import Approver, ConfirmationDesk, HeldCalls
 from toolbound.pipeline.env import Env, Kept, KeptResults
 from toolbound.results.encode import model_result, page
 from toolbound.results.redact import Redactor
@@ -93,7 +93,10 @@ class Runtime:
             rng=rng,
             kept=KeptResults(kept_results),
         )
-        self._desk = ConfirmationDesk() if hold_parked else None
+        self._held = HeldCalls()
+        self._hold_parked = hold_parked
+        self.desk = ConfirmationDesk(self._held)
+        """Where a person's decisions on this runtime's parked calls are checked (R7)."""
 
     @property
     def policy(self) -> Policy:
@@ -108,6 +111,11 @@ class Runtime:
     def ledger(self) -> Ledger:
         """The idempotency ledger (R8)."""
         return self._env.ledger
+
+    @property
+    def confirmation_ttl(self) -> timedelta:
+        """How long a person has to decide on a parked call (R7)."""
+        return self._env.confirmation_ttl
 
     @property
     def clock(self) -> Clock:
@@ -146,10 +154,8 @@ class Runtime:
         For what a surface sees around the proposal — a duplicate call id in one
         response, an incomplete stream — so the refusal is traced like any other.
         """
-        from toolbound.pipeline.endings import reject  # noqa: PLC0415 - a rare path
-
         call = admit.open_call(self._env, proposal, context)
-        return reject(call, State.PARSE_REJECTED, problem)
+        return endings.reject(call, State.PARSE_REJECTED, problem)
 
     def _front(
         self, env: Env, proposal: Proposal, context: CallContext
@@ -161,7 +167,7 @@ class Runtime:
         reason = step.confirm_reason
         if reason is not None:
             if context.approval is None:
-                return confirm.park(env, self._desk, step, reason)
+                return confirm.park(env, self._held if self._hold_parked else None, step, reason)
             held = confirm.approved(env, step, context.approval, reason)
             if not isinstance(held, Admitted):
                 return held
@@ -172,13 +178,13 @@ class Runtime:
 
     def pending(self) -> list[ConfirmationRequest]:
         """The calls waiting for a person, oldest first (expired ones are ended first)."""
-        desk = self._held()
-        confirm.end_expired(desk, self._env.clock.now())
-        return desk.pending()
+        held = self._held
+        confirm.end_expired(held, self._env.clock.now())
+        return held.requests()
 
     def parked(self) -> Iterable[str]:
         """The invocation ids waiting for confirmation."""
-        return self._held().parked()
+        return self._held.parked()
 
     def issue(
         self,
@@ -192,13 +198,15 @@ class Runtime:
         """Record a person's decision on the call they were shown, by its digest.
 
         The runtime is the only issuer: :meth:`confirm` accepts only confirmations
-        issued here, each for the one invocation and digest it names (R7).
+        issued here, each for the one invocation and digest it names (R7). Raises
+        :class:`~toolbound.ConfirmationMismatch` when no such call waits undecided
+        (``not_pending``) or the digest is not the call's (``digest_mismatch``).
         """
-        return self._held().issue(
+        return self.desk.decide(
             invocation_id,
             digest=digest,
-            approver=approver,
-            approved=approved,
+            approver=Approver(name=approver),
+            approve=approved,
             at=self._env.clock.now(),
             ttl=ttl or self._env.confirmation_ttl,
         )
@@ -256,25 +264,17 @@ class Runtime:
 
     def cancel_pending(self, invocation_id: str) -> Outcome:
         """Cancel a parked call: CANCELLED_BEFORE_COMMIT, nothing executed."""
-        from toolbound.pipeline.endings import cancelled  # noqa: PLC0415 - a rare path
-
-        call = self._held().cancel(invocation_id)
-        return cancelled(self._env, call, "cancelled while waiting for confirmation")
+        call = self._held.cancel(invocation_id)
+        return endings.cancelled(self._env, call, "cancelled while waiting for confirmation")
 
     def _resume(
         self, env: Env, confirmation: Confirmation, timeout: float | None
     ) -> Prepared | Waiting | Outcome:
-        call, problem = self._held().take(confirmation, now=env.clock.now())
+        call, problem = self._held.take(confirmation, now=env.clock.now())
         resumed = confirm.resume(env, call, confirmation, problem, timeout)
         if not isinstance(resumed, Admitted):
             return resumed
         return prepare.prepare(env, resumed)
-
-    def _held(self) -> ConfirmationDesk:
-        if self._desk is None:
-            # hold_parked=False: the caller's own store holds parked calls.
-            return _EMPTY_DESK
-        return self._desk
 
     # -- results too large for one message (R11, R16) ----------------------------------
 
@@ -339,7 +339,3 @@ class Runtime:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_EMPTY_DESK = ConfirmationDesk()
-"""What a runtime that holds no parked calls consults: nothing is ever pending there."""

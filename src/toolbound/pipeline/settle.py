@@ -18,6 +18,7 @@ from toolbound._state import State
 from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolOutput
 from toolbound.pipeline import endings
 from toolbound.pipeline.env import Kept
+from toolbound.problems import make_problem
 from toolbound.results.encode import model_result
 
 if TYPE_CHECKING:
@@ -47,20 +48,15 @@ def settle(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:  # noqa: C901,
             env,
             call,
             raw,
-            Problem(
-                kind="cancelled",
-                code="cancelled_during_write",
-                message="the call was cancelled while the write was running",
-                recoverable=False,
+            make_problem(
+                "cancelled_during_write",
+                "the call was cancelled while the write was running",
                 hint="do not repeat it; its outcome will be reconciled",
             ),
         )
     if raw.timed_out:
-        problem = Problem(
-            kind="timeout",
-            code="deadline_exceeded",
-            message=f"{spec.ref} did not finish within its deadline",
-            recoverable=True,
+        problem = make_problem(
+            "deadline_exceeded", f"{spec.ref} did not finish within its deadline"
         )
         if raw.marked:
             return endings.committed_without_result(env, call, raw, problem)
@@ -76,12 +72,7 @@ def settle(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:  # noqa: C901,
         return endings.failed_before(env, call, not_committed(error), raw)
     # An exception nobody classified: its text may hold internals, so the
     # model is told only its type; the human projection keeps the text.
-    problem = Problem(
-        kind="execution",
-        code="tool_error",
-        message=f"{spec.ref} raised {type(error).__name__}",
-        recoverable=False,
-    )
+    problem = make_problem("tool_error", f"{spec.ref} raised {type(error).__name__}")
     call.life.trace.record("tool_exception", type=type(error).__name__, text=str(error))
     if raw.marked:
         return endings.committed_without_result(env, call, raw, problem)
@@ -119,11 +110,8 @@ def observe(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:
                 cuts=(*secret_cuts, *personal_cuts),
             )
         except (TypeError, ValueError) as exc:
-            problem = Problem(
-                kind="output",
-                code="output_not_json",
-                message=f"the tool returned a value that is not JSON ({exc})",
-                recoverable=False,
+            problem = make_problem(
+                "output_not_json", f"the tool returned a value that is not JSON ({exc})"
             )
     if problem is not None:
         committed = Result(
@@ -185,11 +173,9 @@ def output_problem(tool: RegisteredTool, value: object) -> Problem | None:
     try:
         tool.output.validate(value)
     except Rejection as r:
-        return Problem(
-            kind="output",
-            code="output_rejected",
-            message=f"the tool's result broke its output contract: {r.problem.message}",
-            recoverable=False,
+        return make_problem(
+            "output_rejected",
+            f"the tool's result broke its output contract: {r.problem.message}",
             pointer=r.problem.pointer,
         )
     return None
@@ -204,12 +190,8 @@ def result_budget(tool: RegisteredTool, ctx: CallContext) -> int:
 
 def commit_unknown(message: str) -> Problem:
     """R9: the tool could not tell whether its effect happened."""
-    return Problem(
-        kind="execution",
-        code="commit_unknown",
-        message=message,
-        recoverable=False,
-        hint="do not repeat the call; its outcome will be reconciled",
+    return make_problem(
+        "commit_unknown", message, hint="do not repeat the call; its outcome will be reconciled"
     )
 
 
@@ -243,11 +225,9 @@ def _read_back(call: Prepared, result: Result) -> Problem | None:
     )
     if seen.matches:
         return None
-    return Problem(
-        kind="output",
-        code="readback_conflict",
-        message="the target does not show what the tool reported"
+    return make_problem(
+        "readback_conflict",
+        "the target does not show what the tool reported"
         + (f": {seen.detail}" if seen.detail else ""),
-        recoverable=False,
         hint="the write committed but its target disagrees; read it again before going on",
     )

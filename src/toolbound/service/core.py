@@ -23,23 +23,25 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import SystemClock
-from toolbound._errors import Rejection
+from toolbound._errors import ConfirmationMismatch, Rejection
 from toolbound._model import Proposal, Subject
-from toolbound.adapters.http import ApiError, outcome_digest, outcome_json
+from toolbound.adapters.http import ApiError, decision_refused, outcome_digest, outcome_json
 from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
-from toolbound.gates.confirm import Confirmation
+from toolbound.gates.confirm import ConfirmationRequest
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
+from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.wiring import journal_for, ledger_for
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from toolbound._clock import Clock
     from toolbound._outcome import Outcome
     from toolbound.config import Principal, ServiceConfig
+    from toolbound.gates.confirm import Confirmation
     from toolbound.journal import Journal
     from toolbound.ledger.store import LedgerRecord
     from toolbound.registry import Registry, ToolSet
@@ -138,6 +140,10 @@ class Service:
             hold_parked=False,
         )
         self._all = self.registry.toolset()
+        self.desk = ConfirmationDesk(
+            StoredConfirmations(self.journal, self._tenants), four_eyes=config.four_eyes
+        )
+        """The one confirmation desk, over the calls parked in the journal (R7)."""
         self.recovered = self.recover()
 
     def close(self) -> None:
@@ -245,38 +251,20 @@ class Service:
     ) -> dict[str, object]:
         """A person decides on a parked call, bound to the digest they were shown."""
         _require(principal, "approver")
-        call = self._visible(principal, invocation_id)
-        if call.status != "awaiting_confirmation" or call.decision is not None:
-            msg = f"invocation {invocation_id} is not waiting for confirmation"
-            raise ApiError(409, "not_pending", msg)
-        if digest != call.digest:
-            # R7: the person saw other arguments; the call stays parked.
-            msg = "the digest shown differs from this call's digest"
-            raise ApiError(409, "digest_mismatch", msg, hint="reload the call and review it again")
-        if self.config.four_eyes and principal.subject == call.subject:
-            msg = "four-eyes rule: a call cannot be approved by the subject it runs for"
-            raise ApiError(403, "four_eyes", msg)
-        now = self.clock.now()
+        self._visible(principal, invocation_id)
         try:
-            call = self.journal.decide(
+            approval = self.desk.decide(
                 invocation_id,
-                decision="approved" if decision == "approve" else "denied",
-                approver=principal.name,
-                now=now,
+                digest=digest,
+                approver=Approver(
+                    name=principal.name, subject=principal.subject, tenant=principal.tenant
+                ),
+                approve=decision == "approve",
+                at=self.clock.now(),
             )
-        except JournalError as exc:
-            raise ApiError(409, exc.code, str(exc)) from None
-        pending = call.body["confirmation"]
-        assert isinstance(pending, dict)  # noqa: S101 - written by _store for parked calls
-        approval = Confirmation(
-            confirmation_id=os.urandom(16).hex(),
-            invocation_id=invocation_id,
-            digest=digest,
-            approved=decision == "approve",
-            approver=principal.name,
-            at=now,
-            expires_at=datetime.fromisoformat(str(pending["expires_at"])),
-        )
+        except ConfirmationMismatch as exc:
+            raise decision_refused(exc) from None
+        call = self._visible(principal, invocation_id)
         request = call.body["request"]
         assert isinstance(request, dict)  # noqa: S101 - written by submit
         outcome = await self.runtime.arun(
@@ -485,3 +473,48 @@ def _replace_status(
 def dumps(value: object) -> str:
     """Compact JSON for answers."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class StoredConfirmations:
+    """The service's parked calls, kept in the journal, as the confirmation desk sees them.
+
+    Any process sharing the store decides any call: the decision is recorded once by
+    compare-and-set in the journal, and the process that recorded it runs the call.
+    """
+
+    def __init__(self, journal: Journal, tenants: Callable[[], Iterable[str]]) -> None:
+        self._journal = journal
+        self._tenants = tenants
+
+    def waiting(self, invocation_id: str) -> ConfirmationRequest | None:
+        """The request of a stored call that waits undecided."""
+        return _waiting(self._journal.get_call(invocation_id))
+
+    def all_waiting(self, tenant: str | None) -> list[ConfirmationRequest]:
+        """The undecided requests, oldest first."""
+        found = [
+            request
+            for t in ([tenant] if tenant is not None else sorted(self._tenants()))
+            for call in self._journal.list_calls(t, status="awaiting_confirmation", limit=1000)
+            if (request := _waiting(call)) is not None
+        ]
+        return sorted(found, key=lambda r: r.requested_at)
+
+    def record(self, confirmation: Confirmation) -> None:
+        """Compare-and-set the decision; a call decided meanwhile is ``not_pending``."""
+        try:
+            self._journal.decide(
+                confirmation.invocation_id,
+                decision="approved" if confirmation.approved else "denied",
+                approver=confirmation.approver,
+                now=confirmation.at,
+            )
+        except JournalError as exc:
+            raise ConfirmationMismatch(str(exc), code="not_pending") from None
+
+
+def _waiting(call: StoredCall | None) -> ConfirmationRequest | None:
+    if call is None or call.status != "awaiting_confirmation" or call.decision is not None:
+        return None
+    request = call.body.get("confirmation")
+    return ConfirmationRequest.from_json(request) if isinstance(request, dict) else None
