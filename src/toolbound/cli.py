@@ -6,7 +6,8 @@ URL, registries by name, telemetry — comes from :mod:`toolbound.wiring`.
 
 Each command needs one extra, and says which when it is missing (exit status 2)::
 
-    reconcile, check-config, trace, demo, hash-key    toolbound[cli]
+    reconcile, check-config, trace, demo, hash-key,
+    revoke-sessions                                   toolbound[cli]
     serve                                             toolbound[service]
     mcp-serve, mcp-gateway                            toolbound[mcp]
 
@@ -258,6 +259,30 @@ if _MISSING is None:
             print("no key on standard input: echo -n KEY | toolbound hash-key", file=sys.stderr)
             sys.exit(2)
         print(hash_key(key))
+
+    @_cli.command("revoke-sessions")
+    @click.argument("principal")
+    @click.option(
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(dir_okay=False),
+        help="The service's TOML configuration (sessions live in its store).",
+    )
+    def revoke_sessions(principal: str, config_path: str) -> None:
+        """End every console session of PRINCIPAL, in every process sharing the store."""
+        from rich.markup import escape  # noqa: PLC0415
+
+        console = Console()
+        config = _config_or_exit(config_path, console)
+        journal = journal_for(config.store_url)
+        try:
+            ended = journal.end_sessions(principal)
+        finally:
+            journal.close()
+        known = any(p.name == principal for p in config.principals)
+        note = "" if known else " (no such principal in the file)"
+        console.print(f"ended {ended} console session(s) of {escape(principal)}{note}")
 
     @_cli.command()
     def demo() -> None:

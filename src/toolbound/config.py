@@ -40,6 +40,8 @@ telemetry::
     port = 8780
     four_eyes = true
     console_secret_env = "TOOLBOUND_CONSOLE_SECRET"   # replicas share the console's sessions
+    max_body_bytes = 4194304             # larger request bodies are refused with 413
+    confirmation_ttl = 900               # seconds a parked call waits for a person
 
 :func:`load_config` reads and validates the whole file and raises one
 :class:`ConfigError` listing every problem, each with the key path it is about
@@ -106,6 +108,8 @@ _EFFECTS: frozenset[str] = frozenset(
 )
 _ACTIONS: frozenset[str] = frozenset({"read", "create", "modify", "delete"})
 _SHA256_HEX = re.compile("[0-9a-f]{64}")
+_MAX_BODY_BYTES = 4 << 20  # as large as the proposal envelope the service parses
+_CONFIRMATION_TTL = timedelta(minutes=15)
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
 # [gateway] and [[upstream]] belong to the MCP gateway (toolbound.mcp.config), which
@@ -206,6 +210,8 @@ class ServiceConfig:
     port: int = 8780
     four_eyes: bool = False
     console_secret_env: str | None = None
+    max_body_bytes: int = _MAX_BODY_BYTES
+    confirmation_ttl: timedelta = _CONFIRMATION_TTL
     timeout: float | None = None
     result_budget: int | None = None
     retention: timedelta = timedelta(days=30)
@@ -405,8 +411,17 @@ class _Checker:
         self.host_grants(http, grants)
         service = self.table(raw, "service")
         self.known(
-            service, "service", frozenset({"host", "port", "four_eyes", "console_secret_env"})
-        )
+            service,
+            "service",
+            frozenset(
+                {
+                    "host", "port", "four_eyes", "console_secret_env", "max_body_bytes",
+                    "confirmation_ttl",
+                }
+            ),
+        )  # fmt: skip
+        max_body = self.integer(service, "service", "max_body_bytes", _MAX_BODY_BYTES)
+        ttl = self.number(service, "service", "confirmation_ttl")
         secret_env = service.get("console_secret_env")
         if secret_env is not None and (not isinstance(secret_env, str) or not secret_env):
             self.fail(
@@ -447,6 +462,8 @@ class _Checker:
             port=port,
             four_eyes=self.flag(service, "service", "four_eyes"),
             console_secret_env=secret_env,
+            max_body_bytes=max_body,
+            confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
             timeout=self.number(budgets, "budgets", "timeout"),
             result_budget=result_budget,
             retention=timedelta(days=days),

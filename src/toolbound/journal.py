@@ -5,7 +5,9 @@ every invocation a caller submitted, with its proposal, context, answer, human
 evidence and trace, so any process can list it, show it and — for a parked call —
 resume it after a person decides. It also keeps the ``Idempotency-Key`` of each
 request (the IETF draft's semantics: same key and payload → the same answer; another
-payload → 422; still running → 409).
+payload → 422; still running → 409), and the console's sessions: a session lives here,
+not in its cookie, so logging out ends it in every process sharing the store, and an
+operator can end every session of a principal.
 
 Two stores share one SQL layout: SQLite (WAL, one file beside or inside the ledger's)
 and PostgreSQL (psycopg 3). Both sit behind :class:`Journal`. It is a store like the
@@ -18,6 +20,7 @@ whichever process records it first (R7).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -69,6 +72,12 @@ _SCHEMA = (
         response TEXT,
         created_at TEXT NOT NULL,
         PRIMARY KEY (tenant, key)
+    )""",
+    """CREATE TABLE IF NOT EXISTS toolbound_console_sessions (
+        session_hash TEXT PRIMARY KEY,
+        principal TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
     )""",
 )
 _COLUMNS = (
@@ -192,6 +201,24 @@ class Journal(Protocol):
 
     def purge(self, *, before: datetime) -> int:
         """Delete calls and request records last touched before ``before`` (retention)."""
+        ...
+
+    def open_session(
+        self, session_id: str, principal: str, *, now: datetime, expires_at: datetime
+    ) -> None:
+        """Record a console session of ``principal`` until ``expires_at``."""
+        ...
+
+    def session_principal(self, session_id: str, *, now: datetime) -> str | None:
+        """The principal a live session belongs to; ``None`` if ended, expired or unknown."""
+        ...
+
+    def end_session(self, session_id: str) -> None:
+        """End one session (logging out)."""
+        ...
+
+    def end_sessions(self, principal: str) -> int:
+        """End every session of ``principal``; how many there were."""
         ...
 
     def close(self) -> None:
@@ -438,6 +465,52 @@ class _SQLJournal:
             )
         return count
 
+    # Only a hash of a session id is stored: reading the table gives no one a session.
+
+    def open_session(
+        self, session_id: str, principal: str, *, now: datetime, expires_at: datetime
+    ) -> None:
+        with self._tx() as cur:
+            # Expired sessions are removed as new ones begin.
+            cur.execute(
+                self._q("DELETE FROM toolbound_console_sessions WHERE expires_at <= ?"),
+                (_iso(now),),
+            )
+            cur.execute(
+                self._q(
+                    "INSERT INTO toolbound_console_sessions"
+                    " (session_hash, principal, created_at, expires_at) VALUES (?, ?, ?, ?)"
+                ),
+                (_session_hash(session_id), principal, _iso(now), _iso(expires_at)),
+            )
+
+    def session_principal(self, session_id: str, *, now: datetime) -> str | None:
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(
+                    "SELECT principal FROM toolbound_console_sessions"
+                    " WHERE session_hash = ? AND expires_at > ?"
+                ),
+                (_session_hash(session_id), _iso(now)),
+            )
+            row = cur.fetchone()
+        return None if row is None else str(row[0])
+
+    def end_session(self, session_id: str) -> None:
+        with self._tx() as cur:
+            cur.execute(
+                self._q("DELETE FROM toolbound_console_sessions WHERE session_hash = ?"),
+                (_session_hash(session_id),),
+            )
+
+    def end_sessions(self, principal: str) -> int:
+        with self._tx() as cur:
+            cur.execute(
+                self._q("DELETE FROM toolbound_console_sessions WHERE principal = ?"),
+                (principal,),
+            )
+            return max(cur.rowcount, 0)
+
 
 class _Cursor(Protocol):
     rowcount: int
@@ -529,6 +602,10 @@ class PostgresJournal(_SQLJournal):
 def _iso(at: datetime) -> str:
     # UTC throughout, so that the text sorts as the instants do.
     return at.astimezone(UTC).isoformat()
+
+
+def _session_hash(session_id: str) -> str:
+    return hashlib.sha256(session_id.encode()).hexdigest()
 
 
 def _values(call: StoredCall) -> tuple[object, ...]:

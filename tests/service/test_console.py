@@ -12,6 +12,7 @@ import re
 import uuid
 
 import pytest
+from click.testing import CliRunner
 from markupsafe import escape
 from service_config import KEYS, config_text
 from service_pack import effects, effects_file
@@ -20,7 +21,8 @@ from starlette.testclient import TestClient
 
 from toolbound import ToolSpec
 from toolbound._errors import ConfigurationError
-from toolbound.config import parse_config
+from toolbound.cli import _cli
+from toolbound.config import hash_key, parse_config
 from toolbound.execution.reconcile import RemoteCommitted, RemoteNotCommitted, RemoteUnknown
 from toolbound.execution.retry import ResponseLost
 from toolbound.service.api import create_app
@@ -207,6 +209,90 @@ def test_log_in_then_out(client):
     assert r.status_code == 303
     assert r.headers["location"] == "/console/login"
     assert client.get("/console/pending").status_code == 303
+
+
+def captured(client) -> dict[str, str]:
+    """The session cookie as an attacker who copied it would send it."""
+    return {"Cookie": f"toolbound_console={client.cookies['toolbound_console']}"}
+
+
+def test_a_cookie_copied_before_logout_is_worthless_after_it(client, browser_for):
+    """Logging out ends the session on the server: a captured copy of its cookie is refused."""
+    csrf = login(client, "ana")
+    stolen = captured(client)
+    thief = browser_for()
+    assert thief.get("/console/pending", headers=stolen).status_code == 200
+    client.post("/console/logout", data={"csrf": csrf})
+    r = thief.get("/console/pending", headers=stolen)
+    assert r.status_code == 303
+    assert r.headers["location"].startswith("/console/login")
+
+
+def test_revoking_a_principal_ends_every_session_it_has(client, browser_for, tmp_path):
+    """`toolbound revoke-sessions ana` logs ana out of every browser; others stay logged in."""
+    other, ops = browser_for(), browser_for()
+    login(client, "ana")
+    login(other, "ana")
+    login(ops, "ops")
+    result = CliRunner().invoke(
+        _cli, ["revoke-sessions", "ana", "--config", str(tmp_path / "toolbound.toml")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "ended 2 console session(s) of ana" in result.output
+    assert client.get("/console/pending").status_code == 303
+    assert other.get("/console/pending").status_code == 303
+    assert ops.get("/console/pending").status_code == 200
+    login(client, "ana")
+    assert client.get("/console/pending").status_code == 200, "ana may log in again"
+
+
+def test_a_logout_on_one_replica_ends_the_session_on_every_replica(tmp_path, effects_path):
+    """Sessions live in the shared store: a session logged out on one replica is over on all."""
+    first, second = make_service(tmp_path), make_service(tmp_path)
+    secret = b"s" * 32
+
+    def console(service) -> TestClient:
+        app = Starlette(routes=console_routes(service), middleware=console_middleware(secret))
+        return TestClient(app, follow_redirects=False)
+
+    a, b = console(first), console(second)
+    try:
+        csrf = login(a, "ana")
+        stolen = captured(a)
+        assert b.get("/console/pending", headers=stolen).status_code == 200
+        a.post("/console/logout", data={"csrf": csrf})
+        assert b.get("/console/pending", headers=stolen).status_code == 303
+    finally:
+        for c in (a, b):
+            c.close()
+        first.close()
+        second.close()
+
+
+def test_rotating_a_principals_key_ends_its_sessions(tmp_path, effects_path):
+    """A replica whose configuration gives ana a new key refuses ana's old session, not ops's."""
+    first = make_service(tmp_path)
+    path = tmp_path / "toolbound.toml"
+    rotated_text = path.read_text().replace(hash_key(KEYS["ana"]), hash_key("a-new-key"))
+    rotated = Service(parse_config(rotated_text, source=path))
+    secret = b"s" * 32
+    a, b, r = (
+        TestClient(
+            Starlette(routes=console_routes(service), middleware=console_middleware(secret)),
+            follow_redirects=False,
+        )
+        for service in (first, first, rotated)
+    )
+    try:
+        login(a, "ana")
+        login(b, "ops")
+        assert r.get("/console/pending", headers=captured(a)).status_code == 303
+        assert r.get("/console/pending", headers=captured(b)).status_code == 200
+    finally:
+        for c in (a, b, r):
+            c.close()
+        first.close()
+        rotated.close()
 
 
 @pytest.mark.parametrize(

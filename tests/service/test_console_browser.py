@@ -152,3 +152,25 @@ def test_the_pending_list_refreshes_itself(server, browser):
     page.wait_for_selector(f"#call-{call['invocation_id']}", timeout=15000)
     assert page.locator(f"#call-{call['invocation_id']} .digest").inner_text() == call["digest"]
     context.close()
+
+
+def test_logging_out_ends_the_session_a_copied_cookie_carried(server, browser):
+    """Log out in Chromium: another browser given the cookie from before is sent to log in."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{server.url}/console/login")
+    page.fill("#key", KEYS["ana"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/console/pending")
+    copied = context.cookies()
+    assert [c["name"] for c in copied] == ["toolbound_console"]
+
+    page.click("text=Log out")
+    page.wait_for_url(f"{server.url}/console/login")
+    thief = browser.new_context()
+    thief.add_cookies(copied)
+    stolen = thief.new_page()
+    stolen.goto(f"{server.url}/console/pending")
+    assert stolen.url.startswith(f"{server.url}/console/login")
+    thief.close()
+    context.close()

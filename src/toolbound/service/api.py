@@ -5,8 +5,11 @@ Every request is authenticated by an API key (``Authorization: Bearer KEY`` or
 tenant and roles. ``POST /v1/proposals`` requires an ``Idempotency-Key`` (400
 without one; the same key with another body is 422; while the first request is
 still running, 409; after it, its answer again with ``Idempotent-Replayed: true``).
-Errors are ``application/problem+json`` carrying toolbound's machine-readable
-``code``. ``GET /openapi.json`` describes it all.
+Every error is ``application/problem+json`` carrying toolbound's machine-readable
+``code``: refusals of the handlers, a replayed refusal, a path or method the routes
+do not know (404, 405), a body over ``[service] max_body_bytes`` (413, refused while
+it is read) and an unexpected failure (500, naming no internals). ``GET
+/openapi.json`` describes it all.
 """
 
 from __future__ import annotations
@@ -17,10 +20,20 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from toolbound.adapters.http import ApiError, problem_response
+from toolbound._errors import Rejection
+from toolbound.adapters.http import (
+    PROBLEM_JSON,
+    ApiError,
+    BodyLimit,
+    idempotency_key,
+    problem_response,
+)
+from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.otel import traceparent_scope
 from toolbound.service.core import Submission, fingerprint
 from toolbound.service.openapi import OPENAPI
@@ -29,7 +42,6 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
     from contextlib import AbstractAsyncContextManager
 
-    from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.routing import BaseRoute
 
@@ -41,6 +53,10 @@ if TYPE_CHECKING:
 __all__ = ["authenticate", "create_app"]
 
 _STALE_REQUEST = 300.0  # seconds after which an unfinished Idempotency-Key is taken over
+# Request bodies are bounded in bytes by BodyLimit; the parser bounds their nesting.
+_BODY_LIMITS = ParseLimits(max_bytes=1 << 62)
+# What the router's own refusals are called.
+_ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def authenticate(service: Service, request: Request) -> Principal:
@@ -88,16 +104,39 @@ def create_app(
         ),
         *(extra_routes or []),
     ]
-    middleware: list[Middleware] = []
+    # Outermost: a body over the limit is refused before anything reads it.
+    middleware = [Middleware(BodyLimit, max_bytes=service.config.max_body_bytes)]
     if console:
         # Imported here: the console needs jinja2, the API alone does not.
         from toolbound.service.console import console_middleware, console_routes  # noqa: PLC0415
 
         routes += console_routes(service)
-        middleware = console_middleware(service.config.console_secret())
-    app = Starlette(routes=routes, middleware=middleware, lifespan=_lifespan(service))
+        middleware += console_middleware(service.config.console_secret())
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=_lifespan(service),
+        exception_handlers={HTTPException: _routing_problem, Exception: _internal_problem},
+    )
     app.state.service = service
     return app
+
+
+async def _routing_problem(_request: Request, exc: Exception) -> Response:
+    """The router's 404 and 405 (and Starlette's own 400s) as problem+json."""
+    assert isinstance(exc, HTTPException)  # noqa: S101 - registered for HTTPException
+    code = _ROUTING_CODES.get(exc.status_code, "bad_request_body")
+    error = ApiError(exc.status_code, code, exc.detail)
+    response = problem_response(error)
+    # Allow, on a 405.
+    response.headers.update(exc.headers or {})
+    return response
+
+
+async def _internal_problem(_request: Request, _exc: Exception) -> Response:
+    """An unexpected failure: a 500 problem naming no internals (the server logs them)."""
+    msg = "the service failed to answer this request; it has been logged"
+    return problem_response(ApiError(500, "internal_error", msg, hint="retry later"))
 
 
 _PURGE_EVERY = 3600.0  # seconds between applications of the retention period
@@ -150,14 +189,15 @@ class _Api:
 
     async def submit(self, request: Request) -> Response:
         principal = authenticate(self.service, request)
-        key = request.headers.get("idempotency-key")
-        if not key:
+        header = request.headers.get("idempotency-key")
+        if header is None:
             raise ApiError(
                 400,
                 "idempotency_key_missing",
                 "POST /v1/proposals needs an Idempotency-Key header",
                 hint="send a unique key per request and the same key when you retry it",
             )
+        key = idempotency_key(header)
         body = await request.body()
         print_ = fingerprint(body)
         journal = self.service.journal
@@ -234,7 +274,8 @@ class _Api:
         principal = authenticate(self.service, request)
         body = await _json(request)
         digest, decision = body.get("digest"), body.get("decision")
-        if not isinstance(digest, str) or decision not in {"approve", "deny"}:
+        # A tuple: the decision may be any JSON value, and an object is not hashable.
+        if not isinstance(digest, str) or decision not in ("approve", "deny"):
             msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
             raise ApiError(400, "bad_request_body", msg)
         answer = await self.service.decide(
@@ -283,22 +324,23 @@ def _answer_earlier(claim: ClaimedRequest) -> Response:
     if claim.kind == "in_progress":
         msg = "a request with this Idempotency-Key is still being processed"
         raise ApiError(409, "request_in_progress", msg, hint="retry later")
+    status = claim.status_code or 200
     return Response(
         claim.response,
-        status_code=claim.status_code or 200,
-        media_type="application/json",
+        status_code=status,
+        # A refusal is replayed as what it was: a problem document.
+        media_type=PROBLEM_JSON if status >= 400 else "application/json",  # noqa: PLR2004
         headers={"Idempotent-Replayed": "true"},
     )
 
 
 async def _json(request: Request) -> dict[str, object]:
+    """The body as one strict JSON object (the parse gate's rules), or a 400."""
     try:
-        value = json.loads(await request.body())
-    except ValueError:
-        raise ApiError(400, "bad_request_body", "the body must be a JSON object") from None
-    if not isinstance(value, dict):
-        raise ApiError(400, "bad_request_body", "the body must be a JSON object")
-    return value
+        return dict(parse_arguments(await request.body(), _BODY_LIMITS))
+    except Rejection as r:
+        msg = f"the body must be a JSON object: {r.problem.message}"
+        raise ApiError(400, "bad_request_body", msg) from None
 
 
 def summary(call: StoredCall) -> dict[str, object]:

@@ -17,12 +17,16 @@ API's: roles, tenant isolation, the digest a person saw (R7), the four-eyes rule
 An :class:`~toolbound.adapters.http.ApiError` renders as a page with its status and
 machine-readable ``code``.
 
-**Sessions.** Logging in keeps the principal's *name* and a fingerprint of its key
-(a rotated key ends its sessions) in a cookie signed by Starlette's
+**Sessions.** Logging in records a session in the service's journal (the store every
+replica shares; only a hash of its id) for 8 hours, and puts its random id and a
+fingerprint of the principal's key in a cookie signed by Starlette's
 ``SessionMiddleware``: ``HttpOnly``, ``SameSite=Strict``, ``Path=/console`` (browsers
-never send it to the API), valid for 8 hours. The signing secret is random per process
-unless one is given, so a restart logs everyone out, and **several replicas behind one
-address need the same secret** (``console_middleware(secret=...)``) or sticky sessions.
+never send it to the API). Every request looks the session up, so logging out ends it
+for good (a copy of the cookie is worth nothing after), ``toolbound revoke-sessions
+NAME`` ends every session of a principal, and rotating or removing a principal's key
+ends them too. The signing secret is random per process unless one is given, so a
+restart logs everyone out, and **several replicas behind one address need the same
+secret** (``console_middleware(secret=...)``) or sticky sessions.
 
 **Forms.** Every POST, the login included, must carry the session's CSRF token.
 
@@ -229,11 +233,18 @@ class _Console:
         return run
 
     def principal(self, request: Request) -> Principal | None:
-        """The principal this session logged in as, while its key is unchanged."""
+        """The principal this session logged in as, while the session lives and its key holds.
+
+        The session is looked up in the journal on every request: one that was logged
+        out or revoked (in any replica) is over, whatever cookie comes with it.
+        """
         session = request.session
-        name, binding = session.get("principal"), session.get("key")
+        sid, binding = session.get("sid"), session.get("key")
+        if not isinstance(sid, str) or not isinstance(binding, str):
+            return None
+        name = self.service.journal.session_principal(sid, now=self.service.clock.now())
         found = next((p for p in self.service.config.principals if p.name == name), None)
-        if found is None or not isinstance(binding, str):
+        if found is None:
             return None
         return found if hmac.compare_digest(binding, _key_binding(found)) else None
 
@@ -309,19 +320,27 @@ class _Console:
                 failed="unknown API key",
             )
         # A fresh session on every log-in: nothing from before it (token included) survives.
-        request.session.clear()
+        self._end_session(request)
+        sid = secrets.token_urlsafe(32)
+        now = self.service.clock.now()
+        self.service.journal.open_session(
+            sid, principal.name, now=now, expires_at=now + timedelta(seconds=_SESSION_SECONDS)
+        )
         request.session.update(
-            {
-                "principal": principal.name,
-                "key": _key_binding(principal),
-                "csrf": secrets.token_urlsafe(32),
-            }
+            {"sid": sid, "key": _key_binding(principal), "csrf": secrets.token_urlsafe(32)}
         )
         return _redirect(target)
 
     async def logout(self, request: Request, _principal: Principal) -> Response:
-        request.session.clear()
+        self._end_session(request)
         return _redirect(f"{CONSOLE_PATH}/login")
+
+    def _end_session(self, request: Request) -> None:
+        """End the session on the server (a kept copy of the cookie dies too), then clear it."""
+        sid = request.session.get("sid")
+        if isinstance(sid, str):
+            self.service.journal.end_session(sid)
+        request.session.clear()
 
     # -- confirmations --------------------------------------------------------------
 

@@ -120,7 +120,7 @@ class Service:
         registry: Registry | None = None,
         clock: Clock | None = None,
         sinks: Sequence[TraceSink] = (),
-        confirmation_ttl: timedelta = timedelta(minutes=15),
+        confirmation_ttl: timedelta | None = None,
     ) -> None:
         self.config = config
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -134,7 +134,9 @@ class Service:
             clock=self.clock,
             secrets=EnvSecrets(),
             sinks=sinks,
-            confirmation_ttl=confirmation_ttl,
+            confirmation_ttl=(
+                config.confirmation_ttl if confirmation_ttl is None else confirmation_ttl
+            ),
             hold_parked=False,
         )
         self._all = self.registry.toolset()

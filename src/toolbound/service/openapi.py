@@ -1,8 +1,15 @@
-"""The OpenAPI 3.1 description of the HTTP API, served at ``/openapi.json``."""
+"""The OpenAPI 3.1 description of the HTTP API, served at ``/openapi.json``.
+
+``tests/service/test_openapi.py`` holds it to the app: every route and method is here
+and nothing else, every status written here is one the API answers, and a
+schemathesis run finds no answer that contradicts it.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
+
+from toolbound.adapters.http import MAX_IDEMPOTENCY_KEY, PROBLEM_JSON
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -21,22 +28,68 @@ def _json(schema: Mapping[str, object], description: str) -> dict[str, Any]:
 def _problem(description: str) -> dict[str, Any]:
     return {
         "description": description,
-        "content": {"application/problem+json": {"schema": _ref("Problem")}},
+        "content": {PROBLEM_JSON: {"schema": _ref("Problem")}},
     }
 
 
 _ID = {"name": "invocation_id", "in": "path", "required": True, "schema": {"type": "string"}}
-_AUTH_ERRORS: dict[str, Any] = {
-    "401": _problem("No or unknown API key"),
-    "403": _problem("The key's principal lacks the role"),
+_PUBLIC: list[dict[str, list[str]]] = []  # no API key needed
+
+
+def _answers(*statuses: int, **ok: dict[str, Any]) -> dict[str, Any]:
+    """An operation's responses: its successes, then the problems it can answer with."""
+    return {**{code.removeprefix("s"): body for code, body in ok.items()}, **{
+        str(status): _problem(_PROBLEMS[status]) for status in statuses
+    }}  # fmt: skip
+
+
+_PROBLEMS: Final[dict[int, str]] = {
+    400: "A malformed body, query or header (bad_request_body, bad_query, evidence_missing,"
+    " idempotency_key_missing, idempotency_key_invalid)",
+    401: "No API key, or an unknown one (unauthenticated)",
+    403: "The key's principal lacks the role, or the four-eyes rule (forbidden, four_eyes)",
+    404: "No such invocation in this tenant (not_found)",
+    409: "Not in a state this request can act on",
+    413: "The body is larger than [service] max_body_bytes (request_too_large)",
+    422: "The Idempotency-Key was used with another body (idempotency_key_reused)",
 }
+_SUMMARY: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["invocation_id", "tool", "subject", "status", "state", "created_at"],
+    "properties": {
+        "invocation_id": {"type": "string"},
+        "tool": {"type": "string"},
+        "subject": {"type": "string"},
+        "status": {"type": "string"},
+        "state": {"type": "string"},
+        "digest": {"type": ["string", "null"]},
+        "decision": {"type": ["string", "null"]},
+        "approver": {"type": ["string", "null"]},
+        "created_at": {"type": "string"},
+        "updated_at": {"type": "string"},
+    },
+}
+
+
+def _listing(key: str, items: Mapping[str, object]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": [key],
+        "properties": {key: {"type": "array", "items": items}},
+    }
+
 
 OPENAPI: Final[dict[str, Any]] = {
     "openapi": "3.1.0",
     "info": {
         "title": "toolbound",
         "version": "1",
-        "description": "Submit the tool calls a model proposes; confirm, trace and reconcile them.",
+        "description": (
+            "Submit the tool calls a model proposes; confirm, trace and reconcile them."
+            " Every error is application/problem+json with toolbound's `code`; a path or"
+            " method no route serves is a 404 or 405 problem, and a body over the"
+            " configured limit a 413."
+        ),
     },
     "components": {
         "securitySchemes": {
@@ -49,12 +102,20 @@ OPENAPI: Final[dict[str, Any]] = {
                 "required": ["tool", "arguments", "call_id"],
                 "additionalProperties": False,
                 "properties": {
-                    "tool": {"type": "string", "description": "the tool name the model chose"},
+                    "tool": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "the tool name the model chose",
+                    },
                     "arguments": {
                         "type": "string",
                         "description": "the model's argument text, byte for byte",
                     },
-                    "call_id": {"type": "string", "description": "the provider's call id"},
+                    "call_id": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "the provider's call id",
+                    },
                     "model_call_id": {"type": "string"},
                     "version": {"type": "string"},
                     "tools": {
@@ -72,7 +133,7 @@ OPENAPI: Final[dict[str, Any]] = {
                 "properties": {
                     "invocation_id": {"type": "string"},
                     "call_id": {"type": "string"},
-                    "tool": {"type": "string"},
+                    "tool": {"type": ["string", "null"]},
                     "status": {
                         "enum": [
                             "observed",
@@ -90,6 +151,7 @@ OPENAPI: Final[dict[str, Any]] = {
                     "message": {
                         "type": "object",
                         "description": "what goes back to the model, as untrusted data",
+                        "required": ["content", "is_error", "truncated"],
                         "properties": {
                             "content": {"type": "string"},
                             "is_error": {"type": "boolean"},
@@ -108,9 +170,20 @@ OPENAPI: Final[dict[str, Any]] = {
                     "decision": {"enum": ["approve", "deny"]},
                 },
             },
+            "Finding": {
+                "type": "object",
+                "description": (
+                    "empty: ask the tool; with committed, a person's finding, which needs evidence"
+                ),
+                "properties": {
+                    "committed": {"type": "boolean"},
+                    "evidence": {"type": "object", "minProperties": 1},
+                },
+                "dependentRequired": {"committed": ["evidence"]},
+            },
             "Problem": {
                 "type": "object",
-                "required": ["status", "code", "detail"],
+                "required": ["type", "title", "status", "code", "detail"],
                 "properties": {
                     "type": {"type": "string"},
                     "title": {"type": "string"},
@@ -124,6 +197,24 @@ OPENAPI: Final[dict[str, Any]] = {
     },
     "security": [{"bearer": []}, {"apiKey": []}],
     "paths": {
+        "/healthz": {
+            "get": {
+                "summary": "Whether the process answers",
+                "security": _PUBLIC,
+                "responses": _answers(
+                    s200=_json(
+                        {"type": "object", "properties": {"status": {"const": "ok"}}}, "Alive"
+                    )
+                ),
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "summary": "This document",
+                "security": _PUBLIC,
+                "responses": _answers(s200=_json({"type": "object"}, "OpenAPI 3.1")),
+            }
+        },
         "/v1/proposals": {
             "post": {
                 "summary": "Run a proposal through every gate and, if admitted, execute it",
@@ -132,7 +223,15 @@ OPENAPI: Final[dict[str, Any]] = {
                         "name": "Idempotency-Key",
                         "in": "header",
                         "required": True,
-                        "schema": {"type": "string"},
+                        "description": (
+                            "1 to 255 printable ASCII characters, bare or as an RFC 8941 sf-string"
+                        ),
+                        "schema": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_IDEMPOTENCY_KEY,
+                            "pattern": "^[!#-~][ -~]*$",
+                        },
                     },
                     {"name": "traceparent", "in": "header", "schema": {"type": "string"}},
                 ],
@@ -140,46 +239,59 @@ OPENAPI: Final[dict[str, Any]] = {
                     "required": True,
                     "content": {"application/json": {"schema": _ref("Submission")}},
                 },
-                "responses": {
-                    "200": _json(_ref("Outcome"), "The call ended (any typed outcome)"),
-                    "202": _json(_ref("Outcome"), "The call waits for a person"),
-                    "400": _problem("Missing Idempotency-Key or a malformed body"),
-                    "409": _problem("A request with this key is still running"),
-                    "422": _problem("The key was used with another body"),
-                    **_AUTH_ERRORS,
-                },
+                "responses": _answers(
+                    400,
+                    401,
+                    403,
+                    409,
+                    413,
+                    422,
+                    s200=_json(_ref("Outcome"), "The call ended (any typed outcome)"),
+                    s202=_json(_ref("Outcome"), "The call waits for a person"),
+                ),
             }
         },
         "/v1/invocations": {
             "get": {
                 "summary": "The tenant's invocations, newest first",
                 "parameters": [
-                    {"name": n, "in": "query", "schema": {"type": "string"}}
-                    for n in ("status", "tool", "subject", "limit")
+                    *(
+                        {"name": n, "in": "query", "schema": {"type": "string"}}
+                        for n in ("status", "tool", "subject")
+                    ),
+                    {"name": "limit", "in": "query", "schema": {"type": "integer"}},
                 ],
-                "responses": {"200": _json({"type": "object"}, "Invocations"), **_AUTH_ERRORS},
+                "responses": _answers(
+                    400, 401, s200=_json(_listing("invocations", _SUMMARY), "Invocations")
+                ),
             }
         },
         "/v1/invocations/{invocation_id}": {
             "get": {
                 "summary": "One invocation: request, answer, human evidence, state",
                 "parameters": [_ID],
-                "responses": {
-                    "200": _json({"type": "object"}, "The invocation"),
-                    "404": _problem("No such invocation in this tenant"),
-                    **_AUTH_ERRORS,
-                },
+                "responses": _answers(401, 404, s200=_json(_SUMMARY, "The invocation")),
             }
         },
         "/v1/invocations/{invocation_id}/trace": {
             "get": {
                 "summary": "The invocation's append-only trace",
                 "parameters": [_ID],
-                "responses": {
-                    "200": _json({"type": "object"}, "Trace events"),
-                    "404": _problem("No such invocation in this tenant"),
-                    **_AUTH_ERRORS,
-                },
+                "responses": _answers(
+                    401,
+                    404,
+                    s200=_json(
+                        {
+                            "type": "object",
+                            "required": ["invocation_id", "events"],
+                            "properties": {
+                                "invocation_id": {"type": "string"},
+                                "events": {"type": "array", "items": {"type": "object"}},
+                            },
+                        },
+                        "Trace events",
+                    ),
+                ),
             }
         },
         "/v1/invocations/{invocation_id}/decision": {
@@ -190,36 +302,61 @@ OPENAPI: Final[dict[str, Any]] = {
                     "required": True,
                     "content": {"application/json": {"schema": _ref("Decision")}},
                 },
-                "responses": {
-                    "200": _json(_ref("Outcome"), "The call's outcome after the decision"),
-                    "404": _problem("No such invocation in this tenant"),
-                    "409": _problem("Not pending, already decided, or another digest"),
-                    **_AUTH_ERRORS,
-                },
+                "responses": _answers(
+                    400,
+                    401,
+                    403,
+                    404,
+                    409,
+                    413,
+                    s200=_json(_ref("Outcome"), "The call's outcome after the decision"),
+                ),
             }
         },
         "/v1/confirmations": {
             "get": {
                 "summary": "Calls waiting for a person",
-                "responses": {"200": _json({"type": "object"}, "Pending calls"), **_AUTH_ERRORS},
+                "responses": _answers(
+                    401, s200=_json(_listing("confirmations", _SUMMARY), "Pending calls")
+                ),
             }
         },
         "/v1/unknown": {
             "get": {
                 "summary": "Calls whose outcome is unknown",
-                "responses": {"200": _json({"type": "object"}, "Unknown calls"), **_AUTH_ERRORS},
+                "responses": _answers(
+                    401, s200=_json(_listing("unknown", {"type": "object"}), "Unknown calls")
+                ),
             }
         },
         "/v1/unknown/{invocation_id}/reconcile": {
             "post": {
                 "summary": "Ask the tool, or record a person's finding with evidence",
                 "parameters": [_ID],
-                "responses": {
-                    "200": _json({"type": "object"}, "What reconciliation found"),
-                    "404": _problem("No such invocation in this tenant"),
-                    "409": _problem("The outcome is not unknown"),
-                    **_AUTH_ERRORS,
+                "requestBody": {
+                    "required": False,
+                    "content": {"application/json": {"schema": _ref("Finding")}},
                 },
+                "responses": _answers(
+                    400,
+                    401,
+                    403,
+                    404,
+                    409,
+                    413,
+                    s200=_json(
+                        {
+                            "type": "object",
+                            "required": ["invocation_id", "status", "evidence"],
+                            "properties": {
+                                "invocation_id": {"type": "string"},
+                                "status": {"type": "string"},
+                                "evidence": {"type": "object"},
+                            },
+                        },
+                        "What reconciliation found",
+                    ),
+                ),
             }
         },
     },
