@@ -55,13 +55,13 @@ def documented() -> set[tuple[str, str, int]]:
 def test_the_document_has_every_route_of_the_app_and_nothing_else(app):
     """Each (method, path) the API routes is an operation of the document, and vice versa.
 
-    The console's pages are HTML for browsers (docs/console.md), not part of the API;
-    HEAD comes with every GET.
+    The console's pages are HTML for browsers (docs/console.md), not part of the API,
+    and ``/`` only sends a browser there; HEAD comes with every GET.
     """
     routed = {
         (method, route.path)
         for route in app.routes
-        if isinstance(route, Route) and not route.path.startswith(CONSOLE)
+        if isinstance(route, Route) and route.path != "/" and not route.path.startswith(CONSOLE)
         for method in route.methods or ()
         if method != "HEAD"
     }
@@ -227,3 +227,11 @@ def test_schemathesis_finds_no_server_error_and_no_contradiction(app, path, meth
         case.call_and_validate(headers={"Authorization": f"Bearer {KEYS['eve']}"})
 
     check()
+
+
+def test_the_front_door_sends_a_browser_to_the_console(app):
+    """GET / redirects to the console's sign-in, not a 404."""
+    with TestClient(app) as client:
+        answer = client.get("/", follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/console"

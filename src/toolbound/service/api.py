@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from toolbound._errors import Rejection
@@ -110,7 +110,8 @@ def create_app(
         # Imported here: the console needs jinja2, the API alone does not.
         from toolbound.service.console import console_middleware, console_routes  # noqa: PLC0415
 
-        routes += console_routes(service)
+        # The front door is the console, where people sign in.
+        routes += [Route("/", _to_console, methods=["GET"]), *console_routes(service)]
         middleware += console_middleware(service.config.console_secret())
     app = Starlette(
         routes=routes,
@@ -120,6 +121,10 @@ def create_app(
     )
     app.state.service = service
     return app
+
+
+async def _to_console(_request: Request) -> Response:
+    return RedirectResponse("/console", status_code=303)
 
 
 async def _routing_problem(_request: Request, exc: Exception) -> Response:
