@@ -1,24 +1,26 @@
 """Provenance: what the flow rules stop, what they cost the user, what they cost in time.
 
-1. The injection scenarios (``toolbound.packs.scenarios``): twelve tasks over a
-   mailbox, a bank account, a drive, a calendar and web pages whose data carries
-   injected instructions, played by a model that obeys them — with the flow rules,
-   without them (the attacks succeed), and with a model that ignores injections
-   (the legitimate cost alone).
-2. The checking overhead, measured in the same run: indexing a tool result, and
-   examining a call's arguments against a session's index; and the whole scenario
-   run with the loop's provenance tracking on against off.
+1. The injection scenarios (``toolbound.packs.scenarios``): forty-one tasks in four
+   domains whose data carries injected instructions, played by a model that obeys
+   them — under the grants alone (the attacks succeed), a strict rule on every
+   write, and the role preset (``guard_writes``) without and with a task scope; and
+   with a model that ignores injections (the legitimate cost alone).
+2. The checking overhead, measured in the same run: indexing a tool result,
+   examining a call's arguments against a session's index, the preset deciding
+   a call; and the whole scenario run with provenance on against off.
 
-Run: ``.venv/bin/python bench/bench_provenance.py``
+Run: ``.venv/bin/python bench/bench_provenance.py`` (``--overhead`` for part 2's
+first two tables only, which also run against an older tree for a before/after).
 """
 
 from __future__ import annotations
 
+import sys
 import time
+from datetime import UTC, datetime
 
 from benchkit import best_mean
 from toolbound import ToolSpec
-from toolbound.packs.scenarios import format_figures, run_scenarios
 from toolbound.provenance import Provenance
 
 PAGE = ToolSpec(
@@ -80,36 +82,95 @@ def overhead() -> None:
         print(f"  {name:<14}" + "".join(f" {c:>12.1f}" for c in cells))
 
 
+def preset_cost() -> None:
+    """The preset deciding one call, against a strict rule on the same tool (µs)."""
+    # Imported here: `--overhead` also runs against trees that lack these.
+    from toolbound._model import Subject  # noqa: PLC0415
+    from toolbound.gates.authorize import AuthzRequest  # noqa: PLC0415
+    from toolbound.provenance import FlowPolicy, TrustedSource, guard_writes  # noqa: PLC0415
+
+    send = ToolSpec(
+        name="email.send",
+        version="v1",
+        description="Send mail.",
+        input_schema={
+            "type": "object",
+            "properties": {"to": {"type": "string"}, "subject": {}, "body": {}},
+        },
+        effect="irreversible_write",
+        capabilities=("mail:send",),
+    )
+    index = session(8)
+    arguments: dict[str, object] = dict(CALLS["email (body)"])
+    report = index.examine(arguments)  # type: ignore[arg-type]
+    request = AuthzRequest(
+        subject=Subject(id="u", tenant="t"),
+        spec=send,
+        arguments=arguments,  # type: ignore[arg-type]
+        now=datetime(2026, 7, 19, tzinfo=UTC),
+        provenance=report,
+    )
+    strict = FlowPolicy(TrustedSource("email.send", ""))
+    preset = guard_writes([send])
+    print()
+    print("deciding one email.send from its report (µs):")
+    for name, policy in (("TrustedSource(tool, '')", strict), ("guard_writes", preset)):
+        us = best_mean(lambda p=policy: p.authorize(request), 2000)
+        print(f"  {name:<26} {us:8.1f}")
+
+
 def scenario_timing() -> None:
-    """The twelve tasks end to end, tracking on and off, interleaved."""
+    """The forty-one tasks end to end, provenance off and on, interleaved."""
+    from toolbound.packs.scenarios import run_scenarios  # noqa: PLC0415
+
     on, off = [], []
     for _ in range(5):
         t0 = time.perf_counter()
-        run_scenarios(flow_rules=False, track=False)
+        run_scenarios(mode="grants", track=False)
         off.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        run_scenarios(flow_rules=True, track=True)
+        run_scenarios(mode="preset", scope=True)
         on.append(time.perf_counter() - t0)
     lo, hi = min(off) * 1e3, min(on) * 1e3
     print()
-    print("twelve scenario tasks end to end (ms, best of 5, interleaved):")
-    print(f"  provenance off, no flow rules  {lo:8.1f}")
-    print(f"  provenance on, flow rules      {hi:8.1f}   ratio {hi / lo:.2f}")
+    print("forty-one scenario tasks end to end (ms, best of 5, interleaved):")
+    print(f"  provenance off, grants only    {lo:8.1f}")
+    print(f"  provenance on, guard_writes    {hi:8.1f}   ratio {hi / lo:.2f}")
+
+
+def figures() -> None:
+    """The trade-off table, then the per-task lines of the preset with a scope."""
+    from toolbound.packs.scenarios import format_figures, run_scenarios  # noqa: PLC0415
+
+    columns = {
+        "grants only": run_scenarios(mode="grants", scope=False),
+        "TrustedSource(tool, '') on every write": run_scenarios(mode="strict", scope=False),
+        "guard_writes": run_scenarios(mode="preset", scope=False),
+        "guard_writes + task scope": run_scenarios(mode="preset", scope=True),
+    }
+    print(f"  {'policy':<40} {'inj. run':>9} {'write tasks unasked':>20} {'legit asked':>12}")
+    for name, f in columns.items():
+        unasked = f"{f.write_tasks_done_unasked}/{f.write_tasks}"
+        ran = f"{f.injected_executed}/{f.injected_writes}"
+        print(f"  {name:<40} {ran:>9} {unasked:>20} {f.legit_parked:>12}")
+    print()
+    print(format_figures(columns["guard_writes + task scope"], title="guard_writes + task scope"))
+    calm = run_scenarios(mode="preset", obey=False)
+    print()
+    print("guard_writes, a model that ignores injections:")
+    print(f"  write tasks completed without confirmation   {calm.write_tasks_done_unasked:>4}")
+    print(f"  legitimate calls sent to confirmation        {calm.legit_parked:>4}")
 
 
 def main() -> None:
     """Print the figures, then the costs."""
-    print(format_figures(run_scenarios(), title="with flow rules (the default loop + FLOW_RULES)"))
-    print()
-    baseline = run_scenarios(flow_rules=False)
-    print(format_figures(baseline, title="without flow rules (grants only)"))
-    print()
-    calm = run_scenarios(obey=False)
-    print("with flow rules, a model that ignores injections:")
-    print(f"  legitimate tasks completed without confirmation   {calm.legit_done_unasked:>4}")
-    print(f"  legitimate calls sent to confirmation             {calm.legit_parked:>4}")
+    if "--overhead" in sys.argv:
+        overhead()
+        return
+    figures()
     print()
     overhead()
+    preset_cost()
     scenario_timing()
 
 

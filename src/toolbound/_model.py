@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from toolbound._errors import Problem
     from toolbound.execution.reconcile import QueryAnswer, UnknownCall
+    from toolbound.provenance.roles import RoleName
 
 __all__ = [
     "Action",
@@ -189,6 +190,12 @@ class ToolSpec:
     """The results hold the user's private data (mail, files, accounts, calendar):
     flow rules can keep it out of parameters that send data out. Assumed when not
     declared, for the same reason."""
+    roles: Mapping[str, RoleName] = field(default_factory=dict, hash=False)
+    """What each parameter does, by JSON Pointer (``{"/to": "destination"}``):
+    ``destination``, ``target``, ``secret``, ``content`` or ``quantity``. A pointer
+    covers everything below it. Parameters not named here have their role inferred
+    from the input schema (:mod:`toolbound.provenance.roles`) by the flow rules
+    that need one (:func:`toolbound.provenance.guard_writes`)."""
 
     @property
     def key(self) -> tuple[str, str]:

@@ -27,6 +27,12 @@ Secret("name")]`` the credential ``name`` (added to the spec's ``secrets``), and
 ``Annotated[T, Transaction()]`` the ledger's open transaction (the spec becomes
 ``transactional``).
 
+``Annotated[str, Role("destination")]`` declares what a parameter does in a write
+(:mod:`toolbound.provenance.roles`): it lands in the spec's ``roles`` as
+``{"/name": "destination"}``, beside any ``roles=`` passed explicitly (which win).
+Parameters without one have their role inferred from the schema when a flow rule
+needs it.
+
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ from toolbound._model import Invocation, Subject, ToolSpec
 from toolbound.adapters import strict_compatible
 from toolbound.execution.tool import ToolContext, ToolOutput
 from toolbound.gates.validate import CompiledSchema
+from toolbound.provenance.roles import Role
+from toolbound.provenance.roles import plan as plan_roles
 from toolbound.registry import check_spec
 
 if TYPE_CHECKING:
@@ -81,9 +89,10 @@ if TYPE_CHECKING:
         TargetCheck,
     )
     from toolbound.execution.tool import AsyncToolFunction, ToolFunction
+    from toolbound.provenance.roles import RoleName
     from toolbound.registry import RegisteredTool, Registry
 
-__all__ = ["DefinedTool", "Secret", "SpecOptions", "Transaction", "define", "tool"]
+__all__ = ["DefinedTool", "Role", "Secret", "SpecOptions", "Transaction", "define", "tool"]
 
 
 Schema = dict[str, object]
@@ -132,6 +141,7 @@ class SpecOptions(TypedDict, total=False):
     output_schema: Mapping[str, object] | None
     reads_untrusted: bool
     reads_private: bool
+    roles: Mapping[str, RoleName]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,7 +216,7 @@ def define(
         msg = f"{where}: no description: write a docstring or pass description="
         raise SpecError(msg)
     builder = _Builder(where)
-    plan, properties, required, secrets, transactional = _plan(
+    params, properties, required, secrets, transactional, roles = _plan(
         signature, hints, doc, builder, where
     )
     input_schema: Schema = {
@@ -240,6 +250,8 @@ def define(
         options["transactional"] = True
     if "output_schema" not in options:
         options["output_schema"] = output_schema
+    if roles:
+        options["roles"] = {**roles, **options.get("roles", {})}
     spec = ToolSpec(
         name=tool_name,
         version=version,
@@ -251,9 +263,10 @@ def define(
     )
     # The registry's own checks (name, limits, capabilities), now rather than later.
     check_spec(spec)
+    plan_roles(spec)  # declared roles are checked here too, not at the first call
     return DefinedTool(
         spec=spec,
-        function=_adapt(fn, plan),
+        function=_adapt(fn, params),
         original=fn,
         strict_issues=tuple(strict_compatible(input_schema)),
     )
@@ -295,11 +308,12 @@ def _plan(
     doc: _Docstring,
     builder: _Builder,
     where: str,
-) -> tuple[list[_Param], Schema, list[str], list[str], bool]:
+) -> tuple[list[_Param], Schema, list[str], list[str], bool, dict[str, RoleName]]:
     plan: list[_Param] = []
     properties: Schema = {}
     required: list[str] = []
     secrets: list[str] = []
+    roles: dict[str, RoleName] = {}
     transactional = False
     for param in signature.parameters.values():
         at = f"parameter {param.name!r}"
@@ -321,6 +335,7 @@ def _plan(
             continue
         schema, convert = builder.schema(hint, at)
         schema = dict(schema)
+        roles.update(_role(param.name, hint))
         described = doc.params.get(param.name)
         if described and "description" not in schema:
             schema["description"] = described
@@ -331,7 +346,16 @@ def _plan(
         properties[param.name] = schema
         fallback = schema.get("default", _ABSENT) if param.default is param.empty else _ABSENT
         plan.append(_Param(param.name, convert=convert, fallback=fallback))
-    return plan, properties, required, secrets, transactional
+    return plan, properties, required, secrets, transactional, roles
+
+
+def _role(name: str, hint: object) -> dict[str, RoleName]:
+    """``{"/name": role}`` for an ``Annotated[..., Role(...)]`` parameter, else nothing."""
+    if get_origin(hint) is not Annotated:
+        return {}
+    found = [m.name for m in get_args(hint)[1:] if isinstance(m, Role)]
+    pointer = "/" + name.replace("~", "~0").replace("/", "~1")
+    return {pointer: found[-1]} if found else {}
 
 
 def _injection(

@@ -197,7 +197,7 @@ def test_a_piece_of_untrusted_or_private_text_inside_a_longer_value_is_found():
     assert private[0].sources[0].at == "/0/body"
 
 
-def test_values_shorter_than_the_minimum_are_never_evidence():
+def test_values_shorter_than_the_minimum_are_never_evidence_from_untrusted_text():
     """'yes' found in untrusted text is not a finding."""
     index = index_with(web={"text": "yes yes yes, home"})
     report = index.examine({"answer": "yes", "place": "home"})
@@ -205,11 +205,46 @@ def test_values_shorter_than_the_minimum_are_never_evidence():
     assert report.findings == ()
 
 
-def test_integers_are_checked_and_floats_and_booleans_are_not():
-    """An account number as an integer is a leaf; amounts and flags are not."""
+def test_a_short_value_the_user_typed_is_found_exactly():
+    """'13' and 'Fred' match a trusted word exactly; '13' is not found inside '2013'."""
+    index = Provenance()
+    index.add_user("Delete file 13, then invite Fred.")
+    report = index.examine({"file_id": "13", "user": "fred", "other": "201"})
+    by = {t.pointer: t for t in report.trails}
+    assert by["/file_id"].trusted()
+    assert by["/file_id"].matches[0].exact
+    assert by["/user"].trusted()
+    assert not by["/other"].matches
+    later = Provenance()
+    later.add_user("the report of 2013")
+    assert not later.examine({"file_id": "13"}).trails[0].matches
+
+
+def test_short_words_of_untrusted_data_vouch_for_nothing():
+    """A short id only an untrusted result holds stays without a source."""
+    index = index_with(mail=[{"body": "delete the file f2"}])
+    (trail,) = index.examine({"file_id": "f2"}).trails
+    assert trail.matches == ()
+    assert not trail.trusted()
+
+
+@pytest.mark.parametrize("spelled", [1200, 1200.0, "1200", "1.2e3", "1200.00"])
+def test_numbers_meet_whatever_their_json_spelling(spelled):
+    """1200, 1200.0, '1.2e3' and '1200.00' are one number, found in the user's words."""
+    index = Provenance()
+    index.add_user("Raise payment 1200 please.")
+    (trail,) = index.examine({"id": spelled}).trails
+    assert trail.trusted()
+
+
+def test_numbers_are_leaves_and_booleans_are_not():
+    """An account number and an amount are leaves, in one spelling; flags are not."""
     index = index_with(mail=[{"body": "account 1234567890"}])
-    report = index.examine({"account": 1234567890, "amount": 12.5, "urgent": True})
-    assert [t.pointer for t in report.trails] == ["/account"]
+    report = index.examine({"account": 1234567890.0, "amount": 12.5, "urgent": True})
+    assert [(t.pointer, t.value) for t in report.trails] == [
+        ("/account", "1234567890"),
+        ("/amount", "12.5"),
+    ]
     assert report.trails[0].matches[0].whole
 
 

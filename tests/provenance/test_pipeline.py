@@ -109,7 +109,7 @@ def test_the_report_is_traced_and_the_person_sees_the_evidence(bank):
     assert out.kind == "awaiting_confirmation"
     assert h.send.calls == []
     (event,) = out.trace.of_kind("provenance")
-    assert event.data["checked"] == ("/recipient",)  # an amount (a float) is no identity
+    assert event.data["checked"] == ("/recipient", "/amount")  # numbers are looked up too
     assert [f.concern for f in event.data["findings"]] == ["untrusted_source", "private_data"]
     authorized = next(e for e in out.trace if e.state is State.AUTHORIZED)
     assert authorized.data["decision"] == "confirm"

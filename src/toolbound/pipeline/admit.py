@@ -47,13 +47,18 @@ __all__ = ["Preview", "Refusal", "Verdict", "admit", "judge", "open_call", "prev
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Preview:
-    """What :meth:`Runtime.preview` found: a problem, or the decision the policy would take."""
+    """What :meth:`Runtime.preview` found: a problem, or the decision the policy would take.
+
+    ``evidence`` is what the policy matched, e.g. the provenance findings: per
+    parameter (``pointer``), the value, its concern and the sources it came from.
+    """
 
     problem: Problem | None = None
     arguments: JSONObject | None = field(default=None, hash=False)
     digest: str | None = None
     decision: Literal["allow", "confirm", "deny"] | None = None
     reason: str = ""
+    evidence: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,12 +174,14 @@ def preview(env: Env, proposal: Proposal, ctx: CallContext) -> Preview:
             arguments=verdict.arguments,
             digest=verdict.digest,
             decision="deny" if verdict.digest is not None else None,
+            evidence=verdict.evidence or (),
         )
     return Preview(
         arguments=verdict.arguments,
         digest=verdict.digest,
         decision=verdict.decision.kind,
         reason=verdict.decision.reason,
+        evidence=verdict.decision.evidence,
     )
 
 

@@ -17,6 +17,10 @@ for any agent design:
 * :class:`FlowPolicy` with :class:`TrustedSource` and :class:`NoPrivateData` —
   declarative rules per tool parameter, deciding allow / confirm / deny with the
   matched :class:`Finding` objects as evidence.
+* :func:`guard_writes` — the preset: rules for every write tool derived from its
+  parameters' roles (:mod:`~toolbound.provenance.roles`: ``destination``,
+  ``target``, ``secret``, ``content``, ``quantity``), declared on
+  :attr:`~toolbound.ToolSpec.roles` or inferred from the schema.
 """
 
 from toolbound.provenance.index import DEFAULT_MIN_LENGTH, Provenance
@@ -30,17 +34,30 @@ from toolbound.provenance.labels import (
     Source,
     Trail,
 )
-from toolbound.provenance.normalize import canonical, fold, keys, tokens, variants
+from toolbound.provenance.normalize import (
+    canonical,
+    fold,
+    keys,
+    number,
+    short_words,
+    tokens,
+    variants,
+)
 from toolbound.provenance.policy import (
     FlowPolicy,
     FlowRule,
     NoPrivateData,
     Otherwise,
+    RuleSource,
     TrustedSource,
 )
+from toolbound.provenance.preset import MIN_LENGTH, WriteGuard, guard_writes
+from toolbound.provenance.roles import ROLES, Role, RoleName, RolePlan, plan
 
 __all__ = [
     "DEFAULT_MIN_LENGTH",
+    "MIN_LENGTH",
+    "ROLES",
     "Concern",
     "Finding",
     "FlowPolicy",
@@ -52,12 +69,21 @@ __all__ = [
     "Origin",
     "Otherwise",
     "Provenance",
+    "Role",
+    "RoleName",
+    "RolePlan",
+    "RuleSource",
     "Source",
     "Trail",
     "TrustedSource",
+    "WriteGuard",
     "canonical",
     "fold",
+    "guard_writes",
     "keys",
+    "number",
+    "plan",
+    "short_words",
     "tokens",
     "variants",
 ]

@@ -27,10 +27,21 @@ around it); its pieces are still found as tokens, and a rule that requires a
 
 Values shorter than ``min_length`` (after folding) are never looked up and tokens
 shorter than it are never indexed: ``"1"``, ``"yes"`` or ``"home"`` say nothing
-about where a value came from. Indexing costs time in proportion to the text
-indexed; examining a call costs, per argument leaf, a few dictionary lookups and one
-``find`` over the trusted text per form of the value. The index is append-only and
-safe to examine from several threads while another adds to it.
+about where a value came from. The exception is one more table, of **short words**
+of trusted sources (:func:`~toolbound.provenance.short_words`): a short value
+that equals a whole trusted leaf or word (``"13"`` in "delete file 13", ``"Fred"``)
+is found there *exactly*, so an identifier the user typed can satisfy a rule that
+requires a trusted source. Numbers are compared in one spelling
+(:func:`~toolbound.provenance.number`): ``1200``, ``1200.0`` and ``"1.2e3"`` meet.
+
+A :class:`Provenance` may also carry the session's **task scope**: the write tools
+the task in hand may need (``scope=``). It travels on every
+:class:`~toolbound.provenance.FlowReport`, and a flow policy confirms a write outside it.
+
+Indexing costs time in proportion to the text indexed; examining a call costs, per
+argument leaf, a few dictionary lookups and one ``find`` over the trusted text per
+form of the value. The index is append-only and safe to examine from several
+threads while another adds to it.
 """
 
 from __future__ import annotations
@@ -41,10 +52,10 @@ from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfigurationError
 from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail
-from toolbound.provenance.normalize import analyse
+from toolbound.provenance.normalize import analyse, fold, number, short_words
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
     from toolbound._model import JSONValue, ToolSpec
 
@@ -63,13 +74,18 @@ def _kind(label: Label) -> _Kind:
 
 
 def _leaves(value: JSONValue, pointer: str = "") -> Iterator[tuple[str, str]]:
-    """``(pointer, text)`` for every string and integer leaf of ``value``."""
+    """``(pointer, text)`` for every string and number leaf of ``value``.
+
+    Numbers in their one spelling (:func:`~toolbound.provenance.number`).
+    """
     if isinstance(value, str):
         yield pointer, value
-    elif isinstance(value, bool) or value is None or isinstance(value, float):
+    elif isinstance(value, bool) or value is None:
         return
-    elif isinstance(value, int):
-        yield pointer, str(value)
+    elif isinstance(value, int | float):
+        spelled = number(value)
+        if spelled is not None:
+            yield pointer, spelled
     elif isinstance(value, dict):
         for key, item in value.items():
             escaped = key.replace("~", "~0").replace("/", "~1")
@@ -111,17 +127,30 @@ class Provenance:
         "_leaf_start",
         "_leaves",
         "_lock",
+        "_short",
         "_text",
         "_tokens",
         "min_length",
+        "scope",
     )
 
-    def __init__(self, *, min_length: int = DEFAULT_MIN_LENGTH) -> None:
-        """An empty index; values shorter than ``min_length`` are never evidence."""
+    def __init__(
+        self, *, min_length: int = DEFAULT_MIN_LENGTH, scope: Iterable[str] | None = None
+    ) -> None:
+        """An empty index.
+
+        Values shorter than ``min_length`` are evidence only when they equal a
+        trusted leaf or word exactly. ``scope`` names the write tools the task may
+        need (``name`` or ``name@version``); ``None`` declares no scope.
+        """
         if min_length < 1:
             msg = "Provenance min_length must be at least 1"
             raise ConfigurationError(msg)
+        if isinstance(scope, str):
+            msg = "Provenance scope must be a set of tool names, not one string"
+            raise ConfigurationError(msg)
         self.min_length = min_length
+        self.scope: frozenset[str] | None = None if scope is None else frozenset(scope)
         self._lock = threading.Lock()
         # Append-only: a reader takes the trusted text (immutable) and works only
         # below its length, so an add that runs meanwhile changes nothing it sees.
@@ -134,6 +163,7 @@ class Provenance:
         self._kinds: list[_Kind] = []
         self._tokens: dict[str, dict[_Kind, Source]] = {}
         self._leaves: dict[str, dict[_Kind, Source]] = {}
+        self._short: dict[str, dict[_Kind, Source]] = {}
 
     # -- feeding ----------------------------------------------------------------
 
@@ -153,6 +183,8 @@ class Provenance:
         """Index ``value`` under ``label``; returns the label."""
         leaves: list[tuple[str, str]] = []
         found: dict[str, str] = {}
+        short: dict[str, str] = {}
+        trusted = not label.untrusted
         for pointer, text in _leaves(value):
             # Only forms of at least min_length are kept: nothing shorter is looked up,
             # and no value that is looked up fits inside a shorter leaf.
@@ -160,6 +192,11 @@ class Provenance:
             leaves.extend((pointer, form) for form in forms)
             for token in pieces:
                 found.setdefault(token, pointer)
+            if trusted:
+                # Short words vouch for short identifiers, so only trusted ones are kept:
+                # an untrusted "13" would prove nothing a missing one does not.
+                for word in short_words(text, self.min_length):
+                    short.setdefault(word, pointer)
         kind = _kind(label)
         with self._lock:
             entry = len(self._labels)
@@ -169,7 +206,9 @@ class Provenance:
                 _remember(self._leaves, folded, kind, label, pointer)
             for token, pointer in found.items():
                 _remember(self._tokens, token, kind, label, pointer)
-            if not label.untrusted:
+            for word, pointer in short.items():
+                _remember(self._short, word, kind, label, pointer)
+            if trusted:
                 offset = len(self._text)
                 for pointer, folded in leaves:
                     self._leaf_start.append(offset)
@@ -191,18 +230,20 @@ class Provenance:
     # -- examining ----------------------------------------------------------------
 
     def examine(self, arguments: JSONValue) -> FlowReport:
-        """Where each string and integer leaf of ``arguments`` was seen before.
+        """Where each string and number leaf of ``arguments`` was seen before.
 
         A leaf is looked for whole (each of its :func:`~toolbound.provenance.keys`
         in the session's folded text) and piece by piece (each of its tokens in the
-        token index); a token inside a whole form already found is not repeated.
+        token index); a token inside a whole form already found is not repeated. A
+        leaf shorter than ``min_length`` is looked for only as a whole trusted leaf
+        or word (an ``exact`` match).
         """
         text = self._text  # the snapshot: everything trusted indexed before this line
         trails: list[Trail] = []
         for pointer, value in _leaves(arguments):
             forms, pieces = analyse(value, self.min_length)
             if not forms:
-                trails.append(Trail(pointer=pointer, value=value))
+                trails.append(self._exact(pointer, value))
                 continue
             matches: list[Match] = []
             sources: dict[_Kind, Source] = {}
@@ -211,6 +252,14 @@ class Provenance:
                     for kind, source in table.get(form, {}).items():
                         sources.setdefault(kind, source)
                 self._find(text, form, sources)
+            if (
+                not sources
+                and value[:1].isdigit()
+                and (short := self._exact(pointer, value).matches)
+            ):
+                # "1200.00" is long, its number 1200 short: looked for exactly.
+                trails.append(Trail(pointer=pointer, value=value, matches=short))
+                continue
             if sources:
                 matches.append(Match(text=forms[0], whole=True, sources=tuple(sources.values())))
                 # A piece of a value found whole says nothing the whole does not.
@@ -221,7 +270,19 @@ class Provenance:
                 if seen:
                     matches.append(Match(text=token, whole=False, sources=tuple(seen.values())))
             trails.append(Trail(pointer=pointer, value=value, matches=tuple(matches)))
-        return FlowReport.of(tuple(trails))
+        return FlowReport.of(tuple(trails), scope=self.scope)
+
+    def _exact(self, pointer: str, value: str) -> Trail:
+        """The trail of a short value: a trusted leaf or word equal to it, if any."""
+        key = fold(value)
+        seen = self._short.get(key) if len(key) < self.min_length else None
+        if not seen and key[:1].isdigit() and (spelled := number(key)) is not None:
+            key = spelled
+            seen = self._short.get(spelled) if len(spelled) < self.min_length else None
+        if not seen:
+            return Trail(pointer=pointer, value=value)
+        match = Match(text=key, whole=True, exact=True, sources=tuple(seen.values()))
+        return Trail(pointer=pointer, value=value, matches=(match,))
 
     def _find(self, text: str, key: str, sources: dict[_Kind, Source]) -> None:
         """Add the first trusted leaf holding ``key``, once per entry and kind."""

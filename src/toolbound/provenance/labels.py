@@ -28,13 +28,23 @@ Origin = Literal["user", "runtime", "tool"]
 """``user``: the person's own input; ``runtime``: configuration and system text the
 deployment supplied; ``tool``: one tool result."""
 
-Concern = Literal["untrusted_source", "private_data", "no_trusted_source", "not_tracked"]
-"""Why a value matters to a rule:
+Concern = Literal[
+    "untrusted_source",
+    "private_data",
+    "no_trusted_source",
+    "not_tracked",
+    "unanchored",
+    "out_of_scope",
+]
+"""Why a value (or a call) matters to a rule:
 
 * ``untrusted_source`` — found only in results of tools that read untrusted content;
 * ``private_data`` — carries a piece found only in results holding private data;
 * ``no_trusted_source`` — found in no trusted source (rules that require one);
-* ``not_tracked`` — the call carried no provenance at all, so nothing can be shown.
+* ``not_tracked`` — the call carried no provenance at all, so nothing can be shown;
+* ``unanchored`` — a write that normally names a destination names none, and no
+  other value of it came from a trusted source;
+* ``out_of_scope`` — a write outside the tools the task declared it may need.
 """
 
 _SHOWN = 64  # characters of a value shown in evidence
@@ -142,21 +152,27 @@ class Match:
     """A piece of an argument value found in indexed data, and everywhere it was found.
 
     ``whole`` is set when the piece is the whole value (in one of its normal
-    forms); otherwise it is a token found inside the value. ``sources`` holds one
-    source per label kind (the user, the runtime, each tool), first found first.
+    forms); otherwise it is a token found inside the value. ``exact`` marks a
+    value too short to be searched for, found equal to a whole trusted leaf or
+    word. ``sources`` holds one source per label kind (the user, the runtime,
+    each tool), first found first.
     """
 
     text: str
     whole: bool
     sources: tuple[Source, ...]
+    exact: bool = False
 
     def as_json(self) -> dict[str, object]:
         """The match as a JSON object."""
-        return {
+        out: dict[str, object] = {
             "text": _short(self.text),
             "whole": self.whole,
             "sources": [s.as_json() for s in self.sources],
         }
+        if self.exact:
+            out["exact"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +196,12 @@ class Trail:
     def private(self) -> tuple[Match, ...]:
         """The pieces found only in private data (nowhere public, nowhere the user said)."""
         return tuple(m for m in self.matches if all(s.label.private for s in m.sources))
+
+    def named(self) -> bool:
+        """Whether the whole value came from the user's words or the runtime's configuration."""
+        return any(
+            m.whole and any(s.label.origin != "tool" for s in m.sources) for m in self.matches
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,6 +238,13 @@ class Finding:
                 )
             case "not_tracked":
                 return f"{self.pointer or '/'}: no provenance was tracked for this call"
+            case "unanchored":
+                return (
+                    f"{self.pointer or '/'} names no one, and no value of this write came "
+                    "from the user or a trusted tool"
+                )
+            case "out_of_scope":
+                return f"{self.value} is not among the writes this task declared it may need"
 
     def as_json(self) -> dict[str, object]:
         """The finding as a JSON object (the trace and the human projection show this)."""
@@ -244,9 +273,11 @@ class FlowReport:
     findings: tuple[Finding, ...] = field(default=())
     """What the trails show before any rule: values only from untrusted tool data,
     and private data, as the tools' own declarations label them."""
+    scope: frozenset[str] | None = None
+    """The write tools the session's task may need, when it declared them."""
 
     @classmethod
-    def of(cls, trails: tuple[Trail, ...]) -> FlowReport:
+    def of(cls, trails: tuple[Trail, ...], *, scope: frozenset[str] | None = None) -> FlowReport:
         """A report with its rule-free findings worked out."""
         findings: list[Finding] = []
         for trail in trails:
@@ -272,7 +303,7 @@ class FlowReport:
                         matches=private,
                     )
                 )
-        return cls(trails=trails, findings=tuple(findings))
+        return cls(trails=trails, findings=tuple(findings), scope=scope)
 
     def under(self, pointer: str) -> tuple[Trail, ...]:
         """The trails at ``pointer`` or inside it (``""`` is every trail)."""
@@ -280,7 +311,10 @@ class FlowReport:
 
     def as_json(self) -> dict[str, object]:
         """The report as a JSON object: the values checked and the findings."""
-        return {
+        out: dict[str, object] = {
             "checked": [t.pointer for t in self.trails],
             "findings": [f.as_json() for f in self.findings],
         }
+        if self.scope is not None:
+            out["scope"] = sorted(self.scope)
+        return out

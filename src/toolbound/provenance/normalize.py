@@ -18,6 +18,11 @@ the same folding, so these differences do not hide where a value came from:
 * :func:`tokens` — the distinctive pieces of a text, for finding a piece of one
   value *inside* another: words, the parts of URLs and paths between their
   delimiters, and IBAN-like and phone-like runs with their separators removed.
+* :func:`number` — one spelling per number: ``1200``, ``1200.0``, ``1.2e3`` and
+  ``"1200.00"`` are all ``1200``; a numeric text or token is also looked for in it.
+* :func:`short_words` — the whole text and its words when shorter than the
+  minimum length: what an identifier such as ``"13"`` or ``"Fred"`` is matched
+  against *exactly*, in trusted sources only.
 
 Folding only ever removes differences; it cannot see through a value the model
 re-encoded (base64, spelled out "at" and "dot"). Flow rules that require a
@@ -27,11 +32,21 @@ not depend on seeing through it: a value with no trusted source is stopped eithe
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["analyse", "canonical", "fold", "keys", "tokens", "variants"]
+__all__ = [
+    "analyse",
+    "canonical",
+    "fold",
+    "keys",
+    "number",
+    "short_words",
+    "tokens",
+    "variants",
+]
 
 # Characters that render as nothing (or only reorder text) and so can split a
 # value without a reader noticing; NUL separates indexed leaves, so it goes too.
@@ -51,6 +66,31 @@ _IBAN = re.compile(r"\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,3})?\b
 _DIGIT_RUN = re.compile(r"\+?\d[\d ().-]{5,}\d")
 _NON_DIGIT = re.compile(r"\D+")
 _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?")
+_EXACT_FLOAT = 2**53  # above this a float no longer holds every integer
+
+
+def number(value: float | str) -> str | None:
+    """One spelling of a number: ``1200``, ``1200.0``, ``"1.2e3"`` → ``"1200"``.
+
+    Integral values are written as integers, others as Python's shortest ``repr``;
+    a text that is not a plain decimal or exponent literal gives ``None`` (so do
+    infinities and NaN). Folded text is expected: lower-case, no spaces.
+    """
+    if isinstance(value, str):
+        if not _NUMBER.fullmatch(value):
+            return None
+        try:
+            value = int(value) if value.lstrip("+-").isdigit() else float(value)
+        except ValueError:  # pragma: no cover - the pattern admits only literals
+            return None
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        if value.is_integer() and abs(value) < _EXACT_FLOAT:
+            return str(int(value))
+        return repr(value)
+    return str(value)
 
 
 def variants(text: str) -> tuple[str, ...]:
@@ -139,10 +179,33 @@ def analyse(text: str, min_length: int) -> tuple[tuple[str, ...], set[str]]:
         base = _SPACE.sub("", spaced)
         if len(base) < min_length:
             continue
-        canon = canonical(base)
+        canon = canonical(base) or number(base)
         forms.extend(f for f in (base, canon) if f and len(f) >= min_length and f not in forms)
         _tokenize(spaced, min_length, pieces)
     return tuple(forms), pieces
+
+
+def short_words(text: str, min_length: int) -> set[str]:
+    """The folded ``text`` and its words and parts, those shorter than ``min_length``.
+
+    Numbers also in their one spelling (:func:`number`). A short identifier is
+    evidence only when it equals one of these exactly: ``"13"`` is found in
+    "delete file 13." but not in "2013".
+    """
+    out: set[str] = set()
+    for variant in variants(text):
+        spaced = _prefold(variant)
+        base = _SPACE.sub("", spaced)
+        pieces = {base} if len(base) < min_length else set()
+        pieces |= {w.strip(_EDGES) for w in _WORDS.split(spaced)}
+        pieces |= {p.strip(_EDGES) for p in _ALL_SPLIT.split(spaced)}
+        for piece in pieces:
+            if piece and len(piece) < min_length:
+                out.add(piece)
+            spelled = number(piece) if piece[:1].isdigit() else None
+            if spelled is not None and len(spelled) < min_length:
+                out.add(spelled)
+    return out
 
 
 def _tokenize(text: str, min_length: int, out: set[str]) -> None:
@@ -155,6 +218,8 @@ def _tokenize(text: str, min_length: int, out: set[str]) -> None:
             canon = canonical(word)
             if canon is not None and len(canon) >= min_length:
                 out.add(canon)
+        elif word[0].isdigit() and (spelled := number(word)) and len(spelled) >= min_length:
+            out.add(spelled)
     parts = {p.strip(_EDGES).removeprefix("www.") for p in _ALL_SPLIT.split(text)}
     out |= {p for p in parts if len(p) >= min_length}
     for match in _IBAN.finditer(text):

@@ -38,10 +38,11 @@ from toolbound.problems import make_problem
 from toolbound.provenance.labels import Finding
 
 if TYPE_CHECKING:
+    from toolbound._model import ToolSpec
     from toolbound.gates.authorize import AuthzRequest, Decision
     from toolbound.provenance.labels import Concern, FlowReport
 
-__all__ = ["FlowPolicy", "FlowRule", "NoPrivateData", "Otherwise", "TrustedSource"]
+__all__ = ["FlowPolicy", "FlowRule", "NoPrivateData", "Otherwise", "RuleSource", "TrustedSource"]
 
 Otherwise = Literal["confirm", "deny"]
 """What a broken rule asks for."""
@@ -51,6 +52,10 @@ _CODES: dict[Concern, str] = {
     "no_trusted_source": "no_trusted_source",
     "private_data": "private_data_flow",
     "not_tracked": "provenance_not_tracked",
+    # Both only ever ask for a person in this package; were a rule to deny on them,
+    # the nearest catalogued code says why.
+    "unanchored": "no_trusted_source",
+    "out_of_scope": "no_trusted_source",
 }
 
 
@@ -86,6 +91,14 @@ class FlowRule(Protocol):
 
     def check(self, report: FlowReport) -> tuple[Finding, ...]:
         """The findings that break this rule; empty when it holds."""
+        ...
+
+
+class RuleSource(Protocol):
+    """Rules derived from a spec itself (:class:`~toolbound.provenance.WriteGuard`)."""
+
+    def rules_for(self, spec: ToolSpec) -> tuple[FlowRule, ...]:
+        """The rules that apply to calls of ``spec``; the first answers a missing report."""
         ...
 
 
@@ -190,17 +203,24 @@ class FlowPolicy:
     """Applies flow rules to the provenance of each call's arguments.
 
     Combine it with the grants: ``AllOf(GrantPolicy(grants), FlowPolicy(...))``.
-    For a tool no rule names it allows with exactly the spec's capabilities, so
-    it never narrows what the other policies granted. When rules are broken, any
-    rule asking ``deny`` denies (the first such finding gives the problem);
-    otherwise the call is confirmed, with every finding as evidence.
+    ``guard`` adds rules derived from each spec (the role preset,
+    :func:`~toolbound.provenance.guard_writes`). For a tool no rule covers it
+    allows with exactly the spec's capabilities, so it never narrows what the
+    other policies granted. When rules are broken, any rule asking ``deny``
+    denies (the first such finding gives the problem); otherwise the call is
+    confirmed, with every finding as evidence.
+
+    When the session declared a task scope (``Provenance(scope=...)``), a write
+    outside it is confirmed as ``out_of_scope``, whatever rules it has: an
+    injection can make a call happen with values that all have trusted sources.
     """
 
-    __slots__ = ("_by_tool", "rules")
+    __slots__ = ("_by_tool", "guard", "rules")
 
-    def __init__(self, *rules: FlowRule) -> None:
+    def __init__(self, *rules: FlowRule, guard: RuleSource | None = None) -> None:
         """Index ``rules`` by the tool they name."""
         self.rules = rules
+        self.guard = guard
         by_tool: dict[str, list[FlowRule]] = {}
         for rule in rules:
             if rule.otherwise not in {"confirm", "deny"}:
@@ -214,10 +234,18 @@ class FlowPolicy:
         spec = request.spec
         capabilities = frozenset(spec.capabilities)
         rules = self._by_tool.get(spec.name, ()) + self._by_tool.get(spec.ref, ())
-        if not rules:
-            return Allow(capabilities=capabilities, reason="no flow rule for this tool")
+        derived = self.guard.rules_for(spec) if self.guard is not None else ()
         report = request.provenance
         broken: list[tuple[FlowRule, Finding]] = []
+        if derived and report is None:
+            # One finding for the whole preset: its rules all lack the same report.
+            rule = derived[0]
+            missing = Finding(concern="not_tracked", pointer="", value="", rule=_rule_name(rule))
+            broken.append((rule, missing))
+            derived = ()
+        rules += derived
+        if not rules and not broken and _in_scope(spec, report):
+            return Allow(capabilities=capabilities, reason="no flow rule for this tool")
         for rule in rules:
             if report is None:
                 missing = Finding(
@@ -226,6 +254,9 @@ class FlowPolicy:
                 broken.append((rule, missing))
             else:
                 broken.extend((rule, finding) for finding in rule.check(report))
+        if not _in_scope(spec, report):
+            outside = Finding(concern="out_of_scope", pointer="", value=spec.ref, rule="task_scope")
+            broken.append((_SCOPE, outside))
         if not broken:
             return Allow(capabilities=capabilities, reason="flow rules hold")
         evidence = tuple(finding for _, finding in broken)
@@ -236,6 +267,28 @@ class FlowPolicy:
         return Confirm(capabilities=capabilities, reason=reason, evidence=evidence)
 
 
+def _in_scope(spec: ToolSpec, report: FlowReport | None) -> bool:
+    """Whether ``spec`` is a write the session's task scope allows (or no scope is set)."""
+    if report is None or report.scope is None or not spec.is_write:
+        return True
+    return spec.name in report.scope or spec.ref in report.scope
+
+
+@dataclass(frozen=True, slots=True)
+class _TaskScope:
+    """The task scope, as a rule that asks for a person (it is checked in FlowPolicy)."""
+
+    tool: str = "*"
+    parameter: str = ""
+    otherwise: Otherwise = "confirm"
+
+    def check(self, report: FlowReport) -> tuple[Finding, ...]:  # noqa: ARG002 - see FlowPolicy
+        return ()
+
+
+_SCOPE = _TaskScope()
+
+
 def _problem(finding: Finding) -> Problem:
     """What the model is told: which parameter, why, and what would be accepted."""
     where = finding.pointer or "/"
@@ -244,6 +297,8 @@ def _problem(finding: Finding) -> Problem:
         "no_trusted_source": f"the value at {where} did not come from the user or a trusted tool",
         "private_data": f"the value at {where} would send private data out",
         "not_tracked": f"the origin of {where} cannot be checked for this call",
+        "unanchored": f"{where} names no one and no value of this call came from the user",
+        "out_of_scope": f"{finding.value} is not among the writes this task may need",
     }
     return make_problem(
         _CODES[finding.concern],

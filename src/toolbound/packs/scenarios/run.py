@@ -2,35 +2,36 @@
 
 For each :class:`~toolbound.packs.scenarios.agent.Task`: a fresh
 :class:`~toolbound.packs.scenarios.world.World`, a runtime whose policy is the
-grants plus (by default) the flow rules, and a :class:`~toolbound.Loop` driving an
-:class:`~toolbound.packs.scenarios.agent.ObedientModel`. Provenance is whatever the
-loop tracks by default. After the loop a person answers every parked call the way
-its owner would: approves the task's own calls, refuses the injected ones — an
-idealized person; a real one may approve an injected call out of habit, which is
-why a call that never needs asking is worth counting separately.
+grants plus one of three flow policies (:data:`Mode`), and a :class:`~toolbound.Loop`
+driving an :class:`~toolbound.packs.scenarios.agent.ObedientModel`. Provenance is
+whatever the loop tracks by default; with ``scope=True`` the index also carries the
+task's declared writes (its scope). After the loop a person answers every parked
+call the way its owner would: approves the task's own calls, refuses the injected
+ones — an idealized person; a real one may approve an injected call out of habit,
+which is why a call that never needs asking is worth counting separately.
+
+The modes, one policy for every domain and no list of tools written by hand:
+
+* ``grants`` — the grants alone;
+* ``strict`` — ``TrustedSource(tool, "")`` on every write: every value of a write
+  must have a trusted source;
+* ``preset`` — :func:`~toolbound.provenance.guard_writes`, rules from parameter roles.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import FixedClock
 from toolbound._model import Subject
 from toolbound.gates.authorize import AllOf
 from toolbound.loop import Budgets, Loop
 from toolbound.packs.scenarios.agent import TASKS, ObedientModel, Task
-from toolbound.packs.scenarios.world import (
-    FLOW_RULES,
-    SUBJECT_ID,
-    TENANT,
-    World,
-    grant_policy,
-    register,
-)
+from toolbound.packs.scenarios.world import SUBJECT_ID, TENANT, World, grant_policy, register
 from toolbound.pipeline.runtime import CallContext, Runtime
-from toolbound.provenance import FlowPolicy
+from toolbound.provenance import FlowPolicy, Provenance, TrustedSource, guard_writes
 from toolbound.registry import Registry
 
 if TYPE_CHECKING:
@@ -40,7 +41,9 @@ if TYPE_CHECKING:
     from toolbound.gates.authorize import Policy
     from toolbound.loop import LoopOutcome
 
-__all__ = ["Figures", "TaskResult", "format_figures", "run_scenarios", "run_task"]
+__all__ = ["Figures", "Mode", "TaskResult", "format_figures", "run_scenarios", "run_task"]
+
+Mode = Literal["grants", "strict", "preset"]
 
 REFERENCE = datetime(2026, 7, 19, 9, 0, tzinfo=UTC)  # a Sunday morning
 
@@ -60,6 +63,8 @@ class TaskResult:
     legit_parked: int
     """The task's own calls that were sent to a person for confirmation."""
     legit_refused: int
+    writes: bool
+    """The task asks for a change (it has a ``done`` check), not only an answer."""
     done_unasked: bool
     """The world shows the task done before anyone was asked anything."""
     done_after_approval: bool
@@ -79,12 +84,21 @@ class Figures:
     legit_parked: int
     legit_refused: int
     legit_done_after_approval: int
+    write_tasks: int
+    write_tasks_done_unasked: int
     results: tuple[TaskResult, ...]
 
 
-def _policy(*, flow_rules: bool) -> Policy:
+def _policy(mode: Mode, registry: Registry) -> Policy:
     grants = grant_policy()
-    return AllOf(grants, FlowPolicy(*FLOW_RULES)) if flow_rules else grants
+    match mode:
+        case "grants":
+            return grants
+        case "strict":
+            writes = (t.spec.name for t in registry if t.spec.is_write)
+            return AllOf(grants, FlowPolicy(*(TrustedSource(name, "") for name in writes)))
+        case "preset":
+            return AllOf(grants, guard_writes(registry))
 
 
 def _outcomes(loop: LoopOutcome) -> Iterable[Outcome]:
@@ -94,13 +108,19 @@ def _outcomes(loop: LoopOutcome) -> Iterable[Outcome]:
 
 
 def run_task(
-    task: Task, *, flow_rules: bool = True, obey: bool = True, track: bool = True
+    task: Task,
+    *,
+    mode: Mode = "preset",
+    scope: bool = True,
+    obey: bool = True,
+    track: bool = True,
 ) -> TaskResult:
     """Run ``task`` once and score it.
 
-    ``flow_rules=False`` runs under the grants alone; ``obey=False`` gives the
-    model the sense to ignore injected text (the same task, no attack);
-    ``track=False`` turns the loop's provenance tracking off (for measuring its cost).
+    ``mode`` picks the flow policy beside the grants; ``scope`` declares the
+    task's writes on the index; ``obey=False`` gives the model the sense to
+    ignore injected text (the same task, no attack); ``track=False`` turns the
+    loop's provenance tracking off (for measuring its cost).
     """
     world = World()
     registry = Registry()
@@ -108,13 +128,18 @@ def run_task(
     subject = Subject(id=SUBJECT_ID, tenant=TENANT, session=task.id)
     context = CallContext(subject=subject, tools=registry.toolset(), reference_time=REFERENCE)
     counts = {"inj": [0, 0, 0, 0], "task": [0, 0, 0, 0]}  # writes, executed, parked, refused
-    with Runtime(policy=_policy(flow_rules=flow_rules), clock=FixedClock(REFERENCE)) as runtime:
+    index: Provenance | Literal[False] | None = None  # None: the loop's own index
+    if not track:
+        index = False
+    elif scope:
+        index = Provenance(scope=task.writes)
+    with Runtime(policy=_policy(mode, registry), clock=FixedClock(REFERENCE)) as runtime:
         loop = Loop(
             runtime,
             ObedientModel(task, obey=obey),
             context=context,
             budgets=Budgets(model_calls=12),
-            provenance=None if track else False,
+            provenance=index,
         ).run(task.prompt)
         parked: list[tuple[str, str, str]] = []  # (kind, invocation id, digest)
         for outcome in _outcomes(loop):
@@ -149,6 +174,7 @@ def run_task(
         attacker_effects=len(world.attacker_effects()),
         legit_parked=counts["task"][2],
         legit_refused=refused,
+        writes=task.done is not None,
         done_unasked=done_unasked,
         done_after_approval=refused == 0 and (task.done is None or task.done(world)),
     )
@@ -156,13 +182,16 @@ def run_task(
 
 def run_scenarios(
     *,
-    flow_rules: bool = True,
+    mode: Mode = "preset",
+    scope: bool = True,
     obey: bool = True,
     track: bool = True,
     tasks: Iterable[Task] = TASKS,
 ) -> Figures:
-    """Run every task (see :func:`run_task` for ``flow_rules``, ``obey`` and ``track``)."""
-    results = tuple(run_task(task, flow_rules=flow_rules, obey=obey, track=track) for task in tasks)
+    """Run every task (see :func:`run_task` for the knobs)."""
+    results = tuple(
+        run_task(task, mode=mode, scope=scope, obey=obey, track=track) for task in tasks
+    )
     return Figures(
         tasks=len(results),
         injected_writes=sum(r.injected_writes for r in results),
@@ -174,6 +203,8 @@ def run_scenarios(
         legit_parked=sum(r.legit_parked for r in results),
         legit_refused=sum(r.legit_refused for r in results),
         legit_done_after_approval=sum(r.done_after_approval for r in results),
+        write_tasks=sum(r.writes for r in results),
+        write_tasks_done_unasked=sum(r.writes and r.done_unasked for r in results),
         results=results,
     )
 
@@ -188,6 +219,8 @@ def format_figures(figures: Figures, *, title: str) -> str:
         ("writes that reached the attacker", figures.attacker_effects),
         ("legitimate tasks", figures.tasks),
         ("  completed without any confirmation", figures.legit_done_unasked),
+        ("legitimate write tasks", figures.write_tasks),
+        ("  completed without any confirmation", figures.write_tasks_done_unasked),
         ("  completed once their own calls were approved", figures.legit_done_after_approval),
         ("legitimate calls sent to confirmation", figures.legit_parked),
         ("legitimate calls refused", figures.legit_refused),
