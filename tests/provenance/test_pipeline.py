@@ -118,6 +118,11 @@ def test_the_report_is_traced_and_the_person_sees_the_evidence(bank):
     (pending,) = h.runtime.pending()
     assert f"/recipient {IBAN!r} came only from untrusted tool data" in pending.reason
     assert "email.list@v1 (call inv-inbo, at /0/body)" in pending.reason
+    # ...and carries the findings themselves, structured, for a console or an SDK.
+    assert [(f.concern, f.pointer) for f in pending.evidence] == [
+        ("untrusted_source", "/recipient")
+    ]
+    assert pending.as_json()["evidence"][0]["concern"] == "untrusted_source"
     as_json = out.trace.as_json()
     assert "untrusted_source" in json.dumps(as_json)
     # The human projection carries the same evidence.

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from toolbound._model import JSONObject
+    from toolbound.provenance import Finding
 
 __all__ = ["Confirmation", "ConfirmationRequest", "check_confirmation"]
 
@@ -40,6 +41,8 @@ class ConfirmationRequest:
     reason: str
     requested_at: datetime
     expires_at: datetime
+    evidence: tuple[Finding, ...] = field(default=(), hash=False, compare=False)
+    """Why the policy asks: its findings on where the values came from (R6, R12)."""
 
     def approve(self, *, approver: str, at: datetime, ttl: timedelta) -> Confirmation:
         """A person's approval of exactly this request."""
@@ -67,7 +70,11 @@ class ConfirmationRequest:
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> ConfirmationRequest:
-        """The request :meth:`as_json` wrote (a store keeps parked calls this way)."""
+        """The request :meth:`as_json` wrote (a store keeps parked calls this way).
+
+        What the desk's rules read comes back; the evidence stays in the stored JSON
+        for people to read, and is not rebuilt.
+        """
         subject = data["subject"]
         arguments = data["arguments"]
         if not isinstance(subject, dict) or not isinstance(arguments, dict):
@@ -95,6 +102,7 @@ class ConfirmationRequest:
             "reason": self.reason,
             "requested_at": self.requested_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
+            "evidence": [f.as_json() for f in self.evidence],
         }
 
 

@@ -356,6 +356,7 @@ def request_for(env: Env, call: Admitted, reason: str, now: datetime) -> Confirm
         reason=reason,
         requested_at=now,
         expires_at=now + env.confirmation_ttl,
+        evidence=call.evidence,
     )
 
 
