@@ -8,8 +8,9 @@ mapped back (:func:`call_result`)::
 
     observed                        content: the model projection (untrusted data)
                                     structuredContent: the value, valid against outputSchema
-    rejected, failed, unknown,      isError: true; content and structuredContent carry the
-      cancelled                     error envelope: kind, code, recoverable, message, hint
+    rejected, failed, unknown,      isError: true, no structuredContent; the error envelope
+      cancelled                     (kind, code, recoverable, message, hint) as the text
+                                    content and in _meta["io.toolbound/envelope"]
     awaiting confirmation           elicitation where the client offers it, else a
                                     pending isError result naming invocation and digest
     unknown or hidden tool          JSON-RPC error -32602, "Unknown tool: NAME" — the same
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "ENVELOPE_META_KEY",
     "SUBJECT_SCOPE_KEY",
     "Catalog",
     "ConfirmOnce",
@@ -87,6 +89,7 @@ __all__ = [
     "StaticCatalog",
     "annotations_for",
     "call_result",
+    "error_result",
     "holds_capabilities",
     "pending_result",
     "tool_definition",
@@ -95,6 +98,9 @@ __all__ = [
 SUBJECT_SCOPE_KEY: Final = "toolbound.subject"
 """Where :class:`HttpEndpoint` puts the authenticated :class:`~toolbound.Subject` in
 the ASGI scope; the server reads the caller from there."""
+
+ENVELOPE_META_KEY: Final = "io.toolbound/envelope"
+"""Where an ``isError`` result carries toolbound's envelope as an object (``_meta``)."""
 
 _CONFIRM_KEY: Final = "confirm"
 _CONFIRM_SCHEMA: Final[dict[str, Any]] = {
@@ -152,16 +158,14 @@ def call_result(outcome: Outcome, *, structured: bool) -> types.CallToolResult:
 
     ``structured``: the tool declares an output schema, so a success carries the
     value the runtime checked against it as ``structuredContent`` (whole, even when
-    the text was cut to the result budget). An error carries its envelope there.
-    A rejection for an unknown tool is not a result but a protocol error (see
-    :meth:`GuardedServer.call_tool`).
+    the text was cut to the result budget). Anything else is an error result
+    (:func:`error_result`). A rejection for an unknown tool is not a result but a
+    protocol error (see :meth:`GuardedServer.call_tool`).
     """
     message = outcome.message
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=message.text)]
     if outcome.kind != "observed":
-        return types.CallToolResult(
-            content=content, structured_content=dict(message.payload), is_error=True
-        )
+        return error_result(message.payload)
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=message.text)]
     if not structured:
         return types.CallToolResult(content=content)
     value = outcome.result.value if message.truncated else message.payload.get("data")
@@ -192,10 +196,21 @@ def pending_result(request: ConfirmationRequest, *, proposal_id: str) -> types.C
             ),
         },
     }
+    return error_result(payload)
+
+
+def error_result(envelope: JSONObject) -> types.CallToolResult:
+    """An ``isError`` result carrying toolbound's ``envelope`` (an error, or a pending call).
+
+    ``structuredContent`` is left out: where a tool declares an ``outputSchema``, that
+    field must conform to it, and clients check it even on errors (the TypeScript
+    SDK throws ``-32602`` when it does not). The envelope is the text the model reads,
+    and the same object under ``_meta["io.toolbound/envelope"]`` for programs.
+    """
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=dumps(payload).decode())],
-        structured_content=payload,
+        content=[types.TextContent(type="text", text=dumps(envelope).decode())],
         is_error=True,
+        _meta={ENVELOPE_META_KEY: dict(envelope)},
     )
 
 
