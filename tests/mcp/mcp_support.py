@@ -219,9 +219,9 @@ def commits(repo: Path) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def serving(gw: Gateway) -> AsyncIterator[str]:
+async def serving(gw: Gateway, *, local: Subject | None = None) -> AsyncIterator[str]:
     """The gateway on a free loopback port; yields its MCP URL."""
-    http = gw.http(allowed_hosts=["127.0.0.1:*"])
+    http = gw.http(allowed_hosts=["127.0.0.1:*"], local=local)
     app = http.starlette("/mcp", also=[gw.running])
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")

@@ -188,17 +188,23 @@ class Gateway:
             await self.stop()
             self.close()
 
-    def http(self, *, allowed_hosts: list[str] | None = None) -> HttpEndpoint:
+    def http(
+        self, *, allowed_hosts: list[str] | None = None, local: Subject | None = None
+    ) -> HttpEndpoint:
         """The gateway over streamable HTTP, callers authenticated by their bearer tokens.
 
         Its :attr:`~HttpEndpoint.routes` are the confirmation endpoints
-        (:attr:`confirmations`), for the approvers among those callers.
+        (:attr:`confirmations`), for the approvers among those callers, and the
+        ``[gateway.protected_resource]`` metadata when configured. ``local``: local
+        mode (see :class:`HttpEndpoint`).
         """
         return HttpEndpoint(
             self.server,
             self.config.subject_for,
             allowed_hosts=allowed_hosts,
             routes=self.confirmations.routes(),
+            local=local,
+            protected_resource=self.config.gateway.protected_resource,
         )
 
     async def run_stdio(self) -> None:

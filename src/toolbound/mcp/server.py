@@ -77,6 +77,7 @@ if TYPE_CHECKING:
     from toolbound._model import EffectClass, JSONObject, ToolSpec
     from toolbound._outcome import Outcome
     from toolbound.gates.confirm import ConfirmationRequest
+    from toolbound.mcp.config import ProtectedResource
 
 
 __all__ = [
@@ -552,6 +553,12 @@ class HttpEndpoint:
     ``routes`` are served beside the MCP endpoint by :meth:`starlette` (a gateway's
     confirmation endpoints, :mod:`toolbound.mcp.confirmations`); an application that
     mounts the endpoint itself adds them to its own routes.
+
+    ``local`` is local mode: a request without a bearer token runs as that subject
+    instead of being refused (a request with one is authenticated as always). Serve it
+    on a loopback address only — the CLI refuses any other. ``protected_resource``
+    (RFC 9728) adds its metadata document to :attr:`routes` and names it in the
+    ``WWW-Authenticate`` header of every 401 (``resource_metadata``).
     """
 
     def __init__(
@@ -562,6 +569,8 @@ class HttpEndpoint:
         allowed_hosts: list[str] | None = None,
         json_response: bool = False,
         routes: Sequence[BaseRoute] = (),
+        local: Subject | None = None,
+        protected_resource: ProtectedResource | None = None,
     ) -> None:
         security = (
             None
@@ -574,8 +583,13 @@ class HttpEndpoint:
             )
         )
         self.server = server
-        self.routes: tuple[BaseRoute, ...] = tuple(routes)
+        self.routes: tuple[BaseRoute, ...] = tuple(routes) + _metadata_routes(protected_resource)
         self._authenticate = authenticate
+        self._local = local
+        challenge = 'Bearer realm="toolbound"'
+        if protected_resource is not None:
+            challenge += f', resource_metadata="{protected_resource.metadata_url}"'
+        self._challenge = challenge.encode()
         self._manager = StreamableHTTPSessionManager(
             app=server.lowlevel(), json_response=json_response, security_settings=security
         )
@@ -597,7 +611,7 @@ class HttpEndpoint:
                 send,
                 401,
                 {"error": "unauthorized", "message": "a valid bearer token is required"},
-                extra=[(b"www-authenticate", b'Bearer realm="toolbound"')],
+                extra=[(b"www-authenticate", self._challenge)],
             )
             return
         scope = {**scope, SUBJECT_SCOPE_KEY: subject}
@@ -639,7 +653,23 @@ class HttpEndpoint:
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 if scheme.lower() == "bearer" and token.strip():
                     return self._authenticate(token.strip())
-        return None
+                return None  # credentials we cannot read are refused, even in local mode
+        return self._local
+
+
+def _metadata_routes(resource: ProtectedResource | None) -> tuple[BaseRoute, ...]:
+    """RFC 9728: the protected resource's metadata, open to anyone, at its well-known paths."""
+    if resource is None:
+        return ()
+    from starlette.responses import JSONResponse  # noqa: PLC0415 - only for serving
+    from starlette.routing import Route  # noqa: PLC0415
+
+    document = resource.metadata()
+
+    async def metadata(_request: object) -> JSONResponse:
+        return JSONResponse(document, headers={"cache-control": "max-age=3600"})
+
+    return tuple(Route(path, metadata, methods=["GET"]) for path in resource.metadata_paths)
 
 
 async def _read_body(receive: Receive) -> bytes:
