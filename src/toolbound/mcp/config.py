@@ -19,6 +19,7 @@ exactly as the service reads them; this module adds two::
 
     [[upstream]]
     name = "git"                      # also the default prefix: tools become git.<tool>
+    # prefix = ""                     # keep the upstream's own names (no two may meet)
     command = ["python", "-m", "mcp_server_git", "--repository", "/srv/repo"]
     # url = "http://127.0.0.1:9000/mcp"; bearer_env = "GIT_UPSTREAM_TOKEN"
     timeout = 30                      # seconds per call (the deadline)
@@ -137,6 +138,10 @@ class UpstreamConfig:
     strict_schemas: bool = True
     refresh_seconds: float = 60.0
     tools: Mapping[str, ToolRule] = field(default_factory=dict)
+
+    def served_name(self, tool: str) -> str:
+        """The name ``tool`` is served under: ``<prefix>.<tool>``, or ``tool`` if no prefix."""
+        return f"{self.prefix}.{tool}" if self.prefix else tool
 
     def rule(self, tool: str) -> ToolRule:
         """The configured rule for ``tool``, or the conservative default."""
@@ -414,6 +419,8 @@ class _Checker:
             seen: dict[str, int] = {}
             for i, upstream in enumerate(out):
                 value = getattr(upstream, what)
+                if not value:
+                    continue  # kept names: collisions are found when the tools are listed
                 if value in seen:
                     self.fail(
                         f"upstream[{i}].{what}",
@@ -427,7 +434,11 @@ class _Checker:
         name = self.text(raw, path, "name") or ""
         if name and not _NAME.match(name):
             self.fail(f"{path}.name", f"must match {_NAME.pattern}, got {name!r}")
-        prefix = self.text(raw, path, "prefix", name) or name
+        # prefix = "" keeps the upstream's own tool names.
+        prefix = raw.get("prefix", name)
+        if not isinstance(prefix, str):
+            self.fail(f"{path}.prefix", f"must be a string, got {prefix!r}")
+            prefix = name
         if prefix and not _NAME.match(prefix):
             self.fail(f"{path}.prefix", f"must match {_NAME.pattern}, got {prefix!r}")
         command = raw.get("command", [])
