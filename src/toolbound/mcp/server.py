@@ -42,6 +42,7 @@ import hashlib
 import hmac
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
@@ -61,7 +62,7 @@ try:
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
-    from mcp.shared.exceptions import MCPError
+    from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
@@ -374,15 +375,29 @@ class GuardedServer:
         ) -> types.CallToolResult | types.InputRequiredResult:
             return await self.call_tool(caller(ctx), params, ctx)
 
-        return Server(
-            self.name,
-            version=self.version,
-            on_list_tools=on_list_tools,
-            on_call_tool=on_call_tool,
-            # Our schemas declare no Mcp-Param headers; without this the SDK would
-            # run a whole tools/list for every HTTP call to look for them.
-            get_tool_input_schema=lambda _name: None,
-        )
+        async def on_set_logging_level(
+            ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+        ) -> types.EmptyResult:
+            # Clients set a level when they connect. toolbound sends no log messages to
+            # clients (its trace goes to its own sinks, R14), so every level is met.
+            caller(ctx)
+            del params
+            return types.EmptyResult()
+
+        with warnings.catch_warnings():
+            # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
+            # 2025-era connection still send logging/setLevel when they connect.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            return Server(
+                self.name,
+                version=self.version,
+                on_list_tools=on_list_tools,
+                on_call_tool=on_call_tool,
+                on_set_logging_level=on_set_logging_level,
+                # Our schemas declare no Mcp-Param headers; without this the SDK would
+                # run a whole tools/list for every HTTP call to look for them.
+                get_tool_input_schema=lambda _name: None,
+            )
 
     async def run_stdio(self, subject: Subject) -> None:
         """Serve one client on this process's stdin and stdout, as ``subject``."""
