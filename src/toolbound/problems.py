@@ -811,6 +811,13 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("ConfigurationError",),
     ),
     _c(
+        "tool_name_collision",
+        None,
+        "R18",
+        'two MCP upstreams would serve a tool under the same name (kept names, prefix = "")',
+        raised_as=("ConfigurationError",),
+    ),
+    _c(
         "no_stdio_principal",
         None,
         "R18",

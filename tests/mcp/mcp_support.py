@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -23,10 +24,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from toolbound import Subject
-from toolbound.mcp import Gateway, load_gateway_config
+from toolbound.mcp import ENVELOPE_META_KEY, Gateway, load_gateway_config
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine
+
+    import mcp_types as types
 
     from toolbound.mcp import GatewayConfig
 
@@ -43,6 +46,19 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
+
+
+def envelope(result: types.CallToolResult | object) -> dict[str, Any]:
+    """The toolbound envelope of an isError result, from _meta.
+
+    It is the result's text too, and structuredContent stays empty: that field must
+    conform to the tool's outputSchema.
+    """
+    assert getattr(result, "is_error", None) is True, result
+    found: dict[str, Any] = result.meta[ENVELOPE_META_KEY]  # type: ignore[attr-defined]
+    assert result.structured_content is None  # type: ignore[attr-defined]
+    assert json.loads(result.content[0].text) == found  # type: ignore[attr-defined]
+    return found
 
 
 def sha(token: str) -> str:
@@ -203,9 +219,9 @@ def commits(repo: Path) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def serving(gw: Gateway) -> AsyncIterator[str]:
+async def serving(gw: Gateway, *, local: Subject | None = None) -> AsyncIterator[str]:
     """The gateway on a free loopback port; yields its MCP URL."""
-    http = gw.http(allowed_hosts=["127.0.0.1:*"])
+    http = gw.http(allowed_hosts=["127.0.0.1:*"], local=local)
     app = http.starlette("/mcp", also=[gw.running])
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")

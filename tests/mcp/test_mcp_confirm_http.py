@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from mcp_support import (
     TOKENS,
     as_,
+    envelope,
     fault_upstream,
     gateway,
     grant,
@@ -78,7 +79,7 @@ async def park(url: str, token: str, line: str) -> dict[str, Any]:
     async with as_(token, url) as agent:
         result = await agent.call_tool("fault.append", {"line": line})
     assert result.is_error is True
-    pending: dict[str, Any] = result.structured_content  # type: ignore[assignment]
+    pending: dict[str, Any] = envelope(result)  # type: ignore[assignment]
     assert pending["status"] == "awaiting_confirmation"
     return pending
 

@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_support import (
     LEO,
     MIRA,
+    envelope,
     fault_upstream,
     gateway,
     grant,
@@ -91,7 +92,7 @@ def test_an_invented_argument_is_rejected_before_the_upstream_sees_it(
 
     result = run(scenario())
     assert result.is_error is True
-    error = result.structured_content["error"]  # type: ignore[index]
+    error = envelope(result)["error"]  # type: ignore[index]
     assert (error["kind"], error["code"]) == ("validation", "additional_properties")
     assert error["recoverable"] is True
     assert "hint" in error
@@ -184,7 +185,7 @@ def test_an_error_result_is_not_output_validated_and_its_text_arrives_whole(
 
     result = run(scenario())
     assert result.is_error is True
-    error = result.structured_content["error"]  # type: ignore[index]
+    error = envelope(result)["error"]  # type: ignore[index]
     assert error["message"] == "disk quota exceeded on /var/data"
     assert error["kind"] == "execution"
     assert error["recoverable"] is True
@@ -208,7 +209,7 @@ def test_extra_result_fields_are_rejected_and_never_reach_the_model(
 
     result = run(scenario())
     assert result.is_error is True
-    assert result.structured_content["error"]["code"] == "output_rejected"  # type: ignore[index]
+    assert envelope(result)["error"]["code"] == "output_rejected"  # type: ignore[index]
     assert "Ignore all previous" not in result.content[0].text  # type: ignore[union-attr]
 
 
@@ -244,5 +245,5 @@ def test_a_slow_read_is_re_read_within_its_budget_then_fails(tmp_path: Path, sta
 
     result = run(scenario())
     assert result.is_error is True
-    assert result.structured_content["error"]["code"] == "no_response"  # type: ignore[index]
+    assert envelope(result)["error"]["code"] == "no_response"  # type: ignore[index]
     assert [c["tool"] for c in calls(state)] == ["echo", "echo"]

@@ -18,6 +18,7 @@ from mcp import Client
 from mcp_support import (
     MIRA,
     commits,
+    envelope,
     fault_upstream,
     gateway,
     git_upstream,
@@ -91,7 +92,7 @@ def test_a_repository_outside_the_granted_path_is_refused(tmp_path: Path, repo: 
 
     result = run(scenario())
     assert result.is_error is True
-    assert result.structured_content["error"]["code"] == "resource_out_of_scope"  # type: ignore[index]
+    assert envelope(result)["error"]["code"] == "resource_out_of_scope"  # type: ignore[index]
 
 
 def test_writes_confirmed_through_elicitation_run_once_and_replay_after(
@@ -141,7 +142,7 @@ def test_a_declined_write_does_nothing(tmp_path: Path, repo: Path) -> None:
 
     result = run(scenario())
     assert result.is_error is True
-    assert result.structured_content["error"]["code"] == "denied_by_person"  # type: ignore[index]
+    assert envelope(result)["error"]["code"] == "denied_by_person"  # type: ignore[index]
     assert commits(repo) == ["initial"]
 
 
@@ -181,7 +182,7 @@ def test_without_elicitation_the_call_is_parked_once_approved_in_the_console_and
             first = await client.call_tool("git.git_add", add)
             second = await client.call_tool("git.git_add", add)
             parked = gw.runtime.pending()
-            pending = first.structured_content
+            pending = envelope(first)
             # The console shares the gateway's runtime; a person decides on its thread.
             approved = await asyncio.to_thread(
                 gw.runtime.approve,
@@ -206,10 +207,10 @@ def test_without_elicitation_the_call_is_parked_once_approved_in_the_console_and
     seen = run(scenario())
     first, second = seen["first"], seen["second"]
     assert first.is_error is True
-    assert first.structured_content["status"] == "awaiting_confirmation"
-    assert first.structured_content["error"]["code"] == "awaiting_confirmation"
-    assert first.structured_content["digest"].startswith("sha256:")
-    assert second.structured_content["invocation_id"] == first.structured_content["invocation_id"]
+    assert envelope(first)["status"] == "awaiting_confirmation"
+    assert envelope(first)["error"]["code"] == "awaiting_confirmation"
+    assert envelope(first)["digest"].startswith("sha256:")
+    assert envelope(second)["invocation_id"] == envelope(first)["invocation_id"]
     assert len(seen["parked"]) == 1
     assert seen["approved"].kind == "observed"
     assert "notes.txt" in text_of(seen["staged"])["data"]
@@ -225,16 +226,15 @@ def test_a_confirmation_approves_one_digest_once(tmp_path: Path, repo: Path) -> 
 
     async def scenario() -> tuple[list[str], list[str]]:
         async with gateway(config).running() as gw, Client(gw.server.lowlevel(MIRA)) as client:
+            added = await client.call_tool("git.git_add", {**where, "files": ["notes.txt"]})
             await gw.runtime.aapprove(
-                (
-                    await client.call_tool("git.git_add", {**where, "files": ["notes.txt"]})
-                ).structured_content["invocation_id"],  # type: ignore[index]
+                envelope(added)["invocation_id"],
                 digest=gw.runtime.pending()[0].digest,
                 approver="ops",
             )
             one = await client.call_tool("git.git_commit", {**where, "message": "one"})
             two = await client.call_tool("git.git_commit", {**where, "message": "two"})
-            a, b = one.structured_content, two.structured_content
+            a, b = envelope(one), envelope(two)
             assert a["digest"] != b["digest"]  # type: ignore[index]
             with pytest.raises(ConfirmationMismatch):
                 await gw.runtime.aapprove(a["invocation_id"], digest=b["digest"], approver="ops")  # type: ignore[index]
@@ -300,10 +300,10 @@ def test_a_git_commit_whose_response_is_lost_commits_once_and_is_never_repeated(
 
     lost, again = run(scenario())
     assert lost.is_error is True
-    assert lost.structured_content["commit_status"] == "unknown"  # type: ignore[index]
-    assert lost.structured_content["error"]["code"] == "commit_unknown"  # type: ignore[index]
+    assert envelope(lost)["commit_status"] == "unknown"  # type: ignore[index]
+    assert envelope(lost)["error"]["code"] == "commit_unknown"  # type: ignore[index]
     assert again.is_error is True
-    assert again.structured_content["error"]["code"] == "outcome_unknown"  # type: ignore[index]
+    assert envelope(again)["error"]["code"] == "outcome_unknown"  # type: ignore[index]
     assert commits(repo) == ["add notes", "initial"]
     received = [json.loads(line)["tool"] for line in (state / "calls.txt").read_text().splitlines()]
     assert received.count("git_commit") == 1

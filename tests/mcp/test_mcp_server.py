@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jsonschema
 import mcp_types as types
@@ -11,7 +11,7 @@ import pytest
 from local_tools import registry
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_support import LEO, MIRA, run
+from mcp_support import LEO, MIRA, envelope, run
 
 from toolbound import Grant, GrantPolicy, Runtime
 from toolbound.mcp import GuardedServer, StaticCatalog, holds_capabilities
@@ -149,9 +149,9 @@ def test_an_execution_error_is_an_error_result_with_kind_recoverable_and_hint(
 
     result = run(scenario())
     assert result.is_error is True
-    envelope: dict[str, Any] = result.structured_content  # type: ignore[assignment]
-    assert envelope["commit_status"] == "not_committed"
-    assert envelope["error"] == {
+    error = envelope(result)
+    assert error["commit_status"] == "not_committed"
+    assert error["error"] == {
         "kind": "execution",
         "code": "locked",
         "message": "the notebook is locked",
@@ -166,7 +166,7 @@ def test_arguments_are_parsed_strictly(serve: Callable[..., GuardedServer]) -> N
     params = types.CallToolRequestParams(name="notes.add", arguments={"title": float("nan")})
     result = run(server.call_tool(MIRA, params))
     assert result.is_error is True  # type: ignore[union-attr]
-    error = result.structured_content["error"]  # type: ignore[union-attr]
+    error = envelope(result)["error"]  # type: ignore[union-attr]
     assert (error["kind"], error["code"]) == ("parse", "non_finite_number")
 
 
@@ -221,6 +221,6 @@ def test_console_mode_never_asks_the_client(serve: Callable[..., GuardedServer])
             return await client.call_tool("notes.add", {"title": "later"})
 
     result = run(scenario())
-    assert result.structured_content["status"] == "awaiting_confirmation"  # type: ignore[index]
+    assert envelope(result)["status"] == "awaiting_confirmation"  # type: ignore[index]
     assert person.asked == 0
     assert [p.tool for p in server.runtime.pending()] == ["notes.add@v1"]

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from toolbound.mcp.confirmations import ConfirmationEndpoint
     from toolbound.mcp.gateway import Gateway, ToolStatus, ToolVersionMismatch
     from toolbound.mcp.server import (
+        ENVELOPE_META_KEY,
         ConfirmOnce,
         GuardedServer,
         HttpEndpoint,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from toolbound.mcp.upstream import IDEMPOTENCY_META_KEY, Upstream, definition_digest
 
 __all__ = [
+    "ENVELOPE_META_KEY",
     "IDEMPOTENCY_META_KEY",
     "Approval",
     "ApprovalStore",
@@ -59,6 +61,7 @@ _WHERE = {
     "Gateway": "gateway",
     "ToolStatus": "gateway",
     "ToolVersionMismatch": "gateway",
+    "ENVELOPE_META_KEY": "server",
     "ConfirmOnce": "server",
     "GuardedServer": "server",
     "HttpEndpoint": "server",

@@ -9,6 +9,11 @@
     toolbound mcp-gateway --config FILE pending [--url URL] [--token-env NAME]
     toolbound mcp-gateway --config FILE confirm INVOCATION_ID --digest D [--deny] [--url URL]
     toolbound mcp-serve --config FILE --tools MODULE:FUNC [--http]
+    toolbound mcp-serve ... --http --local-as PRINCIPAL      # loopback, no token needed
+
+``--local-as`` is local mode: an HTTP request without a bearer token runs as that
+``[[principal]]`` (one with a token is authenticated as always). It binds a loopback
+address only, and refuses any other.
 
 ``pending`` and ``confirm`` talk to a running gateway over HTTP (its confirmation
 endpoints, :mod:`toolbound.mcp.confirmations`) as the approver whose token is in the
@@ -22,6 +27,7 @@ command runs, and its absence is reported with the install hint.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import os
 import sys
@@ -30,6 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 if TYPE_CHECKING:
+    from toolbound._model import Subject
     from toolbound.mcp.config import GatewayConfig
     from toolbound.mcp.server import HttpEndpoint
 
@@ -65,6 +72,14 @@ _TRANSPORT = [
     click.option("--http", "http", is_flag=True, help="Serve streamable HTTP instead of stdio."),
     click.option("--host", default=None, help="HTTP host (default: [service].host)."),
     click.option("--port", default=None, type=int, help="HTTP port (default: [service].port)."),
+    click.option(
+        "--local-as",
+        "local_as",
+        default=None,
+        metavar="PRINCIPAL",
+        help="Local mode: HTTP requests without a token run as this [[principal]] "
+        "(loopback addresses only).",
+    ),
 ]
 
 
@@ -81,7 +96,13 @@ def _transport_options(func: Any) -> Any:  # noqa: ANN401 - a click decorator ch
 @_transport_options
 @click.pass_context
 def mcp_gateway(
-    ctx: click.Context, config_path: str, *, http: bool, host: str | None, port: int | None
+    ctx: click.Context,
+    config_path: str,
+    *,
+    http: bool,
+    host: str | None,
+    port: int | None,
+    local_as: str | None,
 ) -> None:
     """Serve the upstream MCP servers of a configuration, guarded."""
     config = _config(config_path)
@@ -90,15 +111,17 @@ def mcp_gateway(
         return
     from toolbound.mcp.gateway import Gateway  # noqa: PLC0415
 
+    chosen = host or config.service.host
+    local = _local_subject(config, local_as, http=http, host=chosen)
     gateway = Gateway(config)
     if not http:
         asyncio.run(gateway.run_stdio())
         return
-    endpoint = gateway.http(allowed_hosts=_hosts(host or config.service.host))
+    endpoint = gateway.http(allowed_hosts=_hosts(chosen), local=local)
     _serve_http(
         endpoint,
         gateway.running,
-        host=host or config.service.host,
+        host=chosen,
         port=port if port is not None else config.service.port,
         path=config.gateway.http_path,
     )
@@ -333,10 +356,18 @@ def _base_url(config: GatewayConfig, url: str | None) -> str:
 @click.option("--tools", required=True, help="MODULE:FUNCTION returning the Registry to serve.")
 @_transport_options
 def mcp_serve(
-    config_path: str, tools: str, *, http: bool, host: str | None, port: int | None
+    config_path: str,
+    tools: str,
+    *,
+    http: bool,
+    host: str | None,
+    port: int | None,
+    local_as: str | None,
 ) -> None:
     """Serve a tool set over MCP, every call through the pipeline."""
     config = _config(config_path)
+    chosen = host or config.service.host
+    local = _local_subject(config, local_as, http=http, host=chosen)
     from toolbound._clock import SystemClock  # noqa: PLC0415
     from toolbound._model import Subject  # noqa: PLC0415
     from toolbound.mcp.confirmations import ConfirmationEndpoint  # noqa: PLC0415
@@ -372,11 +403,15 @@ def mcp_serve(
         asyncio.run(server.run_stdio(Subject(id=principal.subject, tenant=principal.tenant)))
         return
 
-    chosen = host or config.service.host
     desk = ConfirmationEndpoint.for_service(runtime, config.service)
     _serve_http(
         HttpEndpoint(
-            server, config.subject_for, allowed_hosts=_hosts(chosen), routes=desk.routes()
+            server,
+            config.subject_for,
+            allowed_hosts=_hosts(chosen),
+            routes=desk.routes(),
+            local=local,
+            protected_resource=config.gateway.protected_resource,
         ),
         host=chosen,
         port=port if port is not None else config.service.port,
@@ -386,6 +421,39 @@ def mcp_serve(
 
 def _hosts(host: str) -> list[str] | None:
     """DNS-rebinding protection for loopback hosts; other hosts are a proxy's to check."""
-    if host in {"127.0.0.1", "localhost", "::1"}:
+    if _loopback(host):
         return ["127.0.0.1:*", "localhost:*", "[::1]:*"]
     return None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _local_subject(
+    config: GatewayConfig, name: str | None, *, http: bool, host: str
+) -> Subject | None:
+    """The subject of local mode (``--local-as``), after refusing what would expose it."""
+    if name is None:
+        return None
+    from toolbound._model import Subject  # noqa: PLC0415
+
+    if not http:
+        msg = "--local-as is for --http; over stdio the caller is [gateway].stdio_principal"
+        raise click.ClickException(msg)
+    if not _loopback(host):
+        msg = (
+            f"--local-as serves callers without a token, so only on a loopback address "
+            f"(127.0.0.1, ::1, localhost), not {host!r}"
+        )
+        raise click.ClickException(msg)
+    principal = config.principal(name)
+    if principal is None:
+        msg = f"--local-as {name}: no [[principal]] is named {name!r}"
+        raise click.ClickException(msg)
+    return Subject(id=principal.subject, tenant=principal.tenant)

@@ -12,8 +12,14 @@ exactly as the service reads them; this module adds two::
     approvals = "gateway.approvals.json"   # approved tool versions (default: beside this file)
     http_path = "/mcp"
 
+    [gateway.protected_resource]      # RFC 9728 metadata, named in every 401 (optional)
+    resource = "https://tools.example.com/mcp"    # the MCP URL as clients reach it
+    authorization_servers = ["https://auth.example.com"]
+    scopes_supported = ["tools"]
+
     [[upstream]]
     name = "git"                      # also the default prefix: tools become git.<tool>
+    # prefix = ""                     # keep the upstream's own names (no two may meet)
     command = ["python", "-m", "mcp_server_git", "--repository", "/srv/repo"]
     # url = "http://127.0.0.1:9000/mcp"; bearer_env = "GIT_UPSTREAM_TOKEN"
     timeout = 30                      # seconds per call (the deadline)
@@ -40,7 +46,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast, get_args
+from typing import TYPE_CHECKING, Final, Literal, cast, get_args
+from urllib.parse import urlsplit
 
 from toolbound import config as service_config
 from toolbound._model import Action, EffectClass, IdempotencySupport, Subject
@@ -55,6 +62,7 @@ __all__ = [
     "GatewayConfig",
     "GatewaySettings",
     "GrantHolder",
+    "ProtectedResource",
     "ResourceRule",
     "ToolRule",
     "UpstreamConfig",
@@ -72,7 +80,14 @@ _EFFECTS: frozenset[str] = frozenset(get_args(EffectClass))
 _ACTIONS: frozenset[str] = frozenset(get_args(Action))
 _IDEMPOTENCY: frozenset[str] = frozenset(get_args(IdempotencySupport)) - {"query_by_key"}
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
-_GATEWAY_KEYS = frozenset({"name", "stdio_principal", "confirm", "approvals", "http_path"})
+_GATEWAY_KEYS = frozenset(
+    {"name", "stdio_principal", "confirm", "approvals", "http_path", "protected_resource"}
+)
+_RESOURCE_KEYS = frozenset(
+    {"resource", "authorization_servers", "scopes_supported", "resource_name"}
+)
+WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
+"""Where RFC 9728 puts a protected resource's metadata (its path follows this)."""
 _UPSTREAM_KEYS = frozenset(
     {
         "name", "prefix", "command", "env", "cwd", "url", "bearer_env", "timeout",
@@ -124,6 +139,10 @@ class UpstreamConfig:
     refresh_seconds: float = 60.0
     tools: Mapping[str, ToolRule] = field(default_factory=dict)
 
+    def served_name(self, tool: str) -> str:
+        """The name ``tool`` is served under: ``<prefix>.<tool>``, or ``tool`` if no prefix."""
+        return f"{self.prefix}.{tool}" if self.prefix else tool
+
     def rule(self, tool: str) -> ToolRule:
         """The configured rule for ``tool``, or the conservative default."""
         return self.tools.get(tool, ToolRule())
@@ -144,6 +163,44 @@ class GrantHolder:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ProtectedResource:
+    """RFC 9728 metadata for the MCP endpoint: where a client learns how to get a token.
+
+    ``resource`` is the endpoint's URL as clients reach it (behind a proxy, the
+    public one). The metadata is served at :attr:`metadata_paths` and named by
+    :attr:`metadata_url` in the ``WWW-Authenticate`` header of every 401.
+    """
+
+    resource: str
+    authorization_servers: tuple[str, ...] = ()
+    scopes_supported: tuple[str, ...] = ()
+    resource_name: str | None = None
+
+    @property
+    def metadata_url(self) -> str:
+        """RFC 9728 §3.1: the well-known path, then the resource's own path."""
+        parts = urlsplit(self.resource)
+        return f"{parts.scheme}://{parts.netloc}{WELL_KNOWN}{parts.path.rstrip('/')}"
+
+    @property
+    def metadata_paths(self) -> tuple[str, ...]:
+        """The paths the document is served at: with the resource's path, and without it."""
+        path = urlsplit(self.resource).path.rstrip("/")
+        return (f"{WELL_KNOWN}{path}", WELL_KNOWN) if path else (WELL_KNOWN,)
+
+    def metadata(self) -> dict[str, object]:
+        """The metadata document (RFC 9728 §2); bearer tokens go in the header only."""
+        doc: dict[str, object] = {"resource": self.resource, "bearer_methods_supported": ["header"]}
+        if self.authorization_servers:
+            doc["authorization_servers"] = list(self.authorization_servers)
+        if self.scopes_supported:
+            doc["scopes_supported"] = list(self.scopes_supported)
+        if self.resource_name:
+            doc["resource_name"] = self.resource_name
+        return doc
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GatewaySettings:
     """The ``[gateway]`` table."""
 
@@ -152,6 +209,7 @@ class GatewaySettings:
     confirm: ConfirmVia = "elicitation"
     approvals: Path | None = None
     http_path: str = "/mcp"
+    protected_resource: ProtectedResource | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,8 +251,11 @@ class GatewayConfig:
 
     def stdio_principal(self) -> Principal | None:
         """The principal a stdio client stands for, if one is configured."""
-        wanted = self.gateway.stdio_principal
-        return next((p for p in self.service.principals if p.name == wanted), None)
+        return self.principal(self.gateway.stdio_principal)
+
+    def principal(self, name: str | None) -> Principal | None:
+        """The ``[[principal]]`` called ``name``, if there is one."""
+        return next((p for p in self.service.principals if p.name == name), None)
 
 
 def load_gateway_config(path: str | Path) -> GatewayConfig:
@@ -296,6 +357,7 @@ class _Checker:
         if not http_path.startswith("/"):
             self.fail("gateway.http_path", f"must start with '/', got {http_path!r}")
         return GatewaySettings(
+            protected_resource=self.protected_resource(table.get("protected_resource")),
             name=self.text(table, "gateway", "name", "toolbound-gateway") or "toolbound-gateway",
             stdio_principal=self.text(table, "gateway", "stdio_principal"),
             confirm=cast(
@@ -312,6 +374,40 @@ class _Checker:
             http_path=http_path,
         )
 
+    def protected_resource(self, raw: object) -> ProtectedResource | None:
+        if raw is None:
+            return None
+        path = "gateway.protected_resource"
+        if not isinstance(raw, dict):
+            self.fail(path, "must be a table ([gateway.protected_resource])")
+            return None
+        table = cast("dict[str, object]", raw)
+        self.known(table, path, _RESOURCE_KEYS)
+        resource = self.text(table, path, "resource")
+        if resource is None:
+            self.fail(f"{path}.resource", "is required: the MCP URL as clients reach it")
+        elif not _is_url(resource) or "#" in resource:
+            self.fail(
+                f"{path}.resource", f"must be an http(s) URL without a fragment, got {resource!r}"
+            )
+        servers = self.strings(table, path, "authorization_servers")
+        for server in servers:
+            if not _is_url(server):
+                self.fail(f"{path}.authorization_servers", f"must be http(s) URLs, got {server!r}")
+        return ProtectedResource(
+            resource=resource or "",
+            authorization_servers=servers,
+            scopes_supported=self.strings(table, path, "scopes_supported"),
+            resource_name=self.text(table, path, "resource_name"),
+        )
+
+    def strings(self, raw: Mapping[str, object], path: str, key: str) -> tuple[str, ...]:
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            self.fail(f"{path}.{key}", f"must be an array of non-empty strings, got {value!r}")
+            return ()
+        return tuple(cast("list[str]", value))
+
     def upstreams(self, raw: object) -> tuple[UpstreamConfig, ...]:
         if not isinstance(raw, list) or not all(isinstance(u, dict) for u in raw):
             self.fail("upstream", "must be an array of tables ([[upstream]])")
@@ -323,6 +419,8 @@ class _Checker:
             seen: dict[str, int] = {}
             for i, upstream in enumerate(out):
                 value = getattr(upstream, what)
+                if not value:
+                    continue  # kept names: collisions are found when the tools are listed
                 if value in seen:
                     self.fail(
                         f"upstream[{i}].{what}",
@@ -336,7 +434,11 @@ class _Checker:
         name = self.text(raw, path, "name") or ""
         if name and not _NAME.match(name):
             self.fail(f"{path}.name", f"must match {_NAME.pattern}, got {name!r}")
-        prefix = self.text(raw, path, "prefix", name) or name
+        # prefix = "" keeps the upstream's own tool names.
+        prefix = raw.get("prefix", name)
+        if not isinstance(prefix, str):
+            self.fail(f"{path}.prefix", f"must be a string, got {prefix!r}")
+            prefix = name
         if prefix and not _NAME.match(prefix):
             self.fail(f"{path}.prefix", f"must match {_NAME.pattern}, got {prefix!r}")
         command = raw.get("command", [])
@@ -424,3 +526,8 @@ class _Checker:
             pointer=pointer,
             action=cast("Action", self.choice(table, path, "action", _ACTIONS, default_action)),
         )
+
+
+def _is_url(text: str) -> bool:
+    parts = urlsplit(text)
+    return parts.scheme in {"http", "https"} and bool(parts.netloc)

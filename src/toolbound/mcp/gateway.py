@@ -2,7 +2,8 @@
 
 :class:`Gateway` connects to the upstreams its configuration names (stdio commands
 and streamable HTTP URLs), imports their tools as tool specs (:class:`~toolbound.ToolSpec`) and
-serves them downstream as ``<prefix>.<tool>`` through a
+serves them downstream as ``<prefix>.<tool>`` (or under their own names, with
+``prefix = ""``; two upstreams serving one name is refused at start) through a
 :class:`~toolbound.mcp.server.GuardedServer`. Between a downstream caller and an
 upstream there is: strict parsing, schema validation that fails closed (a tool whose
 schema is missing or does not compile is not served), authorization of the caller's
@@ -38,11 +39,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import Clock, SystemClock
-from toolbound._errors import ToolboundError
+from toolbound._errors import ConfigurationError, ToolboundError
 from toolbound._model import Resource, Subject, ToolSpec
 from toolbound.mcp.approvals import ApprovalStore
 from toolbound.mcp.confirmations import ConfirmationEndpoint
@@ -92,7 +93,7 @@ class ToolStatus:
     """One upstream tool as the gateway sees it now."""
 
     name: str
-    """The name served downstream, ``<prefix>.<tool>``."""
+    """The name served downstream: ``<prefix>.<tool>``, or ``<tool>`` with ``prefix = ""``."""
     upstream: str
     tool: str
     state: ToolState
@@ -167,6 +168,11 @@ class Gateway:
             if isinstance(result, BaseException):
                 _LOG.warning("upstream %s: not reachable (%r)", upstream.name, result)
         await self.refresh(listing=True)
+        try:
+            self._check_names()
+        except ConfigurationError:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         """Close every upstream connection."""
@@ -188,17 +194,23 @@ class Gateway:
             await self.stop()
             self.close()
 
-    def http(self, *, allowed_hosts: list[str] | None = None) -> HttpEndpoint:
+    def http(
+        self, *, allowed_hosts: list[str] | None = None, local: Subject | None = None
+    ) -> HttpEndpoint:
         """The gateway over streamable HTTP, callers authenticated by their bearer tokens.
 
         Its :attr:`~HttpEndpoint.routes` are the confirmation endpoints
-        (:attr:`confirmations`), for the approvers among those callers.
+        (:attr:`confirmations`), for the approvers among those callers, and the
+        ``[gateway.protected_resource]`` metadata when configured. ``local``: local
+        mode (see :class:`HttpEndpoint`).
         """
         return HttpEndpoint(
             self.server,
             self.config.subject_for,
             allowed_hosts=allowed_hosts,
             routes=self.confirmations.routes(),
+            local=local,
+            protected_resource=self.config.gateway.protected_resource,
         )
 
     async def run_stdio(self) -> None:
@@ -282,26 +294,52 @@ class Gateway:
     def _import(self, upstream: Upstream, tools: list[types.Tool]) -> bool:
         """Bring one upstream's served tools in line with its listing; whether any changed."""
         cfg = upstream.config
-        before = {n: t.spec.key for n, t in self._served.items() if n.startswith(cfg.prefix + ".")}
-        for name in before:
-            del self._served[name]
-        for name in [n for n, s in self._status.items() if s.upstream == cfg.name]:
+        mine = [n for n, s in self._status.items() if s.upstream == cfg.name]
+        before = {n: self._served[n].spec.key for n in mine if n in self._served}
+        for name in mine:
             del self._status[name]
+            self._served.pop(name, None)
         for tool in tools:
             status, registered = self._admit(upstream, tool)
-            self._status[status.name] = status
+            if status.name in self._status:
+                # Kept names (prefix = "") can meet: the name stays with the upstream
+                # that had it; at start this is refused (see _check_names).
+                status = replace(status, state="broken", reason=self._collision(status))
+                registered = None
+                self._status[f"{status.name} ({cfg.name})"] = status
+            else:
+                self._status[status.name] = status
             if registered is not None:
                 self._served[status.name] = registered
             elif status.state != "hidden":
                 _LOG.warning("%s is not served: %s (%s)", status.name, status.state, status.reason)
-        after = {n: t.spec.key for n, t in self._served.items() if n.startswith(cfg.prefix + ".")}
+        after = {n: t.spec.key for n, t in self._served.items() if self._owner(n) == cfg.name}
         return before != after
+
+    def _owner(self, name: str) -> str | None:
+        status = self._status.get(name)
+        return None if status is None else status.upstream
+
+    def _collision(self, status: ToolStatus) -> str:
+        return (
+            f"upstream {status.upstream} lists {status.tool!r}, served as {status.name!r}, "
+            f"a name upstream {self._owner(status.name)} already serves; give one of them "
+            "a prefix"
+        )
+
+    def _check_names(self) -> None:
+        """At start: two upstreams serving one name is a configuration error, not a race."""
+        # A tool that found its name taken is filed under another key (see _import).
+        clashes = [s.reason for key, s in self._status.items() if key != s.name]
+        if clashes:
+            msg = "tool names collide: " + "; ".join(sorted(clashes))
+            raise ConfigurationError(msg, code="tool_name_collision")
 
     def _admit(
         self, upstream: Upstream, tool: types.Tool
     ) -> tuple[ToolStatus, RegisteredTool | None]:
         cfg = upstream.config
-        name = f"{cfg.prefix}.{tool.name}"
+        name = cfg.served_name(tool.name)
         definition = definition_of(tool)
         found = digest_or_none(definition)
 

@@ -8,8 +8,9 @@ mapped back (:func:`call_result`)::
 
     observed                        content: the model projection (untrusted data)
                                     structuredContent: the value, valid against outputSchema
-    rejected, failed, unknown,      isError: true; content and structuredContent carry the
-      cancelled                     error envelope: kind, code, recoverable, message, hint
+    rejected, failed, unknown,      isError: true, no structuredContent; the error envelope
+      cancelled                     (kind, code, recoverable, message, hint) as the text
+                                    content and in _meta["io.toolbound/envelope"]
     awaiting confirmation           elicitation where the client offers it, else a
                                     pending isError result naming invocation and digest
     unknown or hidden tool          JSON-RPC error -32602, "Unknown tool: NAME" — the same
@@ -41,6 +42,7 @@ import hashlib
 import hmac
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
@@ -60,7 +62,7 @@ try:
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
-    from mcp.shared.exceptions import MCPError
+    from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
@@ -76,9 +78,11 @@ if TYPE_CHECKING:
     from toolbound._model import EffectClass, JSONObject, ToolSpec
     from toolbound._outcome import Outcome
     from toolbound.gates.confirm import ConfirmationRequest
+    from toolbound.mcp.config import ProtectedResource
 
 
 __all__ = [
+    "ENVELOPE_META_KEY",
     "SUBJECT_SCOPE_KEY",
     "Catalog",
     "ConfirmOnce",
@@ -87,6 +91,7 @@ __all__ = [
     "StaticCatalog",
     "annotations_for",
     "call_result",
+    "error_result",
     "holds_capabilities",
     "pending_result",
     "tool_definition",
@@ -95,6 +100,9 @@ __all__ = [
 SUBJECT_SCOPE_KEY: Final = "toolbound.subject"
 """Where :class:`HttpEndpoint` puts the authenticated :class:`~toolbound.Subject` in
 the ASGI scope; the server reads the caller from there."""
+
+ENVELOPE_META_KEY: Final = "io.toolbound/envelope"
+"""Where an ``isError`` result carries toolbound's envelope as an object (``_meta``)."""
 
 _CONFIRM_KEY: Final = "confirm"
 _CONFIRM_SCHEMA: Final[dict[str, Any]] = {
@@ -152,16 +160,14 @@ def call_result(outcome: Outcome, *, structured: bool) -> types.CallToolResult:
 
     ``structured``: the tool declares an output schema, so a success carries the
     value the runtime checked against it as ``structuredContent`` (whole, even when
-    the text was cut to the result budget). An error carries its envelope there.
-    A rejection for an unknown tool is not a result but a protocol error (see
-    :meth:`GuardedServer.call_tool`).
+    the text was cut to the result budget). Anything else is an error result
+    (:func:`error_result`). A rejection for an unknown tool is not a result but a
+    protocol error (see :meth:`GuardedServer.call_tool`).
     """
     message = outcome.message
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=message.text)]
     if outcome.kind != "observed":
-        return types.CallToolResult(
-            content=content, structured_content=dict(message.payload), is_error=True
-        )
+        return error_result(message.payload)
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=message.text)]
     if not structured:
         return types.CallToolResult(content=content)
     value = outcome.result.value if message.truncated else message.payload.get("data")
@@ -192,10 +198,21 @@ def pending_result(request: ConfirmationRequest, *, proposal_id: str) -> types.C
             ),
         },
     }
+    return error_result(payload)
+
+
+def error_result(envelope: JSONObject) -> types.CallToolResult:
+    """An ``isError`` result carrying toolbound's ``envelope`` (an error, or a pending call).
+
+    ``structuredContent`` is left out: where a tool declares an ``outputSchema``, that
+    field must conform to it, and clients check it even on errors (the TypeScript
+    SDK throws ``-32602`` when it does not). The envelope is the text the model reads,
+    and the same object under ``_meta["io.toolbound/envelope"]`` for programs.
+    """
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=dumps(payload).decode())],
-        structured_content=payload,
+        content=[types.TextContent(type="text", text=dumps(envelope).decode())],
         is_error=True,
+        _meta={ENVELOPE_META_KEY: dict(envelope)},
     )
 
 
@@ -358,15 +375,29 @@ class GuardedServer:
         ) -> types.CallToolResult | types.InputRequiredResult:
             return await self.call_tool(caller(ctx), params, ctx)
 
-        return Server(
-            self.name,
-            version=self.version,
-            on_list_tools=on_list_tools,
-            on_call_tool=on_call_tool,
-            # Our schemas declare no Mcp-Param headers; without this the SDK would
-            # run a whole tools/list for every HTTP call to look for them.
-            get_tool_input_schema=lambda _name: None,
-        )
+        async def on_set_logging_level(
+            ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+        ) -> types.EmptyResult:
+            # Clients set a level when they connect. toolbound sends no log messages to
+            # clients (its trace goes to its own sinks, R14), so every level is met.
+            caller(ctx)
+            del params
+            return types.EmptyResult()
+
+        with warnings.catch_warnings():
+            # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
+            # 2025-era connection still send logging/setLevel when they connect.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            return Server(
+                self.name,
+                version=self.version,
+                on_list_tools=on_list_tools,
+                on_call_tool=on_call_tool,
+                on_set_logging_level=on_set_logging_level,
+                # Our schemas declare no Mcp-Param headers; without this the SDK would
+                # run a whole tools/list for every HTTP call to look for them.
+                get_tool_input_schema=lambda _name: None,
+            )
 
     async def run_stdio(self, subject: Subject) -> None:
         """Serve one client on this process's stdin and stdout, as ``subject``."""
@@ -537,6 +568,12 @@ class HttpEndpoint:
     ``routes`` are served beside the MCP endpoint by :meth:`starlette` (a gateway's
     confirmation endpoints, :mod:`toolbound.mcp.confirmations`); an application that
     mounts the endpoint itself adds them to its own routes.
+
+    ``local`` is local mode: a request without a bearer token runs as that subject
+    instead of being refused (a request with one is authenticated as always). Serve it
+    on a loopback address only — the CLI refuses any other. ``protected_resource``
+    (RFC 9728) adds its metadata document to :attr:`routes` and names it in the
+    ``WWW-Authenticate`` header of every 401 (``resource_metadata``).
     """
 
     def __init__(
@@ -547,6 +584,8 @@ class HttpEndpoint:
         allowed_hosts: list[str] | None = None,
         json_response: bool = False,
         routes: Sequence[BaseRoute] = (),
+        local: Subject | None = None,
+        protected_resource: ProtectedResource | None = None,
     ) -> None:
         security = (
             None
@@ -559,8 +598,13 @@ class HttpEndpoint:
             )
         )
         self.server = server
-        self.routes: tuple[BaseRoute, ...] = tuple(routes)
+        self.routes: tuple[BaseRoute, ...] = tuple(routes) + _metadata_routes(protected_resource)
         self._authenticate = authenticate
+        self._local = local
+        challenge = 'Bearer realm="toolbound"'
+        if protected_resource is not None:
+            challenge += f', resource_metadata="{protected_resource.metadata_url}"'
+        self._challenge = challenge.encode()
         self._manager = StreamableHTTPSessionManager(
             app=server.lowlevel(), json_response=json_response, security_settings=security
         )
@@ -582,7 +626,7 @@ class HttpEndpoint:
                 send,
                 401,
                 {"error": "unauthorized", "message": "a valid bearer token is required"},
-                extra=[(b"www-authenticate", b'Bearer realm="toolbound"')],
+                extra=[(b"www-authenticate", self._challenge)],
             )
             return
         scope = {**scope, SUBJECT_SCOPE_KEY: subject}
@@ -624,7 +668,23 @@ class HttpEndpoint:
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 if scheme.lower() == "bearer" and token.strip():
                     return self._authenticate(token.strip())
-        return None
+                return None  # credentials we cannot read are refused, even in local mode
+        return self._local
+
+
+def _metadata_routes(resource: ProtectedResource | None) -> tuple[BaseRoute, ...]:
+    """RFC 9728: the protected resource's metadata, open to anyone, at its well-known paths."""
+    if resource is None:
+        return ()
+    from starlette.responses import JSONResponse  # noqa: PLC0415 - only for serving
+    from starlette.routing import Route  # noqa: PLC0415
+
+    document = resource.metadata()
+
+    async def metadata(_request: object) -> JSONResponse:
+        return JSONResponse(document, headers={"cache-control": "max-age=3600"})
+
+    return tuple(Route(path, metadata, methods=["GET"]) for path in resource.metadata_paths)
 
 
 async def _read_body(receive: Receive) -> bytes:

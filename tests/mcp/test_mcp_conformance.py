@@ -1,0 +1,222 @@
+"""The official MCP conformance suite against ``mcp-serve`` and ``mcp-gateway`` (R18).
+
+``@modelcontextprotocol/conformance`` (pinned in ``node/package-lock.json``) runs all
+its server scenarios over streamable HTTP on loopback, against:
+
+* ``mcp-serve``: ``toolbound mcp-serve --tools conformance_tools:tools --http
+  --local-as local`` — the suite's fixture tools that a toolbound tool can be;
+* ``mcp-gateway``: ``toolbound mcp-gateway --http --local-as local`` in front of
+  ``@modelcontextprotocol/server-everything`` and of those fixture tools served by
+  ``mcp-serve`` over stdio, both with ``prefix = ""`` (their own names).
+
+The suite sends no token, hence local mode. A scenario passes when none of its checks
+is a FAILURE or a WARNING (the suite's own baseline rule). Every scenario that does
+not pass must be listed, with the reason, in ``conformance-expected-failures.json``;
+and one that passes must not be (a stale entry fails too, like a strict xfail).
+``docs/mcp.md`` shows the same table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from node_support import NODE_DIR, free_port, require_node_modules, serving_command
+
+HERE = Path(__file__).parent
+EXPECTED = HERE / "conformance-expected-failures.json"
+SUITE = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+EVERYTHING = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
+STAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$")  # the suite's result folders end so
+SUITE_TIMEOUT = 100  # seconds for all 32 scenarios; they take about 15
+
+PRINCIPAL = """
+[[principal]]
+name = "local"
+key_sha256 = "{key}"
+subject = "local"
+tenant = "local"
+roles = ["agent"]
+
+[[grant]]
+subject = "local"
+tenant = "local"
+capability = "conformance:call"
+actions = ["read"]
+"""
+# Nobody holds this token: the suite calls in local mode only.
+NO_TOKEN = "0" * 64
+
+FIXTURES = ("test_simple_text", "test_error_handling", "json_schema_2020_12_tool")
+EVERYTHING_READS = ("echo", "get-sum", "get-tiny-image", "get-structured-content")
+
+
+def serve_config(folder: Path) -> Path:
+    path = folder / "serve.toml"
+    path.write_text(
+        f"""
+[store]
+url = "sqlite:///serve-ledger.db"
+
+[gateway]
+name = "toolbound-conformance"
+stdio_principal = "local"
+{PRINCIPAL.format(key=NO_TOKEN)}
+"""
+    )
+    return path
+
+
+def gateway_config(folder: Path, inner: Path) -> Path:
+    rules = "".join(
+        f"""
+[upstream.tools.{tool}]
+effect = "read"
+capability = "conformance:call"
+"""
+        for tool in FIXTURES
+    )
+    everything_rules = "".join(
+        f"""
+[upstream.tools.{tool}]
+effect = "read"
+capability = "conformance:call"
+"""
+        for tool in EVERYTHING_READS
+    )
+    toolbound = str(Path(sys.executable).parent / "toolbound")
+    pythonpath = ":".join([str(HERE), *sys.path[1:2]])
+    path = folder / "gateway.toml"
+    path.write_text(
+        f"""
+[store]
+url = "sqlite:///gateway-ledger.db"
+
+[gateway]
+name = "toolbound-gateway-conformance"
+{PRINCIPAL.format(key=NO_TOKEN)}
+
+[[upstream]]
+name = "everything"
+prefix = ""
+command = ["node", "{EVERYTHING / "index.js"}", "stdio"]
+{everything_rules}
+
+[[upstream]]
+name = "fixtures"
+prefix = ""
+command = ["{toolbound}", "mcp-serve", "--config", "{inner}", "--tools", "conformance_tools:tools"]
+env = {{ PYTHONPATH = "{pythonpath}" }}
+{rules}
+"""
+    )
+    return path
+
+
+def run_suite(node: str, url: str, out: Path) -> dict[str, str | None]:
+    """Every server scenario of the suite: ``None`` if it passed, else what its checks said."""
+    subprocess.run(  # noqa: S603 - our own pinned suite
+        [node, "--import", "./node20.mjs", str(SUITE), "server", "--url", url, "--suite", "all",
+         "-o", str(out)],
+        cwd=NODE_DIR,
+        capture_output=True,
+        timeout=SUITE_TIMEOUT,
+        check=False,  # it exits 1 when any scenario fails; the table below decides
+    )  # fmt: skip
+    results: dict[str, str | None] = {}
+    for checks in sorted(out.glob("server-*/checks.json")):
+        scenario = STAMP.sub("", checks.parent.name.removeprefix("server-"))
+        bad = [c for c in json.loads(checks.read_text()) if c["status"] in {"FAILURE", "WARNING"}]
+        results[scenario] = (
+            "; ".join(f"{c['id']}: {c.get('errorMessage', c['status'])}" for c in bad) or None
+        )
+    return results
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    return require_node_modules()
+
+
+@pytest.fixture(scope="module")
+def expected() -> dict[str, dict[str, str]]:
+    return json.loads(EXPECTED.read_text())  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def scenarios(node: str) -> list[str]:
+    listing = subprocess.run(  # noqa: S603 - our own pinned suite
+        [node, "--import", "./node20.mjs", str(SUITE), "list", "--server"],
+        cwd=NODE_DIR, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    lines = listing.stdout.splitlines()
+    return [line.split()[1] for line in lines if line.strip().startswith("- ")]
+
+
+def check_table(
+    target: str,
+    results: dict[str, str | None],
+    scenarios: list[str],
+    expected: dict[str, dict[str, str]],
+) -> None:
+    assert sorted(results) == sorted(scenarios), "every scenario ran once"
+    failing = {s: why for s, why in results.items() if why is not None}
+    listed = expected[target]
+    unexpected = {s: why for s, why in failing.items() if s not in listed}
+    assert not unexpected, f"{target}: failures not in conformance-expected-failures.json:\n" + (
+        "\n".join(f"  {s}: {why}" for s, why in sorted(unexpected.items()))
+    )
+    stale = sorted(set(listed) - set(failing))
+    assert not stale, f"{target}: expected to fail, but they pass (remove them): {stale}"
+
+
+def test_mcp_serve_passes_the_conformance_suite_except_what_is_listed(
+    tmp_path: Path,
+    node: str,
+    scenarios: list[str],
+    expected: dict[str, dict[str, str]],
+) -> None:
+    """mcp-serve with the fixture tools: each scenario passes or is an expected failure."""
+    port = free_port()
+    config = serve_config(tmp_path)
+    args = ["mcp-serve", "--config", str(config), "--tools", "conformance_tools:tools",
+            "--http", "--host", "127.0.0.1", "--port", str(port),
+            "--local-as", "local"]  # fmt: skip
+    with serving_command(args, port=port):
+        results = run_suite(node, f"http://127.0.0.1:{port}/mcp", tmp_path / "results")
+    check_table("mcp-serve", results, scenarios, expected)
+
+
+def test_mcp_gateway_passes_the_conformance_suite_except_what_is_listed(
+    tmp_path: Path,
+    node: str,
+    scenarios: list[str],
+    expected: dict[str, dict[str, str]],
+) -> None:
+    """mcp-gateway before server-everything and the fixtures: each passes or is expected."""
+    port = free_port()
+    inner = serve_config(tmp_path)
+    config = gateway_config(tmp_path, inner)
+    args = ["mcp-gateway", "--config", str(config), "--http", "--host", "127.0.0.1",
+            "--port", str(port), "--local-as", "local"]  # fmt: skip
+    with serving_command(args, port=port):
+        results = run_suite(node, f"http://127.0.0.1:{port}/mcp", tmp_path / "results")
+    check_table("mcp-gateway", results, scenarios, expected)
+
+
+def test_the_docs_show_the_expected_failures_table(expected: dict[str, dict[str, str]]) -> None:
+    """docs/mcp.md lists every scenario with the same verdict and reason as the JSON file."""
+    docs = (HERE.parents[1] / "docs" / "mcp.md").read_text()
+    section = docs.split("\n## Conformance", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if line.startswith("| `") and line.count("|") == 4:
+            scenario, *cells = (c.strip() for c in line.strip("|").split("|"))
+            rows[scenario.strip("`")] = cells
+    for target, column in (("mcp-serve", 0), ("mcp-gateway", 1)):
+        said = {s: cells[column] for s, cells in rows.items() if cells[column] != "pass"}
+        assert said == {s: f"expected failure — {why}" for s, why in expected[target].items()}

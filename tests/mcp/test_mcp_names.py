@@ -1,0 +1,89 @@
+"""Kept names: ``prefix = ""`` serves an upstream's tools under their own names (R18).
+
+Two upstreams that would then serve one name are refused when the gateway starts,
+naming both; the tool a later listing brings into a clash is not served.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+from mcp import Client
+from mcp_support import MIRA, gateway, grant, run, write_config
+
+from toolbound import ConfigurationError
+from toolbound.config import ConfigError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import mcp_types as types
+
+
+def time_server(name: str, prefix: str) -> str:
+    return f"""
+[[upstream]]
+name = "{name}"
+prefix = "{prefix}"
+command = ["{sys.executable}", "-m", "mcp_server_time", "--local-timezone", "UTC"]
+[upstream.tools.get_current_time]
+effect = "read"
+capability = "time:read"
+"""
+
+
+def test_an_empty_prefix_keeps_the_upstream_s_tool_names(tmp_path: Path) -> None:
+    """get_current_time is listed and called as get_current_time, still through the pipeline."""
+    config = write_config(tmp_path, time_server("time", "") + grant("mira", "time:read"))
+
+    async def scenario() -> tuple[list[str], types.CallToolResult]:
+        async with gateway(config).running() as gw, Client(gw.server.lowlevel(MIRA)) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            return names, await client.call_tool("get_current_time", {"timezone": "UTC"})
+
+    names, result = run(scenario())
+    assert names == ["get_current_time"]
+    assert result.is_error is False
+    assert result.structured_content["timezone"] == "UTC"  # type: ignore[index]
+
+
+def test_two_upstreams_serving_one_name_are_refused_at_start(tmp_path: Path) -> None:
+    """Time and clock both keep their names: the gateway does not start, and says why."""
+    config = write_config(
+        tmp_path,
+        time_server("time", "") + time_server("clock", "") + grant("mira", "time:read"),
+    )
+
+    async def scenario() -> None:
+        async with gateway(config).running():
+            pass
+
+    with pytest.raises(ConfigurationError, match="tool names collide") as caught:
+        run(scenario())
+    assert caught.value.code == "tool_name_collision"
+    message = str(caught.value)
+    assert "'get_current_time'" in message
+    assert "upstream clock" in message
+    assert "upstream time" in message
+
+
+def test_a_prefixed_upstream_beside_a_kept_one_serves_both(tmp_path: Path) -> None:
+    """The same server twice, once as c.<tool> and once under its own names: no clash."""
+    config = write_config(tmp_path, time_server("time", "") + time_server("clock", "c"))
+    gw = gateway(config)
+
+    async def scenario() -> list[str]:
+        async with gw.running():
+            return [s.name for s in gw.status()]
+
+    assert run(scenario()) == ["c.convert_time", "c.get_current_time", "convert_time",
+                               "get_current_time"]  # fmt: skip
+
+
+def test_empty_prefixes_are_not_duplicates_but_equal_prefixes_are(tmp_path: Path) -> None:
+    """Several upstreams may keep their names; two may not share a prefix."""
+    write_config(tmp_path, time_server("time", "") + time_server("clock", ""))
+    with pytest.raises(ConfigError, match=r"upstream\[1\]\.prefix"):
+        write_config(tmp_path, time_server("time", "t") + time_server("clock", "t"))
