@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 from toolbound.config import parse_config
 from toolbound.service.api import create_app
 from toolbound.service.core import Service, fingerprint
-from toolbound.service.openapi import OPENAPI
+from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 
 CONSOLE = "/console"
 EXAMPLES = 15  # per operation and mode: the whole run stays well under 30 seconds
@@ -154,6 +154,9 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
         ),
         ("POST", "/v1/invocations/{invocation_id}/decision", 200): lambda: decide("ana", "parked"),
         ("POST", "/v1/invocations/{invocation_id}/decision", 409): lambda: decide("ana", "parked"),
+        ("GET", "/metrics", 200): lambda: client.get("/metrics", headers=key("ops")),
+        ("GET", "/metrics", 401): lambda: client.get("/metrics"),
+        ("GET", "/metrics", 403): lambda: client.get("/metrics", headers=key("agent")),
         ("GET", "/v1/unknown", 200): lambda: client.get("/v1/unknown", headers=key("ops")),
         ("GET", "/v1/unknown", 401): lambda: client.get("/v1/unknown"),
         ("POST", "/v1/unknown/{invocation_id}/reconcile", 400): lambda: reconcile(
@@ -192,6 +195,8 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
             r = probe()
             assert r.status_code == status, (method, path, r.text)
             media = "application/problem+json" if status >= 400 else "application/json"
+            if path == "/metrics" and status == 200:
+                media = METRICS_TYPE
             assert r.headers["content-type"] == media, (method, path, status)
 
 

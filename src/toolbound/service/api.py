@@ -36,7 +36,7 @@ from toolbound.adapters.http import (
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.otel import traceparent_scope
 from toolbound.service.core import Submission, fingerprint
-from toolbound.service.openapi import OPENAPI
+from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -97,6 +97,7 @@ def create_app(
         ),
         Route("/v1/confirmations", api.guarded(api.pending), methods=["GET"]),
         Route("/v1/unknown", api.guarded(api.unknown), methods=["GET"]),
+        Route("/metrics", api.guarded(api.metrics), methods=["GET"]),
         Route(
             "/v1/unknown/{invocation_id}/reconcile",
             api.guarded(api.reconcile),
@@ -191,6 +192,12 @@ class _Api:
 
     async def openapi(self, _request: Request) -> Response:
         return JSONResponse(OPENAPI)
+
+    async def metrics(self, request: Request) -> Response:
+        principal = authenticate(self.service, request)
+        if "operator" not in principal.roles:
+            raise ApiError(403, "forbidden", f"{principal.name} lacks the operator role")
+        return Response(self.service.metrics.exposition(), media_type=METRICS_TYPE)
 
     async def submit(self, request: Request) -> Response:
         principal = authenticate(self.service, request)

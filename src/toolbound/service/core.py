@@ -31,6 +31,7 @@ from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import ConfirmationRequest
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
+from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.wiring import journal_for, ledger_for
@@ -127,13 +128,15 @@ class Service:
         self.registry = registry if registry is not None else config.build_registry()
         self.ledger = ledger_for(config.store_url)
         self.journal: Journal = journal_for(config.store_url)
+        self.metrics = CallMetrics()
+        """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
         self.runtime = Runtime(
             policy=config.build_policy(self.clock),
             ledger=self.ledger,
             clock=self.clock,
             secrets=EnvSecrets(),
-            sinks=sinks,
+            sinks=(*sinks, self.metrics),
             confirmation_ttl=(
                 config.confirmation_ttl if confirmation_ttl is None else confirmation_ttl
             ),
@@ -146,6 +149,11 @@ class Service:
             clock=self.clock,
         )
         """The one confirmation desk, over the calls parked in the journal (R7)."""
+        self.metrics.gauge(
+            "pending_confirmations",
+            "Calls waiting for a person, their window still open.",
+            lambda: len(self.desk.pending()),
+        )
         self.recovered = self.recover()
 
     def close(self) -> None:

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 __all__ = ["OPENAPI"]
 
 
+METRICS_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+"""The media type of ``/metrics`` (Prometheus' text format)."""
+
+
 def _ref(name: str) -> dict[str, object]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -318,6 +322,20 @@ OPENAPI: Final[dict[str, Any]] = {
                 "summary": "Calls waiting for a person",
                 "responses": _answers(
                     401, s200=_json(_listing("confirmations", _SUMMARY), "Pending calls")
+                ),
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics: calls by tool and outcome, durations, pending",
+                "description": "An operator's key: Prometheus sends it as a bearer token.",
+                "responses": _answers(
+                    401,
+                    403,
+                    s200={
+                        "description": "The Prometheus text format",
+                        "content": {METRICS_TYPE: {"schema": {"type": "string"}}},
+                    },
                 ),
             }
         },
