@@ -109,6 +109,13 @@ class Executor:
         """
         if tool.inline:
             _run_inline(tool, args, tctx, budget, raw)
+        elif tool.is_async and cancel is None:
+            # Nothing to poll: the coroutine runs in the caller's own task, under
+            # the deadline, with no Task of its own and no extra trip through the loop.
+            try:
+                await _await_inline(tool.function(args, tctx), budget, raw)  # type: ignore[arg-type]
+            except asyncio.CancelledError:
+                raw.cancelled = raw.caller_cancelled = True
         else:
             loop = asyncio.get_running_loop()
             if tool.is_async:
@@ -209,6 +216,31 @@ def _wait_sync(
         else:
             fut.cancel()
             raw.timed_out = True
+    except Exception as exc:  # noqa: BLE001 - classified by the runtime
+        raw.error = exc
+
+
+async def _await_inline(coro: Awaitable[object], budget: float, raw: RawAttempt) -> None:
+    """Await an async tool in the current task under its deadline (no cancel event).
+
+    The same endings as :func:`_wait_async`: the deadline cancels the tool and
+    reads as timed out; a CancelledError the tool raises of itself reads as
+    cancelled; the caller's own cancellation propagates (after the tool saw it).
+    """
+    timer = asyncio.timeout(budget)
+    try:
+        async with timer:
+            raw.value = await coro
+    except TimeoutError as exc:
+        if timer.expired():
+            raw.timed_out = True
+        else:
+            raw.error = exc
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if timer.expired() or (current is not None and current.cancelling()):
+            raise
+        raw.cancelled = True
     except Exception as exc:  # noqa: BLE001 - classified by the runtime
         raw.error = exc
 
