@@ -43,16 +43,24 @@ def arguments(notes: int) -> str:
     return json.dumps({"order_id": "A-104", "notes": [f"note {i}" for i in range(notes)]})
 
 
-async def best_of(calls: dict[str, Callable[[], Awaitable[object]]], n: int) -> dict[str, float]:
-    """Best mean µs per call of each, over ``ROUNDS`` rounds of ``n`` calls.
+async def best_of(
+    calls: dict[str, Callable[[], Awaitable[object]]],
+    n: int,
+    *,
+    rounds: int = ROUNDS,
+    warmup: int | None = None,
+) -> dict[str, float]:
+    """Best mean µs per call of each, over ``rounds`` rounds of ``n`` calls.
 
-    The rounds take turns, so a busy moment of the machine touches every path alike.
+    The rounds take turns, so a busy moment of the machine touches every path alike;
+    on a shared machine, many short rounds find its quiet moments better than a few
+    long ones.
     """
     for call in calls.values():
-        for _ in range(min(n, WARMUP)):
+        for _ in range(min(n, WARMUP) if warmup is None else warmup):
             await call()
     best = dict.fromkeys(calls, float("inf"))
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for name, call in calls.items():
             t0 = time.perf_counter()
             for _ in range(n):

@@ -122,10 +122,11 @@ class Lifecycle:
 
     def advance(self, to: State, /, **data: object) -> None:
         """Move to ``to`` and record it; raise :class:`IllegalTransition` otherwise."""
-        if to not in TRANSITIONS[self.state]:
-            msg = f"illegal transition {self.state.name} → {to.name}"
+        previous = self.state
+        if to not in TRANSITIONS[previous]:
+            msg = f"illegal transition {previous.name} → {to.name}"
             raise IllegalTransition(msg)
-        self.trace.record("transition", state=to, previous=self.state, **data)
+        self.trace.add("transition", to, {"previous": previous, **data})
         self.state = to
         self.path.append(to)
 

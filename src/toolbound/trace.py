@@ -12,10 +12,13 @@ results are redacted before they are recorded.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from toolbound._clock import SystemClock
 
 if TYPE_CHECKING:
     from toolbound._clock import Clock
@@ -53,6 +56,9 @@ class TraceEvent(NamedTuple):
         }
 
 
+_new = tuple.__new__
+
+
 class TraceSink(Protocol):
     """Receives every event as it is appended (a log, an OpenTelemetry bridge, a store)."""
 
@@ -76,14 +82,21 @@ class Trace:
     ) -> None:
         self.invocation_id = invocation_id
         self.trace_id = trace_id
-        self._now = clock.time  # bound once: one event per step of every call
+        # Bound once: one event per step of every call. The system clock's reading
+        # is time.time itself, without the method in between.
+        self._now = time.time if type(clock) is SystemClock else clock.time
         self._sinks = sinks
         self._events: list[TraceEvent] = []
 
     def record(self, kind: str, /, state: State | None = None, **data: object) -> TraceEvent:
         """Append one event and hand it to every sink."""
+        return self.add(kind, state, data)
+
+    def add(self, kind: str, state: State | None, data: dict[str, object]) -> TraceEvent:
+        """:meth:`record` with the detail as one dict, which the trace keeps as it is."""
         events = self._events
-        event = TraceEvent(len(events), self._now(), kind, state, data)
+        # tuple.__new__ directly: a named tuple's own constructor is a Python function.
+        event: TraceEvent = _new(TraceEvent, (len(events), self._now(), kind, state, data))
         events.append(event)
         if self._sinks:
             for sink in self._sinks:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -109,6 +110,19 @@ class Executor:
         """
         if tool.inline:
             _run_inline(tool, args, tctx, budget, raw)
+        elif tool.is_async and cancel is None:
+            # Nothing to poll: the coroutine runs in the caller's own task, under
+            # the deadline, with no Task of its own and no extra trip through the loop.
+            try:
+                await _await_inline(tool.function(args, tctx), budget, raw)  # type: ignore[arg-type]
+            except asyncio.CancelledError:
+                raw.cancelled = raw.caller_cancelled = True
+        elif cancel is None:
+            # A sync tool on the pool, nothing to poll: one future, one timer.
+            try:
+                await self._hand_off(tool, args, tctx, budget, raw)
+            except asyncio.CancelledError:
+                raw.cancelled = raw.caller_cancelled = True
         else:
             loop = asyncio.get_running_loop()
             if tool.is_async:
@@ -123,6 +137,43 @@ class Executor:
                 fut.cancel()
                 raw.cancelled = raw.caller_cancelled = True
         raw.marked = tctx.committed
+
+    async def _hand_off(
+        self,
+        tool: RegisteredTool,
+        args: JSONObject,
+        tctx: ToolContext,
+        budget: float,
+        raw: RawAttempt,
+    ) -> None:
+        """Run a sync tool on the pool and wait for it on this loop, up to ``budget``.
+
+        Cheaper than ``run_in_executor`` under ``asyncio.timeout``: the worker
+        answers the loop's future itself, and the deadline is one timer that
+        resolves it. At the deadline the runtime stops waiting; the tool's thread
+        runs on and what it returns then is dropped.
+        """
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[tuple[object, BaseException | None]] = loop.create_future()
+        function = tool.function
+
+        def work() -> None:
+            try:
+                answer: tuple[object, BaseException | None] = (function(args, tctx), None)
+            except Exception as exc:  # noqa: BLE001 - classified by the runtime
+                answer = (None, exc)
+            # A loop closed while the tool ran has nobody waiting for the answer.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_answer, waiter, answer)
+
+        timer = loop.call_later(budget, _answer, waiter, _EXPIRED)
+        try:
+            self.workers().submit(work)
+            raw.value, raw.error = await waiter
+        finally:
+            timer.cancel()
+        if raw.error is _DEADLINE:
+            raw.error, raw.timed_out = None, True
 
     async def in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a blocking function on one worker thread, from async code."""
@@ -169,6 +220,18 @@ class Executor:
                 loop.close()
 
 
+_DEADLINE = TimeoutError("deadline")
+_EXPIRED: tuple[object, BaseException | None] = (None, _DEADLINE)
+
+
+def _answer(
+    waiter: asyncio.Future[tuple[object, BaseException | None]],
+    answer: tuple[object, BaseException | None],
+) -> None:
+    if not waiter.done():  # the first of the tool and its deadline wins
+        waiter.set_result(answer)
+
+
 def _run_inline(
     tool: RegisteredTool, args: JSONObject, tctx: ToolContext, budget: float, raw: RawAttempt
 ) -> None:
@@ -209,6 +272,31 @@ def _wait_sync(
         else:
             fut.cancel()
             raw.timed_out = True
+    except Exception as exc:  # noqa: BLE001 - classified by the runtime
+        raw.error = exc
+
+
+async def _await_inline(coro: Awaitable[object], budget: float, raw: RawAttempt) -> None:
+    """Await an async tool in the current task under its deadline (no cancel event).
+
+    The same endings as :func:`_wait_async`: the deadline cancels the tool and
+    reads as timed out; a CancelledError the tool raises of itself reads as
+    cancelled; the caller's own cancellation propagates (after the tool saw it).
+    """
+    timer = asyncio.timeout(budget)
+    try:
+        async with timer:
+            raw.value = await coro
+    except TimeoutError as exc:
+        if timer.expired():
+            raw.timed_out = True
+        else:
+            raw.error = exc
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if timer.expired() or (current is not None and current.cancelling()):
+            raise
+        raw.cancelled = True
     except Exception as exc:  # noqa: BLE001 - classified by the runtime
         raw.error = exc
 

@@ -790,9 +790,7 @@ class _Call:
                 capabilities=granted,
                 reason="confirmation required by the grant for " + ", ".join(confirming),
             )
-        if not granted:
-            return Allow(capabilities=granted, reason="the tool needs no capability")
-        return Allow(capabilities=granted, reason="granted " + ", ".join(sorted(granted)))
+        return _allowed(granted)
 
 
 class GrantPolicy:
@@ -816,35 +814,56 @@ class GrantPolicy:
     are exactly the spec's.
     """
 
-    __slots__ = ("_by_holder",)
+    __slots__ = ("_allow", "_by_capability")
 
     def __init__(self, grants: Iterable[Grant]) -> None:
-        """Index ``grants`` by (tenant, subject)."""
-        by_holder: dict[tuple[str, str], list[Grant]] = {}
+        """Index ``grants`` by (tenant, subject, capability), in the order given."""
+        index: dict[tuple[str, str, str], list[Grant]] = {}
         for grant in grants:
-            by_holder.setdefault((grant.tenant, grant.subject), []).append(grant)
-        self._by_holder = {key: tuple(value) for key, value in by_holder.items()}
+            index.setdefault((grant.tenant, grant.subject, grant.capability), []).append(grant)
+        self._by_capability = {key: tuple(value) for key, value in index.items()}
+        self._allow: dict[tuple[str, ...], Allow] = {}  # decisions are values: one per set
 
     def authorize(self, request: AuthzRequest) -> Decision:
         """Allow, confirm or deny ``request`` from the grants."""
-        subject = request.subject
+        subject, now = request.subject, request.now
         # R6: only the runtime subject selects grants; the arguments are never read
         # for identity, whatever keys they carry.
-        live = [
-            g
-            for g in self._by_holder.get((subject.tenant, subject.id), ())
-            if g.holds_for(subject, request.now)
-        ]
         capabilities = tuple(dict.fromkeys(request.spec.capabilities))
-        held = {c: [g for g in live if g.capability == c] for c in capabilities}
-        missing = next((c for c in capabilities if not held[c]), None)
-        if missing is not None:
-            return _capability_missing(request.spec, missing)
+        held: dict[str, list[Grant]] = {}
+        for capability in capabilities:
+            grants = self._by_capability.get((subject.tenant, subject.id, capability), ())
+            live = [g for g in grants if g.holds_for(subject, now)]
+            if not live:
+                return _capability_missing(request.spec, capability)
+            held[capability] = live
+        if not request.resources and all(_plain(grants) for grants in held.values()):
+            # The common read: no resource to scope, and for every capability the
+            # first unscoped grant has no limit and no confirmation, so it is the
+            # grant steps 3 and 4 pick, and nothing is left to check or spend.
+            allow = self._allow.get(capabilities)
+            if allow is None:
+                allow = self._allow.setdefault(capabilities, _allowed(frozenset(capabilities)))
+            return allow
         call = _Call(request)
         used = call.grants_used(held)
         if isinstance(used, Deny):
             return used
         return call.spend_rate_limits(used) or call.verdict(used, frozenset(capabilities))
+
+
+def _plain(grants: list[Grant]) -> bool:
+    """Whether the first unscoped grant of ``grants`` has no limit and needs no person."""
+    for grant in grants:
+        if grant.scope is None:
+            return not grant.limits and grant.confirm is False
+    return False
+
+
+def _allowed(granted: frozenset[str]) -> Allow:
+    if not granted:
+        return Allow(capabilities=granted, reason="the tool needs no capability")
+    return Allow(capabilities=granted, reason="granted " + ", ".join(sorted(granted)))
 
 
 class AllOf:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from toolbound._errors import Problem, Rejection
 from toolbound._model import Invocation, NormalizationContext
@@ -74,9 +74,11 @@ class Refusal:
     digest: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Verdict:
-    """Every gate passed: the normalized call and the policy's allow or confirm."""
+class Verdict(NamedTuple):
+    """Every gate passed: the normalized call and the policy's allow or confirm.
+
+    A named tuple: one is built for every admitted call and read once, right away.
+    """
 
     tool: RegisteredTool
     arguments: JSONObject
@@ -211,8 +213,13 @@ def judge(  # noqa: PLR0911 - one return per gate that can refuse
         return Refusal(state=State.VALIDATION_REJECTED, problem=unknown_tool(wanted))
     spec = tool.spec
     now = env.clock.now()
-    nctx = NormalizationContext(
-        reference_time=ctx.reference_time or now, timezone=ctx.timezone, locale=ctx.locale
+    # Only normalizers and semantic checks read the frame; most tools have neither.
+    nctx = (
+        NormalizationContext(
+            reference_time=ctx.reference_time or now, timezone=ctx.timezone, locale=ctx.locale
+        )
+        if spec.normalizers or spec.semantic_check is not None
+        else None
     )
     try:
         arguments, canonical = checked(tool, arguments, nctx)
@@ -282,21 +289,24 @@ def judge(  # noqa: PLR0911 - one return per gate that can refuse
 
 
 def checked(
-    tool: RegisteredTool, arguments: JSONObject, nctx: NormalizationContext
+    tool: RegisteredTool, arguments: JSONObject, nctx: NormalizationContext | None
 ) -> tuple[JSONObject, bytes]:
     """Validate, normalize, re-validate, semantic check, canonical form (R4 to R6).
 
-    Raises :class:`Rejection` for arguments that fail; any other exception is a
-    broken normalizer or check, which the callers fail closed.
+    ``nctx`` is needed (and only then given) when the tool has normalizers or a
+    semantic check. Raises :class:`Rejection` for arguments that fail; any other
+    exception is a broken normalizer or check, which the callers fail closed.
     """
     spec = tool.spec
     # Integral numbers where the schema says "integer" come back as ints (R4), so
     # normalizers, checks and the tool see 1, not 1.0; the canonical form is the same.
     arguments = tool.input.validated(arguments)
     if spec.normalizers:
+        assert nctx is not None  # noqa: S101 - judge builds it for such a tool
         arguments = normalize(arguments, spec.normalizers, nctx)
         arguments = tool.input.validated(arguments)  # normalizers must keep the contract
     if spec.semantic_check is not None:
+        assert nctx is not None  # noqa: S101 - judge builds it for such a tool
         problem = spec.semantic_check(arguments, nctx)
         if problem is not None:
             raise Rejection(problem)
