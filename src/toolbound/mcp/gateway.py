@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Literal
 from toolbound._clock import Clock, SystemClock
 from toolbound._errors import ConfigurationError, ToolboundError
 from toolbound._model import Resource, Subject, ToolSpec
+from toolbound.adapters.http import ApiError, problem_response
 from toolbound.mcp.approvals import ApprovalStore
 from toolbound.mcp.confirmations import ConfirmationEndpoint
 from toolbound.mcp.server import GuardedServer, HttpEndpoint, holds_capabilities
@@ -55,15 +56,25 @@ from toolbound.mcp.upstream import (
     definition_of,
     digest_or_none,
 )
+from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from toolbound.metrics import CallMetrics
 from toolbound.pipeline.runtime import Runtime
 from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.wiring import ledger_for, telemetry_sinks
+
+try:
+    from starlette.responses import Response
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
+    raise ImportError(msg) from exc
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
     from typing import TextIO
 
     import mcp_types as types
+    from starlette.requests import Request
 
     from toolbound._model import JSONObject, JSONValue, ResourceExtractor
     from toolbound.ledger.store import Ledger
@@ -125,12 +136,17 @@ class Gateway:
         self.config = config
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._owns_runtime = runtime is None
+        self.metrics = CallMetrics()
+        """Calls, quarantined tools and upstream health, for ``/metrics`` (:meth:`http`)."""
         if runtime is None:
             runtime = Runtime(
                 policy=config.service.build_policy(self.clock),
                 ledger=ledger if ledger is not None else ledger_for(config.service.store_url),
                 clock=self.clock,
-                sinks=telemetry_sinks(config.service) if sinks is None else sinks,
+                sinks=(
+                    *(telemetry_sinks(config.service) if sinks is None else sinks),
+                    self.metrics,
+                ),
             )
         self.runtime = runtime
         self.approvals = ApprovalStore(config.approvals_path)
@@ -155,6 +171,7 @@ class Gateway:
         )
         self.confirmations = ConfirmationEndpoint.for_service(self.runtime, config.service)
         """The parked calls as approvers see and decide them (served by :meth:`http`)."""
+        self._gauges()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -208,10 +225,48 @@ class Gateway:
             self.server,
             self.config.subject_for,
             allowed_hosts=allowed_hosts,
-            routes=self.confirmations.routes(),
+            routes=[
+                *self.confirmations.routes(),
+                Route("/metrics", self._metrics, methods=["GET"]),
+            ],
             local=local,
             protected_resource=self.config.gateway.protected_resource,
         )
+
+    def _gauges(self) -> None:
+        self.metrics.gauge(
+            "pending_confirmations",
+            "Calls waiting for a person, their window still open.",
+            lambda: len(self.runtime.desk.pending()),
+        )
+        self.metrics.gauge(
+            "quarantined_tools",
+            "Upstream tools whose new definition waits for a person's approval.",
+            lambda: sum(s.state == "quarantined" for s in self._status.values()),
+        )
+        self.metrics.gauge(
+            "upstream_up",
+            "1 when the upstream's last listing answered, else 0.",
+            lambda: {(name,): float(name not in self.unreachable) for name in self.upstreams},
+            ("upstream",),
+        )
+
+    async def _metrics(self, request: Request) -> Response:
+        """``GET /metrics`` for an operator's bearer token (Prometheus' text format)."""
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        principal = (
+            self.config.service.principal_for(token.strip())
+            if scheme.lower() == "bearer" and token.strip()
+            else None
+        )
+        if principal is None:
+            error = ApiError(401, "unauthenticated", "send an operator's token: Bearer TOKEN")
+            return problem_response(error)
+        if "operator" not in principal.roles:
+            return problem_response(
+                ApiError(403, "forbidden", f"{principal.name} lacks the operator role")
+            )
+        return Response(self.metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
     async def run_stdio(self) -> None:
         """Serve one client on stdin/stdout as ``[gateway].stdio_principal``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final
 
 from toolbound.adapters.http import MAX_IDEMPOTENCY_KEY, PROBLEM_JSON
+from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["OPENAPI"]
 
 
-METRICS_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+METRICS_TYPE: Final = METRICS_CONTENT_TYPE
 """The media type of ``/metrics`` (Prometheus' text format)."""
 
 
