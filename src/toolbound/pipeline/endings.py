@@ -121,17 +121,8 @@ def failed_before(
     )
     call.life.advance(State.FAILED_BEFORE_COMMIT, problem=problem)
     record_phase(env, call, result)
-    message = _error_message(call, call.tool, problem, "not_committed")
     return Failed(
-        **_common(
-            call,
-            call.tool,
-            message,
-            call.evidence,
-            problem=problem,
-            commit="not_committed",
-            result=result,
-        ),
+        **_erred(call, problem, "not_committed", result),
         problem=problem,
         invocation=call.invocation,
         result=result,
@@ -142,17 +133,8 @@ def failed_after(call: Admitted, problem: Problem, committed: Result) -> Failed:
     """FAILED_AFTER_COMMIT: the effect happened, but its result is not usable (R9, R11)."""
     result = replace(committed, status="error", error=problem)
     call.life.advance(State.FAILED_AFTER_COMMIT, problem=problem)
-    message = _error_message(call, call.tool, problem, "committed")
     return Failed(
-        **_common(
-            call,
-            call.tool,
-            message,
-            call.evidence,
-            problem=problem,
-            commit="committed",
-            result=result,
-        ),
+        **_erred(call, problem, "committed", result),
         problem=problem,
         invocation=call.invocation,
         result=result,
@@ -182,17 +164,8 @@ def committed_then_cancelled(env: Env, call: Prepared, raw: RawAttempt) -> Cance
     result = _error_result(env, call.invocation, problem, "committed", raw=raw, attempts=attempts)
     call.life.advance(State.COMMITTED, cancelled=True)
     record_phase(env, call, result)
-    message = _error_message(call, call.tool, problem, "committed")
     return Cancelled(
-        **_common(
-            call,
-            call.tool,
-            message,
-            call.evidence,
-            problem=problem,
-            commit="committed",
-            result=result,
-        ),
+        **_erred(call, problem, "committed", result),
         commit_status="committed",
         invocation=call.invocation,
         result=result,
@@ -205,17 +178,8 @@ def cancelled(env: Env, call: Admitted, why: str) -> Cancelled:
     call.life.advance(State.CANCELLED_BEFORE_COMMIT, reason=why)
     result = _error_result(env, call.invocation, problem, "not_committed", raw=None, attempts=())
     record_phase(env, call, result)
-    message = _error_message(call, call.tool, problem, "not_committed")
     return Cancelled(
-        **_common(
-            call,
-            call.tool,
-            message,
-            call.evidence,
-            problem=problem,
-            commit="not_committed",
-            result=result,
-        ),
+        **_erred(call, problem, "not_committed", result),
         commit_status="not_committed",
         invocation=call.invocation,
         result=result,
@@ -229,17 +193,8 @@ def unknown(env: Env, call: Prepared, raw: RawAttempt, problem: Problem) -> Outc
     evidence = raw.error.evidence if isinstance(raw.error, CommitUnknown) else {}
     call.life.advance(State.OUTCOME_UNKNOWN, problem=problem, evidence=evidence)
     record_phase(env, call, result)
-    message = _error_message(call, call.tool, problem, "unknown")
     return OutcomeUnknown(
-        **_common(
-            call,
-            call.tool,
-            message,
-            call.evidence,
-            problem=problem,
-            commit="unknown",
-            result=result,
-        ),
+        **_erred(call, problem, "unknown", result),
         problem=problem,
         invocation=call.invocation,
         result=result,
@@ -360,6 +315,14 @@ def _error_result(
         commit_status=commit,
         observed_at=(raw.ended_at if raw is not None else None) or env.clock.now(),
         attempts=attempts,
+    )
+
+
+def _erred(call: Admitted, problem: Problem, commit: CommitStatus, result: Result) -> _Common:
+    """The fields of an admitted call's error ending; records the bytes sent back (R14)."""
+    message = _error_message(call, call.tool, problem, commit)
+    return _common(
+        call, call.tool, message, call.evidence, problem=problem, commit=commit, result=result
     )
 
 
