@@ -1,9 +1,11 @@
 """R7 on every surface that decides parked calls: the one desk's rules, seen from outside.
 
 Each case runs against the library runtime (its desk, and ``approve``/``deny``), the
-service in process, its HTTP API, its console forms and the MCP confirmation endpoint.
-What each surface answers to a refused decision is its ``refusals`` table in
-desk_surfaces.py; a case that cannot apply to a surface is skipped with the reason.
+service in process, its HTTP API, its console forms, the MCP confirmation endpoint
+(desk_surfaces.py), and the Pydantic AI, OpenAI Agents SDK and LangGraph integrations
+driven through their own agent loops (framework_surfaces.py). What each surface
+answers to a refused decision is its ``refusals`` table; a case that cannot apply to a
+surface is skipped with the reason.
 """
 
 from __future__ import annotations
