@@ -1,9 +1,11 @@
 """R7 on every surface that decides parked calls: the one desk's rules, seen from outside.
 
 Each case runs against the library runtime (its desk, and ``approve``/``deny``), the
-service in process, its HTTP API, its console forms and the MCP confirmation endpoint.
-What each surface answers to a refused decision is its ``refusals`` table in
-desk_surfaces.py; a case that cannot apply to a surface is skipped with the reason.
+service in process, its HTTP API, its console forms, the MCP confirmation endpoint
+(desk_surfaces.py), and the Pydantic AI, OpenAI Agents SDK and LangGraph integrations
+driven through their own agent loops (framework_surfaces.py). What each surface
+answers to a refused decision is its ``refusals`` table; a case that cannot apply to a
+surface is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -48,8 +50,22 @@ def test_denying_never_runs_the_call(surface):
     assert parked.invocation_id not in surface.pending(ANA)
 
 
-def test_a_decision_naming_another_digest_is_refused_and_the_call_waits(surface):
+@pytest.mark.parametrize("approve", [True, False], ids=["approve", "deny"])
+def test_a_decision_naming_another_digest_is_refused_and_runs_nothing(request, surface, approve):
+    """A decision shown another call's digest is refused (digest_mismatch); neither call runs."""
+    applies(request, surface, f"digest:{'approve' if approve else 'deny'}")
+    parked = surface.park({"text": "at 9:00"})
+    other = surface.park({"text": "at 23:00"})
+    refused = surface.decide(parked.invocation_id, other.digest, ANA, approve=approve)
+    assert refused in surface.refusals["digest"]
+    assert refused.code == "digest_mismatch"
+    assert surface.effects() == 0
+    assert other.invocation_id in surface.pending(ANA)
+
+
+def test_a_decision_naming_another_digest_is_refused_and_the_call_waits(request, surface):
     """Another call's digest is refused (digest_mismatch), runs nothing; the right one then runs."""
+    applies(request, surface, "digest_waits")
     parked = surface.park({"text": "at 9:00"})
     other = surface.park({"text": "at 23:00"})
     assert parked.digest != other.digest
@@ -117,8 +133,9 @@ def test_a_person_without_the_approver_role_cannot_decide(request, surface):
     assert parked.invocation_id in surface.pending(ANA)
 
 
-def test_a_decision_for_an_unknown_id_is_refused(surface):
+def test_a_decision_for_an_unknown_id_is_refused(request, surface):
     """A decision naming no parked call is refused and runs nothing."""
+    applies(request, surface, "unknown")
     parked = surface.park({"text": "buy milk"})
     for approve in (True, False):
         refused = surface.decide(uuid.uuid4().hex, parked.digest, ANA, approve=approve)
@@ -128,12 +145,13 @@ def test_a_decision_for_an_unknown_id_is_refused(surface):
 
 
 @pytest.mark.parametrize("interleaved", [False, True], ids=["free", "both-looked"])
-def test_two_approvals_racing_run_the_call_once(surface, interleaved):
+def test_two_approvals_racing_run_the_call_once(request, surface, interleaved):
     """Two approvers approving at once: exactly one succeeds and the call runs once.
 
     ``both-looked`` holds each decision after the desk found the call waiting until the
     other has too, so the store's one-decision guard, not timing, settles the race.
     """
+    applies(request, surface, "raced")
     parked = surface.park({"text": "race"})
     start, looked = threading.Barrier(2), threading.Barrier(2)
 
