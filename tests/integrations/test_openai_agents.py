@@ -33,6 +33,7 @@ from openai.types.responses import (
 from toolbound import (
     CallContext,
     ConfigurationError,
+    ConfirmationMismatch,
     FixedClock,
     Grant,
     GrantPolicy,
@@ -539,6 +540,21 @@ def test_a_denied_write_never_runs_and_the_model_is_told_why(world):
     assert sent["commit_status"] == "not_committed"
     assert sent["error"]["code"] == "denied_by_person"
     assert sent["error"]["message"] == "ana denied the call"
+
+
+def test_a_denial_is_final_even_against_an_earlier_run_state(world):
+    """A second person cannot approve, from the state before the denial, a call one denied."""
+    guarded = world.guarded()
+    agent = agent_with(refund_script(), guarded.tools)
+    result = run(agent, "Refund 500 on A-104.")
+    (pending,) = guarded.pending(result)
+    guarded.deny(result.to_state(), pending, approver="ana")
+    earlier = result.to_state()  # what the application still holds from before
+    with pytest.raises(ConfirmationMismatch) as err:
+        guarded.approve(earlier, pending, approver="ops")
+    assert err.value.code == "not_pending"
+    asyncio.run(Runner.run(agent, earlier, run_config=RunConfig(tracing_disabled=True)))
+    assert world.shop.refunds == []
 
 
 def test_a_write_the_policy_allows_runs_without_asking(world):

@@ -182,6 +182,8 @@ class GuardedTools:
         self._names = NameMap(toolset.specs)
         self._by_provider_name: dict[str, RegisteredTool] = {}
         self._decisions: dict[str, _Decision] = {}
+        self._denied: dict[str, datetime] = {}
+        """Calls a person refused, by call id, until approval_ttl: a denial is final (R7)."""
         self._lock = threading.Lock()
         self.tools: list[Tool] = [self._function_tool(t, strict=strict) for t in toolset]
         """The tools to give an ``Agent``: one ``FunctionTool`` per toolbound tool."""
@@ -224,8 +226,16 @@ class GuardedTools:
         The decision is used once, when the resumed run reaches this call, and only
         if the call's digest is still ``pending.digest`` (R7). Resume with
         ``Runner.run(agent, state)``. A call toolbound rejects (``pending.problem``)
-        is not a person's to approve: :meth:`dismiss` it.
+        is not a person's to approve: :meth:`dismiss` it. A call a person denied
+        cannot be approved afterwards, not even from an earlier run state: that raises
+        :class:`~toolbound.ConfirmationMismatch` (``not_pending``).
         """
+        now = self.runtime.clock.now()
+        with self._lock:
+            self._denied = {k: t for k, t in self._denied.items() if t > now}
+            if pending.call_id in self._denied:
+                msg = f"call {pending.call_id} was denied; a denial is final"
+                raise ConfirmationMismatch(msg, code="not_pending")
         if pending.problem is not None or pending.digest is None:
             why = pending.problem.code if pending.problem is not None else "no digest"
             msg = f"toolbound rejects call {pending.call_id} ({why}): dismiss it"
@@ -247,9 +257,13 @@ class GuardedTools:
         state.approve(pending.item)
 
     def deny(self, state: RunState, pending: PendingConfirmation, *, approver: str) -> None:
-        """``approver`` refuses the call: the SDK never runs it; the model is told why."""
+        """``approver`` refuses the call: the SDK never runs it; the model is told why.
+
+        The denial is final: a later :meth:`approve` of the same call is refused.
+        """
         with self._lock:
             self._decisions.pop(pending.call_id, None)
+            self._denied[pending.call_id] = self.runtime.clock.now() + self._approval_ttl
         problem = Problem(
             kind="confirmation",
             code="denied_by_person",
