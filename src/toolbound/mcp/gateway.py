@@ -168,6 +168,7 @@ class Gateway:
             confirm=("console" if config.service.four_eyes else config.gateway.confirm),
             timeout=config.service.timeout,
             result_budget=config.service.result_budget,
+            content=self._content_rule,
         )
         self.confirmations = ConfirmationEndpoint.for_service(self.runtime, config.service)
         """The parked calls as approvers see and decide them (served by :meth:`http`)."""
@@ -314,6 +315,14 @@ class Gateway:
         view = ToolSet(t for t in self._served.values() if self._can_see(subject, t.spec))
         self._views[subject] = (self._generation, view)
         return view
+
+    def _content_rule(self, name: str) -> tuple[str, int] | None:
+        """Every upstream tool's content blocks pass through, up to its upstream's limit."""
+        status = self._status.get(name)
+        if status is None:
+            return None
+        cfg = self.upstreams[status.upstream].config
+        return cfg.name, cfg.max_content_bytes
 
     def status(self) -> list[ToolStatus]:
         """Every upstream tool the gateway knows, with its state; by served name."""

@@ -50,11 +50,12 @@ from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.mcp.content import content_blocks, pass_through, summary
 from toolbound.otel import context_from_traceparent
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.registry import Registry, ToolSet
-from toolbound.results.encode import dumps
+from toolbound.results.encode import dumps, model_result
 
 try:
     import mcp_types as types
@@ -76,9 +77,15 @@ if TYPE_CHECKING:
     from starlette.types import Message, Receive, Scope, Send
 
     from toolbound._model import EffectClass, JSONObject, ToolSpec
-    from toolbound._outcome import Outcome
+    from toolbound._outcome import Observed, Outcome
     from toolbound.gates.confirm import ConfirmationRequest
     from toolbound.mcp.config import ProtectedResource
+    from toolbound.registry import RegisteredTool
+
+    ContentRule = Callable[[str], "tuple[str, int] | None"]
+    """For a served tool's name: the upstream it comes from and the most bytes one
+    non-text block of its results may carry; ``None`` for a tool whose results are
+    JSON values only."""
 
 
 __all__ = [
@@ -311,6 +318,8 @@ class GuardedServer:
     ``"console"`` (always park for a person elsewhere). ``timeout`` and
     ``result_budget`` bound each call (:class:`~toolbound.CallContext`). The
     runtime's policy is wrapped in :class:`ConfirmOnce` if it is not already.
+    ``content`` says which tools' results may hold image, audio and resource blocks
+    to pass on as blocks (:mod:`toolbound.mcp.content`), and how large.
 
     Build the SDK server with :meth:`lowlevel`, serve stdio with :meth:`run_stdio`,
     or HTTP with :class:`HttpEndpoint`.
@@ -326,6 +335,7 @@ class GuardedServer:
         confirm: str = "elicitation",
         timeout: float | None = None,
         result_budget: int | None = None,
+        content: ContentRule | None = None,
     ) -> None:
         if confirm not in {"elicitation", "console"}:
             msg = f"confirm must be 'elicitation' or 'console', not {confirm!r}"
@@ -341,6 +351,7 @@ class GuardedServer:
         self.confirm = confirm
         self.timeout = timeout
         self.result_budget = result_budget
+        self.content = content
         self._state_key = os.urandom(32)
 
     # -- the SDK server ----------------------------------------------------------------
@@ -549,7 +560,50 @@ class GuardedServer:
         if outcome.kind == "observed":
             tool = tools.lookup(outcome.invocation.tool_name)
             structured = tool is not None and _declared_output(tool.spec, legacy=legacy) is not None
+            if tool is not None and not structured:
+                passed = self._pass_through(outcome, tool)
+                if passed is not None:
+                    return passed
         return call_result(outcome, structured=structured)
+
+    def _pass_through(self, outcome: Observed, tool: RegisteredTool) -> types.CallToolResult | None:
+        """An upstream result with image, audio or resource blocks, passed on as blocks."""
+        rule = None if self.content is None else self.content(tool.spec.name)
+        blocks = None if rule is None else content_blocks(outcome.result.value)
+        if rule is None or blocks is None:
+            return None
+        upstream, limit = rule
+        passed = pass_through(blocks, limit=limit, upstream=upstream)
+        data = passed.data
+        shown = outcome.message.payload.get("data")
+        if not outcome.message.truncated and isinstance(shown, list) and len(shown) == len(data):
+            # Text blocks as the runtime showed them to the model (redacted), not raw.
+            data = [shown[i] if isinstance(b, types.TextContent) else d
+                    for i, (b, d) in enumerate(zip(blocks, data, strict=True))]  # fmt: skip
+        budget = tool.spec.result_budget
+        if self.result_budget is not None:
+            budget = min(budget, self.result_budget)
+        message = model_result(
+            invocation_id=outcome.invocation_id,
+            proposal_id=outcome.proposal_id,
+            tool=outcome.tool,
+            value=data,
+            budget=budget,
+            cuts=(*outcome.message.cuts, *passed.cuts),
+        )
+        # R14: what the client receives instead of the runtime's own message.
+        outcome.trace.record(
+            "tool_message",
+            content=message.content,
+            is_error=False,
+            truncated=message.truncated,
+            cuts=message.cuts,
+            blocks=[summary(b) for b in passed.blocks],
+            reason="content blocks passed through",
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=message.text), *passed.blocks]
+        )
 
 
 # -- HTTP -----------------------------------------------------------------------------------
