@@ -48,7 +48,13 @@ from toolbound._model import Resource, Subject, ToolSpec
 from toolbound.adapters.http import ApiError, problem_response
 from toolbound.mcp.approvals import ApprovalStore
 from toolbound.mcp.confirmations import ConfirmationEndpoint
-from toolbound.mcp.server import GuardedServer, HttpEndpoint, holds_capabilities
+from toolbound.mcp.federation import Federation
+from toolbound.mcp.server import (
+    GuardedServer,
+    HttpEndpoint,
+    holds_capabilities,
+    holds_capability,
+)
 from toolbound.mcp.upstream import (
     Upstream,
     UpstreamTool,
@@ -169,6 +175,11 @@ class Gateway:
             timeout=config.service.timeout,
             result_budget=config.service.result_budget,
             content=self._content_rule,
+            federation=Federation(
+                list(self.upstreams.values()),
+                runtime=self.runtime,
+                holds=holds_capability(config.grant_holders()),
+            ),
         )
         self.confirmations = ConfirmationEndpoint.for_service(self.runtime, config.service)
         """The parked calls as approvers see and decide them (served by :meth:`http`)."""

@@ -93,6 +93,7 @@ __all__ = [
     "SUBJECT_SCOPE_KEY",
     "Catalog",
     "ConfirmOnce",
+    "Federated",
     "GuardedServer",
     "HttpEndpoint",
     "StaticCatalog",
@@ -100,6 +101,7 @@ __all__ = [
     "call_result",
     "error_result",
     "holds_capabilities",
+    "holds_capability",
     "pending_result",
     "tool_definition",
 ]
@@ -245,6 +247,41 @@ class Catalog(Protocol):
         ...
 
 
+class Federated(Protocol):
+    """Resources and prompts served beside the tools (a gateway's upstreams').
+
+    Each method answers for ``subject`` only: what it may list, read and get.
+    """
+
+    async def list_resources(self, subject: Subject) -> list[types.Resource]:
+        """``resources/list``."""
+        ...
+
+    async def list_resource_templates(self, subject: Subject) -> list[types.ResourceTemplate]:
+        """``resources/templates/list``."""
+        ...
+
+    async def read_resource(self, subject: Subject, uri: str) -> types.ReadResourceResult:
+        """``resources/read``."""
+        ...
+
+    async def list_prompts(self, subject: Subject) -> list[types.Prompt]:
+        """``prompts/list``."""
+        ...
+
+    async def get_prompt(
+        self, subject: Subject, name: str, arguments: dict[str, str]
+    ) -> types.GetPromptResult:
+        """``prompts/get``."""
+        ...
+
+    async def complete(
+        self, subject: Subject, params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        """``completion/complete``."""
+        ...
+
+
 class _GrantLike(Protocol):
     @property
     def subject(self) -> str: ...
@@ -264,16 +301,25 @@ def holds_capabilities(
     Scopes and limits depend on a call's arguments, so they are left to
     authorization; a tool the subject holds no grant for could never be allowed.
     """
+    holds = holds_capability(grants)
+
+    def can_see(subject: Subject, spec: ToolSpec) -> bool:
+        return all(holds(subject, c) for c in spec.capabilities)
+
+    return can_see
+
+
+def holds_capability(grants: Iterable[_GrantLike]) -> Callable[[Subject, str], bool]:
+    """Whether a subject holds a grant for one capability (in its session, or any)."""
     held: dict[tuple[str, str], list[tuple[str | None, str]]] = {}
     for g in grants:
         held.setdefault((g.tenant, g.subject), []).append((g.session, g.capability))
 
-    def can_see(subject: Subject, spec: ToolSpec) -> bool:
+    def holds(subject: Subject, capability: str) -> bool:
         mine = held.get((subject.tenant, subject.id), [])
-        have = {c for s, c in mine if s is None or s == subject.session}
-        return all(c in have for c in spec.capabilities)
+        return any(c == capability and (s is None or s == subject.session) for s, c in mine)
 
-    return can_see
+    return holds
 
 
 class StaticCatalog:
@@ -320,6 +366,8 @@ class GuardedServer:
     runtime's policy is wrapped in :class:`ConfirmOnce` if it is not already.
     ``content`` says which tools' results may hold image, audio and resource blocks
     to pass on as blocks (:mod:`toolbound.mcp.content`), and how large.
+    ``federation`` adds resources, prompts and completion (a gateway's upstreams',
+    :mod:`toolbound.mcp.federation`); without it the server offers tools only.
 
     Build the SDK server with :meth:`lowlevel`, serve stdio with :meth:`run_stdio`,
     or HTTP with :class:`HttpEndpoint`.
@@ -336,6 +384,7 @@ class GuardedServer:
         timeout: float | None = None,
         result_budget: int | None = None,
         content: ContentRule | None = None,
+        federation: Federated | None = None,
     ) -> None:
         if confirm not in {"elicitation", "console"}:
             msg = f"confirm must be 'elicitation' or 'console', not {confirm!r}"
@@ -352,6 +401,7 @@ class GuardedServer:
         self.timeout = timeout
         self.result_budget = result_budget
         self.content = content
+        self.federation = federation
         self._state_key = os.urandom(32)
 
     # -- the SDK server ----------------------------------------------------------------
@@ -395,6 +445,7 @@ class GuardedServer:
             del params
             return types.EmptyResult()
 
+        handlers = {} if self.federation is None else self._federated(caller)
         with warnings.catch_warnings():
             # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
             # 2025-era connection still send logging/setLevel when they connect.
@@ -408,7 +459,58 @@ class GuardedServer:
                 # Our schemas declare no Mcp-Param headers; without this the SDK would
                 # run a whole tools/list for every HTTP call to look for them.
                 get_tool_input_schema=lambda _name: None,
+                **handlers,
             )
+
+    def _federated(
+        self, caller: Callable[[ServerRequestContext[Any, Any]], Subject]
+    ) -> dict[str, Any]:
+        """The SDK handlers for resources, prompts and completion, each as the caller."""
+        fed = self.federation
+        assert fed is not None  # noqa: S101 - only called with one
+
+        async def on_list_resources(
+            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourcesResult:
+            del params  # one page
+            return types.ListResourcesResult(resources=await fed.list_resources(caller(ctx)))
+
+        async def on_list_resource_templates(
+            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourceTemplatesResult:
+            del params
+            found = await fed.list_resource_templates(caller(ctx))
+            return types.ListResourceTemplatesResult(resource_templates=found)
+
+        async def on_read_resource(
+            ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+        ) -> types.ReadResourceResult:
+            return await fed.read_resource(caller(ctx), str(params.uri))
+
+        async def on_list_prompts(
+            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListPromptsResult:
+            del params
+            return types.ListPromptsResult(prompts=await fed.list_prompts(caller(ctx)))
+
+        async def on_get_prompt(
+            ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+        ) -> types.GetPromptResult:
+            return await fed.get_prompt(caller(ctx), params.name, dict(params.arguments or {}))
+
+        async def on_completion(
+            ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+        ) -> types.CompleteResult:
+            return await fed.complete(caller(ctx), params)
+
+        return {
+            "on_list_resources": on_list_resources,
+            "on_list_resource_templates": on_list_resource_templates,
+            "on_read_resource": on_read_resource,
+            "on_list_prompts": on_list_prompts,
+            "on_get_prompt": on_get_prompt,
+            "on_completion": on_completion,
+        }
 
     async def run_stdio(self, subject: Subject) -> None:
         """Serve one client on this process's stdin and stdout, as ``subject``."""
