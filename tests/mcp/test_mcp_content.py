@@ -34,9 +34,11 @@ READS = (
 )
 
 
-def media_upstream(**settings: object) -> str:
+def media_upstream(state: Path | None = None, **settings: object) -> str:
     """The fixture server as upstream ``media``; its tools are reads of ``media:read``."""
     extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+    if state is not None:
+        extra += f'env = {{ CONFORMANCE_STATE = "{state}" }}\n'
     rules = "".join(
         f'\n[upstream.tools.{t}]\neffect = "read"\ncapability = "media:read"\n' for t in READS
     )

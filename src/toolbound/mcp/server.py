@@ -51,6 +51,7 @@ from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary
+from toolbound.mcp.relay import PROGRESS, progress_token
 from toolbound.otel import context_from_traceparent
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     from toolbound._outcome import Observed, Outcome
     from toolbound.gates.confirm import ConfirmationRequest
     from toolbound.mcp.config import ProtectedResource
+    from toolbound.mcp.relay import ProgressSink
     from toolbound.registry import RegisteredTool
 
     ContentRule = Callable[[str], "tuple[str, int] | None"]
@@ -552,7 +554,11 @@ class GuardedServer:
             trace_id=context_from_traceparent(_str_or_none(meta.get("traceparent"))),
         )
         legacy = ctx is not None and _legacy(ctx)
-        outcome = await self.runtime.arun(proposal, context)
+        relayed = PROGRESS.set(_progress_sink(ctx, meta))
+        try:
+            outcome = await self.runtime.arun(proposal, context)
+        finally:
+            PROGRESS.reset(relayed)
         parked = self._parked(outcome)
         if parked is None:
             return self._result(outcome, tools, legacy=legacy)
@@ -927,6 +933,24 @@ def _argument_bytes(arguments: Mapping[str, Any] | None) -> bytes:
     return json.dumps(
         {} if arguments is None else arguments, ensure_ascii=False, separators=(",", ":")
     ).encode()
+
+
+def _progress_sink(
+    ctx: ServerRequestContext[Any, Any] | None, meta: Mapping[str, object]
+) -> ProgressSink | None:
+    """Where an upstream's progress goes: the client's token, if it gave one."""
+    token = progress_token(dict(meta))
+    if ctx is None or token is None:
+        return None
+    # The id as it came, str or int: the transport routes the notification by it.
+    session, request_id = ctx.session, cast("str | None", ctx.request_id)
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        await session.send_progress_notification(
+            token, progress, total, message, related_request_id=request_id
+        )
+
+    return report
 
 
 def _legacy(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -53,6 +53,7 @@ from toolbound.execution.retry import (
 )
 from toolbound.execution.tool import CommitUnknown, NotCommitted
 from toolbound.gates.normalize import canonical_json
+from toolbound.mcp.relay import PROGRESS
 
 try:
     import mcp_types as types
@@ -391,7 +392,9 @@ class Upstream:
             async with asyncio.timeout(timeout):
                 # Not Client.call_tool: it would check the result against the upstream's
                 # own output schema, and the runtime checks it against the closed one (R11).
-                return await client.session.send_request(request, types.CallToolResult)
+                return await client.session.send_request(
+                    request, types.CallToolResult, progress_callback=PROGRESS.get()
+                )
         except Exception as exc:
             if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
                 await self._disconnect()
