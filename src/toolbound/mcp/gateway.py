@@ -10,7 +10,13 @@ schema is missing or does not compile is not served), authorization of the calle
 own subject (bearer token → principal in the configuration), confirmation, the
 idempotency ledger for writes, retries only as R10's matrix allows, output
 validation (never of an ``isError`` result, whose text reaches the caller whole),
-result encoding and the trace.
+result encoding and the trace. Image, audio and resource blocks in an upstream's
+results pass through as blocks, bounded and marked untrusted
+(:mod:`toolbound.mcp.content`); its progress reaches the client and a client's
+cancellation reaches it (:mod:`toolbound.mcp.relay`). Its resources, templates and
+prompts are served to callers holding its ``resources_capability`` or
+``prompts_capability``, each resource read a read through the runtime
+(:mod:`toolbound.mcp.federation`).
 
 An upstream is untrusted (:mod:`toolbound.mcp.upstream`): its annotations are hints
 no decision reads; each tool's effect class comes from the configuration and is
