@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, cast
 
@@ -39,6 +40,7 @@ __all__ = [
     "Passed",
     "block_size",
     "content_blocks",
+    "mark_block",
     "mark_contents",
     "pass_through",
     "summary",
@@ -117,7 +119,7 @@ def pass_through(blocks: list[types.ContentBlock], *, limit: int, upstream: str)
             sent.append(types.TextContent(type="text", text=dumps(note).decode()))
             continue
         data.append({"type": block.type, "passed_as_block": len(sent) + 1, "what": what})
-        sent.append(_marked(block))
+        sent.append(mark_block(block))
     return Passed(data=data, blocks=tuple(sent), cuts=tuple(cuts))
 
 
@@ -133,8 +135,6 @@ def mark_contents(
 
 def summary(block: types.ContentBlock) -> JSONObject:
     """What the trace keeps of a block sent on: its kind, size and digest, not its bytes."""
-    import hashlib  # noqa: PLC0415 - only for the trace
-
     raw = block.model_dump_json(by_alias=True, exclude_none=True).encode()
     return {
         "type": block.type,
@@ -144,7 +144,8 @@ def summary(block: types.ContentBlock) -> JSONObject:
     }
 
 
-def _marked(block: types.ContentBlock) -> types.ContentBlock:
+def mark_block(block: types.ContentBlock) -> types.ContentBlock:
+    """``block`` with ``_meta["io.toolbound/trust"] = "untrusted_tool_data"`` (R11)."""
     meta = {**(block.meta or {}), TRUST_META_KEY: TRUST_MARK}
     return block.model_copy(update={"meta": meta})
 

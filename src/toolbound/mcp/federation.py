@@ -30,7 +30,7 @@ import re
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from toolbound._model import Proposal, Resource, ToolSpec
-from toolbound.mcp.content import block_size, mark_contents, summary
+from toolbound.mcp.content import block_size, mark_block, mark_contents, summary
 from toolbound.pipeline.runtime import CallContext
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import TRUST_MARK
@@ -164,7 +164,7 @@ class Federation:
         upstream, own = await self._prompt(subject, name)
         result = await upstream.get_prompt(own, arguments)
         messages = [
-            m.model_copy(update={"content": _mark_block(m.content)}) for m in result.messages
+            m.model_copy(update={"content": mark_block(m.content)}) for m in result.messages
         ]
         return result.model_copy(update={"messages": messages})
 
@@ -286,11 +286,6 @@ def _bounded(
 
 def _as_block(item: types.TextResourceContents | types.BlobResourceContents) -> types.ContentBlock:
     return types.EmbeddedResource(type="resource", resource=item)
-
-
-def _mark_block(block: types.ContentBlock) -> types.ContentBlock:
-    meta = {**(block.meta or {}), "io.toolbound/trust": TRUST_MARK}
-    return block.model_copy(update={"meta": meta})
 
 
 def _renamed(item: _Named, upstream: Upstream) -> _Named:
