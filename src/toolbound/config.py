@@ -169,7 +169,7 @@ TABLES: tuple[ConfigTable, ...] = (
         keys=(
             ConfigKey("name", "string", required=True),
             ConfigKey("version", "string", '"1"'),
-            ConfigKey("description", "string", '""'),
+            ConfigKey("description", "string", required=True),  # check_spec refuses ""
             # Unset, an endpoint is taken for the most conservative class.
             ConfigKey("effect", "string", '"irreversible_write"', choices=_EFFECTS),
             ConfigKey("method", "string", '"POST"', choices=_METHODS),
