@@ -1,3 +1,4 @@
+# ruff: noqa: INP001 - loaded by path from mkdocs.yml, not a package
 """A griffe extension: the docstrings' reST roles, rendered as code for the docs site.
 
 toolbound's docstrings cross-reference with Sphinx roles (``:class:`~toolbound.ToolSpec```).
@@ -21,7 +22,7 @@ _LITERAL = re.compile(r"(?<=\S)::$", re.MULTILINE)
 
 def _code(match: re.Match[str]) -> str:
     short, target = match.group(1), match.group(2)
-    title, sep, ref = target.partition(" <")  # :class:`title <target>`
+    title, sep, _target = target.partition(" <")  # :class:`title <target>`
     if sep:
         return f"`{title}`"
     return f"`{target.rsplit('.', 1)[-1] if short else target}`"
