@@ -87,8 +87,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROLES",
+    "TABLES",
     "ConfigError",
     "ConfigIssue",
+    "ConfigKey",
+    "ConfigTable",
     "HttpToolConfig",
     "Principal",
     "ServiceConfig",
@@ -112,14 +115,164 @@ _MAX_BODY_BYTES = 4 << 20  # as large as the proposal envelope the service parse
 _CONFIRMATION_TTL = timedelta(minutes=15)
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
+_EXPORTERS: frozenset[str] = frozenset({"none", "console", "otlp"})
+
+
+# ---------------------------------------------------------------------------
+# The file's tables and keys. The checker accepts exactly these keys, and the
+# configuration reference (docs/configuration.md) is generated from this table by
+# toolbound.config_reference, which adds what each key means and an example.
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One key a table accepts: its type, and its default (TOML text) or that it is required.
+
+    A key with neither is unset when absent.
+    """
+
+    name: str
+    type: str
+    default: str | None = None
+    required: bool = False
+    choices: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigTable:
+    """A table: ``[path]``, ``[[path]]`` if ``array``, or the inline table of one ``kind``."""
+
+    path: str
+    keys: tuple[ConfigKey, ...]
+    array: bool = False
+    kind: str | None = None  # the `kind` value that selects this variant (scopes, limits)
+
+    def allowed(self) -> frozenset[str]:
+        """The keys the checker accepts here (a variant's ``kind`` included)."""
+        names = frozenset(key.name for key in self.keys)
+        return names | {"kind"} if self.kind is not None else names
+
+
+_SECONDS = "number > 0 (seconds)"
+_COUNT = "integer ≥ 1"
+_STRINGS = "array of strings"
+
+TABLES: tuple[ConfigTable, ...] = (
+    ConfigTable(path="store", keys=(ConfigKey("url", "string", '"sqlite:///toolbound.db"'),)),
+    ConfigTable(
+        path="tools",
+        keys=(ConfigKey("packs", _STRINGS, "[]"), ConfigKey("http", "array of tables", "[]")),
+    ),
+    ConfigTable(
+        path="tools.http",
+        array=True,
+        keys=(
+            ConfigKey("name", "string", required=True),
+            ConfigKey("version", "string", '"1"'),
+            ConfigKey("description", "string", required=True),  # check_spec refuses ""
+            # Unset, an endpoint is taken for the most conservative class.
+            ConfigKey("effect", "string", '"irreversible_write"', choices=_EFFECTS),
+            ConfigKey("method", "string", '"POST"', choices=_METHODS),
+            ConfigKey("url", "http(s) URL", required=True),
+            ConfigKey("input_schema", "table (JSON Schema)", required=True),
+            ConfigKey("output_schema", "table (JSON Schema)"),
+            ConfigKey("capabilities", _STRINGS, "[]"),
+            ConfigKey("timeout", _SECONDS, "10.0"),
+            ConfigKey("max_attempts", _COUNT, "1"),
+            ConfigKey("bearer_secret", "secret name"),
+            ConfigKey("host_argument", "argument name"),
+            ConfigKey("allow_destinations", _STRINGS, "[]"),
+        ),
+    ),
+    ConfigTable(
+        path="principal",
+        array=True,
+        keys=(
+            ConfigKey("name", "string", required=True),
+            ConfigKey("key_sha256", "64 lowercase hex digits", required=True),
+            ConfigKey("subject", "string", required=True),
+            ConfigKey("tenant", "string", required=True),
+            ConfigKey("roles", _STRINGS, "[]", choices=ROLES),
+        ),
+    ),
+    ConfigTable(
+        path="grant",
+        array=True,
+        keys=(
+            ConfigKey("subject", "string", required=True),
+            ConfigKey("tenant", "string", required=True),
+            ConfigKey("session", "string"),
+            ConfigKey("capability", "string", required=True),
+            ConfigKey("actions", _STRINGS, required=True, choices=_ACTIONS),
+            ConfigKey("confirm", "boolean", "false"),
+            ConfigKey("scope", "inline table"),
+            ConfigKey("limits", "array of inline tables", "[]"),
+        ),
+    ),
+    ConfigTable(path="grant.scope", kind="owner", keys=()),
+    ConfigTable(
+        path="grant.scope", kind="path", keys=(ConfigKey("root", "absolute path", required=True),)
+    ),
+    ConfigTable(
+        path="grant.scope",
+        kind="domain",
+        keys=(
+            ConfigKey("domains", _STRINGS, required=True),
+            ConfigKey("allow_subdomains", "boolean", "false"),
+        ),
+    ),
+    ConfigTable(path="grant.scope", kind="id", keys=(ConfigKey("ids", _STRINGS, required=True),)),
+    ConfigTable(
+        path="grant.limits",
+        kind="number",
+        keys=(
+            ConfigKey("pointer", "JSON pointer", required=True),
+            ConfigKey("minimum", "number"),
+            ConfigKey("maximum", "number"),
+        ),
+    ),
+    ConfigTable(
+        path="grant.limits",
+        kind="rate",
+        keys=(
+            ConfigKey("max_calls", _COUNT, "1"),
+            ConfigKey("per_seconds", _SECONDS, required=True),
+        ),
+    ),
+    ConfigTable(
+        path="service",
+        keys=(
+            ConfigKey("host", "string", '"127.0.0.1"'),
+            ConfigKey("port", "integer, 0 to 65535", "8780"),
+            ConfigKey("four_eyes", "boolean", "false"),
+            ConfigKey("console_secret_env", "environment variable name"),
+            ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
+            ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
+        ),
+    ),
+    ConfigTable(
+        path="budgets", keys=(ConfigKey("timeout", _SECONDS), ConfigKey("result_budget", _COUNT))
+    ),
+    ConfigTable(path="retention", keys=(ConfigKey("days", _COUNT, "30"),)),
+    ConfigTable(
+        path="telemetry",
+        keys=(
+            ConfigKey("exporter", "string", '"none"', choices=_EXPORTERS),
+            ConfigKey("endpoint", "URL"),
+            ConfigKey("service_name", "string", '"toolbound"'),
+        ),
+    ),
+)
+
+
+def _allowed(path: str, kind: str | None = None) -> frozenset[str]:
+    """The keys of the table at ``path`` (of ``kind``, for a variant)."""
+    return next(t.allowed() for t in TABLES if t.path == path and t.kind == kind)
+
+
 # [gateway] and [[upstream]] belong to the MCP gateway (toolbound.mcp.config), which
 # reads the same file.
-_TOP = frozenset(
-    {
-        "store", "tools", "principal", "grant", "service", "budgets", "retention", "telemetry",
-        "gateway", "upstream",
-    }
-)  # fmt: skip
+_TOP = frozenset(t.path for t in TABLES if "." not in t.path) | {"gateway", "upstream"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,10 +541,10 @@ class _Checker:
     def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:
         self.known(raw, "", _TOP)
         store = self.table(raw, "store")
-        self.known(store, "store", frozenset({"url"}))
+        self.known(store, "store", _allowed("store"))
         url = self.store_url(store, source)
         tools = self.table(raw, "tools")
-        self.known(tools, "tools", frozenset({"packs", "http"}))
+        self.known(tools, "tools", _allowed("tools"))
         packs = self.strings(tools, "tools", "packs")
         for i, pack in enumerate(packs):
             module, _, func = pack.partition(":")
@@ -410,16 +563,7 @@ class _Checker:
             self.grant(grant, f"grant[{i}]")
         self.host_grants(http, grants)
         service = self.table(raw, "service")
-        self.known(
-            service,
-            "service",
-            frozenset(
-                {
-                    "host", "port", "four_eyes", "console_secret_env", "max_body_bytes",
-                    "confirmation_ttl",
-                }
-            ),
-        )  # fmt: skip
+        self.known(service, "service", _allowed("service"))
         max_body = self.integer(service, "service", "max_body_bytes", _MAX_BODY_BYTES)
         ttl = self.number(service, "service", "confirmation_ttl")
         secret_env = service.get("console_secret_env")
@@ -434,9 +578,9 @@ class _Checker:
             self.fail("service.port", _expected("a port number (0-65535)", port))
             port = 8780
         budgets = self.table(raw, "budgets")
-        self.known(budgets, "budgets", frozenset({"timeout", "result_budget"}))
+        self.known(budgets, "budgets", _allowed("budgets"))
         retention = self.table(raw, "retention")
-        self.known(retention, "retention", frozenset({"days"}))
+        self.known(retention, "retention", _allowed("retention"))
         days = self.integer(retention, "retention", "days", 30)
         telemetry = self.telemetry(self.table(raw, "telemetry"))
         result_budget = budgets.get("result_budget")
@@ -488,8 +632,7 @@ class _Checker:
         return ""
 
     def principal(self, raw: Mapping[str, object], path: str) -> Principal | None:
-        allowed = frozenset({"name", "key_sha256", "subject", "tenant", "roles"})
-        self.known(raw, path, allowed)
+        self.known(raw, path, _allowed("principal"))
         key = raw.get("key_sha256")
         if not isinstance(key, str) or _SHA256_HEX.fullmatch(key) is None:
             self.fail(
@@ -523,10 +666,7 @@ class _Checker:
             seen.setdefault(p.key_sha256, i)
 
     def grant(self, raw: Mapping[str, object], path: str) -> None:
-        allowed = frozenset(
-            {"subject", "tenant", "session", "capability", "actions", "confirm", "scope", "limits"}
-        )
-        self.known(raw, path, allowed)
+        self.known(raw, path, _allowed("grant"))
         for key in ("subject", "tenant", "capability"):
             self.string(raw, path, key)
         actions = self.strings(raw, path, "actions")
@@ -555,18 +695,18 @@ class _Checker:
             return
         kind = raw.get("kind")
         if kind == "owner":
-            self.known(raw, path, frozenset({"kind"}))
+            self.known(raw, path, _allowed("grant.scope", "owner"))
         elif kind == "path":
-            self.known(raw, path, frozenset({"kind", "root"}))
+            self.known(raw, path, _allowed("grant.scope", "path"))
             root = self.string(raw, path, "root")
             if root and not Path(root).is_absolute():
                 self.fail(f"{path}.root", f"must be an absolute path, got {root!r}")
         elif kind == "domain":
-            self.known(raw, path, frozenset({"kind", "domains", "allow_subdomains"}))
+            self.known(raw, path, _allowed("grant.scope", "domain"))
             self.strings(raw, path, "domains")
             self.flag(raw, path, "allow_subdomains")
         elif kind == "id":
-            self.known(raw, path, frozenset({"kind", "ids"}))
+            self.known(raw, path, _allowed("grant.scope", "id"))
             self.strings(raw, path, "ids")
         else:
             self.fail(
@@ -579,7 +719,7 @@ class _Checker:
             return
         kind = raw.get("kind")
         if kind == "number":
-            self.known(raw, path, frozenset({"kind", "pointer", "minimum", "maximum"}))
+            self.known(raw, path, _allowed("grant.limits", "number"))
             pointer = self.string(raw, path, "pointer")
             if pointer and not pointer.startswith("/"):
                 self.fail(
@@ -590,7 +730,7 @@ class _Checker:
             if low is None and high is None:
                 self.fail(path, "a number limit needs minimum, maximum or both")
         elif kind == "rate":
-            self.known(raw, path, frozenset({"kind", "max_calls", "per_seconds"}))
+            self.known(raw, path, _allowed("grant.limits", "rate"))
             self.integer(raw, path, "max_calls", 1)
             if self.number(raw, path, "per_seconds") is None:
                 self.fail(f"{path}.per_seconds", "a rate limit needs a positive per_seconds")
@@ -598,14 +738,7 @@ class _Checker:
             self.fail(f"{path}.kind", f"unknown limit kind {kind!r} (expected number, rate)")
 
     def http_tool(self, raw: Mapping[str, object], path: str) -> HttpToolConfig:
-        allowed = frozenset(
-            {
-                "name", "version", "description", "effect", "method", "url", "input_schema",
-                "output_schema", "capabilities", "timeout", "max_attempts", "bearer_secret",
-                "host_argument", "allow_destinations",
-            }
-        )  # fmt: skip
-        self.known(raw, path, allowed)
+        self.known(raw, path, _allowed("tools.http"))
         # Unset, an endpoint is taken for the most conservative class.
         effect = raw.get("effect", "irreversible_write")
         if effect not in _EFFECTS:
@@ -722,9 +855,9 @@ class _Checker:
                     )
 
     def telemetry(self, raw: Mapping[str, object]) -> TelemetryConfig:
-        self.known(raw, "telemetry", frozenset({"exporter", "endpoint", "service_name"}))
+        self.known(raw, "telemetry", _allowed("telemetry"))
         exporter = raw.get("exporter", "none")
-        if exporter not in {"none", "console", "otlp"}:
+        if exporter not in _EXPORTERS:
             self.fail("telemetry.exporter", f"must be none, console or otlp, got {exporter!r}")
             exporter = "none"
         endpoint = raw.get("endpoint")
