@@ -490,6 +490,13 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("JournalError", "ApiError"),
         statuses=(409,),
     ),
+    _c(
+        "not_owner",
+        None,
+        "R2 R19",
+        "another process took the call over after its owner's lease passed; its ending stands",
+        raised_as=("JournalError",),
+    ),
     # -- target (R6) ---------------------------------------------------------------------
     _c(
         "target_check_failed",

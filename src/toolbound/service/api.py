@@ -152,9 +152,11 @@ def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextMan
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         retention = asyncio.create_task(_retention(service))
+        leases = asyncio.create_task(_leases(service))
         try:
             yield
         finally:
+            leases.cancel()
             retention.cancel()
             service.close()
 
@@ -170,6 +172,23 @@ async def _retention(service: Service) -> None:
     while True:
         service.purge()
         await asyncio.sleep(_PURGE_EVERY)
+
+
+async def _leases(service: Service) -> None:
+    """Renew this process's leases, and take over calls whose owner's lease passed.
+
+    Renewal every third of the lease, so two missed renewals still leave the calls
+    this process's; a sweep every lease period (and at start, in ``Service``).
+    """
+    period = service.lease.total_seconds() / 3
+    beat = 0
+    while True:
+        await asyncio.sleep(period)
+        service.renew()
+        beat += 1
+        if beat % 3 == 0:
+            # A takeover may run a decided call's tool: off the event loop.
+            await asyncio.to_thread(service.recover)
 
 
 class _Api:
@@ -231,9 +250,7 @@ class _Api:
             if lost is not None:
                 return _answer_earlier(lost)
             return Response(text, status_code=status, media_type="application/json")
-        claim = journal.claim_request(
-            principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
-        )
+        claim = await self._claim(principal, key, print_)
         if claim.kind != "new":
             return _answer_earlier(claim)
         if submission is None:
@@ -255,6 +272,18 @@ class _Api:
             journal.release_request(principal.tenant, key)
             raise
         return Response(text, status_code=status, media_type="application/json")
+
+    async def _claim(self, principal: Principal, key: str, print_: str) -> ClaimedRequest:
+        journal = self.service.journal
+        claim = journal.claim_request(
+            principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
+        )
+        if claim.kind == "in_progress" and await asyncio.to_thread(
+            self.service.settle_request, principal.tenant, key
+        ):
+            # Its owner died: the call was settled just now, and the key has its answer.
+            claim = journal.peek_request(principal.tenant, key, print_) or claim
+        return claim
 
     async def list_calls(self, request: Request) -> Response:
         principal = authenticate(self.service, request)
