@@ -77,6 +77,7 @@ def test_every_key_the_checker_accepts_is_described():
 WHERE = {
     "tools.http": "tools.http[0]",
     "principal": "principal[0]",
+    "identity.jwt": "identity.jwt[0]",
     "grant": "grant[0]",
     "grant.scope": "grant[0].scope",
     "grant.limits": "grant[0].limits[0]",
@@ -122,9 +123,11 @@ def _minimal() -> dict[str, Any]:
     grant["limits"] = [{"kind": "rate", **_required(_variant("grant.limits", "rate"))}]
     # A read needs no capability; with one, the tool stays valid as a write too.
     tool = {**_required(_table("tools.http")), "effect": "read", "capabilities": ["crm:read"]}
+    issuer = {**_required(_table("identity.jwt")), "jwks_url": "https://idp.test/jwks.json"}
     return {
         "tools": {"http": [tool]},
         "principal": [_required(_table("principal"))],
+        "identity": {"jwt": [{**issuer, "tenant_claim": "tid"}]},
         "grant": [grant],
     }
 
@@ -133,6 +136,8 @@ def _section(raw: dict[str, Any], table: ConfigTable) -> dict[str, Any]:
     """Where ``table``'s keys go in ``raw`` (made if absent)."""
     if table.path == "tools.http":
         return raw["tools"]["http"][0]
+    if table.path == "identity.jwt":
+        return raw["identity"]["jwt"][0]
     if table.array:
         return raw[table.path][0]
     if table.path == "grant.scope":
@@ -153,7 +158,7 @@ def _built(raw: dict[str, Any]) -> object:
     assert made is not None
     clock = FixedClock(datetime(2026, 7, 19, 6, tzinfo=UTC))
     grants = [repr(config._grant(g, clock)) for g in made.grants]
-    return dataclasses.replace(made, grants=()), grants
+    return dataclasses.replace(made, grants=()), grants, made.identity.issuers
 
 
 CASES = [pytest.param(t, k, id=key_id(t, k)) for t in TABLES for k in t.keys]
@@ -171,7 +176,15 @@ def test_a_documented_default_is_what_the_checker_uses(table, key):
 
 # The example of host_argument needs a url with {host}, a schema requiring it and a
 # domain-scoped grant; tests/execution/test_http_egress.py covers that combination.
-ALONE = {"tools.http.host_argument"}
+# An issuer takes one key source and one tenant: jwks_file, secret_env (with HS*
+# algorithms) and tenant replace the minimal file's jwks_url and tenant_claim, which
+# tests/service/test_identity.py covers.
+ALONE = {
+    "tools.http.host_argument",
+    "identity.jwt.jwks_file",
+    "identity.jwt.secret_env",
+    "identity.jwt.tenant",
+}
 
 
 @pytest.mark.parametrize(("table", "key"), [c for c in CASES if c.id not in ALONE])

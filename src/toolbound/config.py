@@ -1,8 +1,8 @@
 """One TOML file configures a toolbound service (R18).
 
-It declares the store, the tool packs, who may call (hashed API keys → subject,
-tenant, roles), the grants the policy decides from, budgets, retention and
-telemetry::
+It declares the store, the tool packs, who may call (hashed API keys, or the
+bearer JWTs of trusted issuers → subject, tenant, roles), the grants the policy
+decides from, budgets, retention and telemetry::
 
     [store]
     url = "sqlite:///toolbound.db"      # relative paths are taken from this file's folder
@@ -25,6 +25,13 @@ telemetry::
     subject = "agent-1"
     tenant = "acme"
     roles = ["agent"]                    # agent, approver, operator
+
+    [[identity.jwt]]                     # bearer JWTs of an identity provider (see identity.py)
+    issuer = "https://login.example.com/"
+    audience = "toolbound"
+    jwks_url = "https://login.example.com/.well-known/jwks.json"
+    tenant_claim = "tid"
+    role_map = { "Tools.Call" = "agent", "Tools.Approve" = "approver" }
 
     [[grant]]
     subject = "agent-1"
@@ -51,8 +58,6 @@ registry, policy and store is :meth:`ServiceConfig.build_registry` and friends.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import importlib
 import inspect
 import os
@@ -77,6 +82,17 @@ from toolbound.gates.authorize import (
     PathScope,
     RateLimit,
     Scope,
+)
+from toolbound.identity import (
+    ASYMMETRIC_ALGORITHMS,
+    DEFAULT_ALGORITHMS,
+    HMAC_ALGORITHMS,
+    ROLES,
+    Identity,
+    JwtIssuer,
+    Principal,
+    TokenRefused,
+    hash_key,
 )
 from toolbound.registry import Registry, check_spec
 
@@ -105,7 +121,6 @@ __all__ = [
 ]
 
 Role = Literal["agent", "approver", "operator"]
-ROLES: frozenset[str] = frozenset({"agent", "approver", "operator"})
 _EFFECTS: frozenset[str] = frozenset(
     {"pure", "read", "reversible_write", "irreversible_write", "open_world"}
 )
@@ -193,6 +208,33 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("subject", "string", required=True),
             ConfigKey("tenant", "string", required=True),
             ConfigKey("roles", _STRINGS, "[]", choices=ROLES),
+        ),
+    ),
+    ConfigTable(path="identity", keys=(ConfigKey("jwt", "array of tables", "[]"),)),
+    ConfigTable(
+        path="identity.jwt",
+        array=True,
+        keys=(
+            ConfigKey("issuer", "string", required=True),
+            ConfigKey("audience", "string", required=True),
+            ConfigKey("jwks_url", "http(s) URL"),
+            ConfigKey("jwks_file", "path"),
+            ConfigKey("secret_env", "environment variable name"),
+            ConfigKey(
+                "algorithms",
+                _STRINGS,
+                "[" + ", ".join(f'"{a}"' for a in DEFAULT_ALGORITHMS) + "]",
+                choices=ASYMMETRIC_ALGORITHMS | HMAC_ALGORITHMS,
+            ),
+            ConfigKey("clock_skew", "number ≥ 0 (seconds)", "60"),
+            ConfigKey("required_claims", _STRINGS, "[]"),
+            ConfigKey("subject_claim", "string", '"sub"'),
+            ConfigKey("tenant_claim", "string"),
+            ConfigKey("tenant", "string"),
+            ConfigKey("roles_claim", "string", '"roles"'),
+            ConfigKey("role_map", "table of role names", "{}"),
+            ConfigKey("jwks_ttl", _SECONDS, "300"),
+            ConfigKey("jwks_refresh_interval", "number ≥ 0 (seconds)", "30"),
         ),
     ),
     ConfigTable(
@@ -297,26 +339,6 @@ class ConfigError(ToolboundError):
         super().__init__(f"{head}{len(issues)} problem(s) in the configuration\n{lines}")
 
 
-def hash_key(key: str) -> str:
-    """The hex SHA-256 an API key is stored as."""
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Principal:
-    """Who an API key stands for. The subject of every call comes from here (R6)."""
-
-    name: str
-    key_sha256: str = field(repr=False)
-    subject: str
-    tenant: str
-    roles: frozenset[str]
-
-    def matches(self, key: str) -> bool:
-        """Whether ``key`` is this principal's key (constant-time comparison)."""
-        return hmac.compare_digest(hash_key(key), self.key_sha256)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HttpToolConfig:
     """An HTTP endpoint declared as a tool."""
@@ -359,6 +381,8 @@ class ServiceConfig:
     http_tools: tuple[HttpToolConfig, ...]
     principals: tuple[Principal, ...]
     grants: tuple[Mapping[str, object], ...]
+    # The [[identity.jwt]] issuers, with the key caches this process keeps for them.
+    identity: Identity = field(default_factory=Identity, compare=False)
     host: str = "127.0.0.1"
     port: int = 8780
     four_eyes: bool = False
@@ -385,8 +409,23 @@ class ServiceConfig:
         return value.encode()
 
     def principal_for(self, key: str) -> Principal | None:
-        """The principal whose key this is, if any."""
+        """The principal whose API key this is, if any (static keys only)."""
         return next((p for p in self.principals if p.matches(key)), None)
+
+    def authenticate(self, token: str) -> Principal:
+        """The principal behind a bearer credential: an API key first, else a JWT.
+
+        A JWT is tried only when ``[[identity.jwt]]`` trusts an issuer; a credential
+        that names no caller raises :class:`~toolbound.identity.TokenRefused`, whose
+        ``code`` says why (``unauthenticated``, ``token_expired``, ...).
+        """
+        principal = self.principal_for(token)
+        if principal is not None:
+            return principal
+        if self.identity and token.count(".") == 2:  # noqa: PLR2004 - a JWS's three parts
+            return self.identity.verify(token)
+        msg = "unknown API key"
+        raise TokenRefused(msg, code="unauthenticated")
 
     def build_registry(self) -> Registry:
         """Import every pack and register it, then the HTTP tools, into one Registry."""
@@ -538,7 +577,7 @@ class _Checker:
 
     # -- sections ---------------------------------------------------------------
 
-    def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:
+    def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:  # noqa: C901 - one section after another
         self.known(raw, "", _TOP)
         store = self.table(raw, "store")
         self.known(store, "store", _allowed("store"))
@@ -558,6 +597,15 @@ class _Checker:
             for i, p in enumerate(self.tables(raw, "principal"))
         ]
         self.unique_keys(principals)
+        identity = self.table(raw, "identity")
+        self.known(identity, "identity", _allowed("identity"))
+        issuers = [
+            self.jwt_issuer(t, f"identity.jwt[{i}]", source)
+            for i, t in enumerate(self.tables(identity, "jwt"))
+        ]
+        for i, issuer in enumerate(issuers):
+            if any(other.issuer == issuer.issuer for other in issuers[:i]):
+                self.fail(f"identity.jwt[{i}].issuer", f"{issuer.issuer!r} is trusted twice")
         grants = self.tables(raw, "grant")
         for i, grant in enumerate(grants):
             self.grant(grant, f"grant[{i}]")
@@ -591,8 +639,11 @@ class _Checker:
         ):
             self.fail("budgets.result_budget", _expected("a positive integer", result_budget))
             result_budget = None
-        if not principals:
-            self.fail("principal", "at least one [[principal]] is needed: nobody could call")
+        if not principals and not issuers:
+            self.fail(
+                "principal",
+                "at least one [[principal]] or [[identity.jwt]] is needed: nobody could call",
+            )
         if self.issues:
             return None
         return ServiceConfig(
@@ -602,6 +653,7 @@ class _Checker:
             http_tools=http,
             principals=tuple(p for p in principals if p is not None),
             grants=tuple(grants),
+            identity=Identity(issuers),
             host=host,
             port=port,
             four_eyes=self.flag(service, "service", "four_eyes"),
@@ -653,6 +705,86 @@ class _Checker:
         return Principal(
             name=name, key_sha256=key, subject=subject, tenant=tenant, roles=frozenset(roles)
         )
+
+    def jwt_issuer(  # noqa: C901 - one check per key, in table order
+        self, raw: Mapping[str, object], path: str, source: Path | None
+    ) -> JwtIssuer:
+        self.known(raw, path, _allowed("identity.jwt"))
+        issuer = self.string(raw, path, "issuer")
+        audience = self.string(raw, path, "audience")
+        url = self.optional(raw, path, "jwks_url")
+        if url is not None and not url.startswith(("https://", "http://")):
+            self.fail(f"{path}.jwks_url", f"must be an http(s) URL, got {url!r}")
+        file = self.optional(raw, path, "jwks_file")
+        jwks_file = None
+        if file is not None:
+            jwks_file = Path(file)
+            if not jwks_file.is_absolute() and source is not None:
+                jwks_file = source.resolve().parent / jwks_file
+        secret_env = self.optional(raw, path, "secret_env")
+        algorithms = self.strings(raw, path, "algorithms") or DEFAULT_ALGORITHMS
+        for alg in algorithms:
+            if alg not in ASYMMETRIC_ALGORITHMS | HMAC_ALGORITHMS:
+                self.fail(f"{path}.algorithms", f"unknown or refused algorithm {alg!r}")
+        hmac_only = all(alg in HMAC_ALGORITHMS for alg in algorithms)
+        sources = [k for k, v in (("jwks_url", url), ("jwks_file", file)) if v is not None]
+        if any(alg in HMAC_ALGORITHMS for alg in algorithms) and not hmac_only:
+            # One key trusted for both would let a public key sign as an HMAC secret.
+            self.fail(f"{path}.algorithms", "do not mix HMAC (HS*) and public-key algorithms")
+        elif hmac_only and (secret_env is None or sources):
+            self.fail(
+                f"{path}.secret_env",
+                "HS* algorithms take their secret from secret_env, and no JWKS",
+            )
+        elif not hmac_only and (secret_env is not None or len(sources) != 1):
+            self.fail(
+                f"{path}.jwks_url",
+                "name the issuer's public keys: exactly one of jwks_url or jwks_file "
+                "(secret_env is for HS* algorithms only)",
+            )
+        tenant_claim = self.optional(raw, path, "tenant_claim")
+        tenant = self.optional(raw, path, "tenant")
+        if (tenant_claim is None) == (tenant is None):
+            self.fail(f"{path}.tenant", "set exactly one of tenant_claim or tenant")
+        role_map = raw.get("role_map", {})
+        if not isinstance(role_map, dict) or not all(
+            isinstance(v, str) and v in ROLES for v in role_map.values()
+        ):
+            self.fail(
+                f"{path}.role_map",
+                f"must map the token's role names to {', '.join(sorted(ROLES))}",
+            )
+            role_map = {}
+        skew = self.number(raw, path, "clock_skew", positive=False)
+        interval = self.number(raw, path, "jwks_refresh_interval", positive=False)
+        for key, value in (("clock_skew", skew), ("jwks_refresh_interval", interval)):
+            if value is not None and value < 0:
+                self.fail(f"{path}.{key}", f"must not be negative, got {value}")
+        ttl = self.number(raw, path, "jwks_ttl")
+        return JwtIssuer(
+            issuer=issuer,
+            audience=audience,
+            jwks_url=url,
+            jwks_file=jwks_file,
+            secret_env=secret_env,
+            algorithms=tuple(algorithms),
+            clock_skew=60.0 if skew is None else skew,
+            required_claims=self.strings(raw, path, "required_claims"),
+            subject_claim=self.string(raw, path, "subject_claim", default="sub"),
+            tenant_claim=tenant_claim,
+            tenant=tenant,
+            roles_claim=self.string(raw, path, "roles_claim", default="roles"),
+            role_map=dict(cast("dict[str, str]", role_map)),
+            jwks_ttl=300.0 if ttl is None else ttl,
+            jwks_refresh_interval=30.0 if interval is None else interval,
+        )
+
+    def optional(self, raw: Mapping[str, object], path: str, key: str) -> str | None:
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            self.fail(f"{path}.{key}", _expected("a non-empty string", value))
+            return None
+        return value
 
     def unique_keys(self, principals: list[Principal | None]) -> None:
         seen: dict[str, int] = {}

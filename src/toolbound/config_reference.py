@@ -51,6 +51,12 @@ TABLE_NOTES: dict[str, str] = {
     "[HTTP endpoints as tools](service.md#http-endpoints-as-tools).",
     "principal": "Who an API key stands for: the subject of every call made with it comes "
     "from here, never from the arguments.",
+    "identity": "Bearer JWTs of trusted identity providers as callers, beside API keys "
+    "(`toolbound.identity`). A bearer value that is no API key is tried as a JWT.",
+    "identity.jwt": "One issuer whose tokens are trusted: its keys, the algorithms it may "
+    "sign with, and how its claims map to a subject, tenant and roles. The service API, "
+    "the MCP endpoint, the MCP confirmation endpoint and the gateway's /metrics accept "
+    "its tokens; the console's sign-in takes API keys only.",
     "grant": "One capability held by one subject of one tenant; the grant policy decides "
     "from these.",
     "grant.scope[kind=owner]": "Only resources the subject owns.",
@@ -139,6 +145,66 @@ KEYS: dict[str, Described] = {
     "principal.roles": Described(
         "what the key may do: submit calls, confirm them, read traces and reconcile",
         '["agent"]',
+    ),
+    "identity.jwt": Described(
+        "the trusted issuers, one `[[identity.jwt]]` table each",
+        "[]",
+        "API keys only",
+        snippet=False,
+    ),
+    "identity.jwt.issuer": Described(
+        "the token's `iss`, exactly; picks the table a token is checked against",
+        '"https://login.example.com/"',
+    ),
+    "identity.jwt.audience": Described("what the token's `aud` must name", '"toolbound"'),
+    "identity.jwt.jwks_url": Described(
+        "where the issuer publishes its public keys (a JWKS document)",
+        '"https://login.example.com/.well-known/jwks.json"',
+    ),
+    "identity.jwt.jwks_file": Described(
+        "a JWKS document on disk instead of `jwks_url`, relative to this file; re-read like a URL",
+        '"jwks.json"',
+        snippet=False,
+    ),
+    "identity.jwt.secret_env": Described(
+        "for HS* algorithms only, instead of a JWKS: the environment variable holding "
+        "the shared secret",
+        '"TOOLBOUND_JWT_SECRET"',
+        snippet=False,
+    ),
+    "identity.jwt.algorithms": Described(
+        "the algorithms a token may be signed with; never `none`, and HS* never beside "
+        "public-key algorithms",
+        '["RS256"]',
+    ),
+    "identity.jwt.clock_skew": Described(
+        "seconds of grace on `exp`, `nbf` and `iat` for clocks that disagree", "30"
+    ),
+    "identity.jwt.required_claims": Described(
+        "claims a token must carry besides `exp`, `iss` and `aud`", '["iat", "jti"]'
+    ),
+    "identity.jwt.subject_claim": Described(
+        "the claim naming the subject (and the principal)", '"oid"'
+    ),
+    "identity.jwt.tenant_claim": Described(
+        "the claim naming the tenant; set this or `tenant`", '"tid"'
+    ),
+    "identity.jwt.tenant": Described(
+        "the tenant of every token of this issuer; set this or `tenant_claim`",
+        '"acme"',
+        snippet=False,
+    ),
+    "identity.jwt.roles_claim": Described(
+        "the claim listing roles: an array, or a space-separated string", '"groups"'
+    ),
+    "identity.jwt.role_map": Described(
+        "the token's role names → agent, approver or operator; empty, those names themselves",
+        '{ "Tools.Approve" = "approver" }',
+    ),
+    "identity.jwt.jwks_ttl": Described("seconds the fetched keys are kept", "600"),
+    "identity.jwt.jwks_refresh_interval": Described(
+        "the least seconds between fetches a token naming an unknown key id may cause",
+        "10",
     ),
     "grant.subject": Described("who holds the capability", '"agent-1"'),
     "grant.tenant": Described("the subject's tenant", '"acme"'),

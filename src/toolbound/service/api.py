@@ -1,8 +1,10 @@
 """The HTTP API (Starlette): proposals in, typed outcomes out (R18).
 
 Every request is authenticated by an API key (``Authorization: Bearer KEY`` or
-``X-API-Key: KEY``, stored hashed in the configuration) that maps to a subject,
-tenant and roles. ``POST /v1/proposals`` requires an ``Idempotency-Key`` (400
+``X-API-Key: KEY``, stored hashed in the configuration) or, when ``[[identity.jwt]]``
+trusts an issuer, a bearer JWT it signed (:mod:`toolbound.identity`); either maps to
+a subject, tenant and roles, and a refused token is a 401 naming why (``token_expired``,
+``token_audience_invalid``...). ``POST /v1/proposals`` requires an ``Idempotency-Key`` (400
 without one; the same key with another body is 422; while the first request is
 still running, 409; after it, its answer again with ``Idempotent-Replayed: true``).
 Every error is ``application/problem+json`` carrying toolbound's machine-readable
@@ -34,6 +36,7 @@ from toolbound.adapters.http import (
     problem_response,
 )
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.identity import TokenRefused
 from toolbound.otel import traceparent_scope
 from toolbound.service.core import Submission, fingerprint
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
@@ -60,17 +63,17 @@ _ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def authenticate(service: Service, request: Request) -> Principal:
-    """The principal behind the request's API key, or a 401."""
+    """The principal behind the request's API key or bearer JWT, or a 401 saying why."""
     header = request.headers.get("authorization", "")
     key = header[7:].strip() if header[:7].lower() == "bearer " else ""
     key = key or request.headers.get("x-api-key", "")
     if not key:
         # The API takes keys only; the console's session cookie never reaches /v1.
         raise ApiError(401, "unauthenticated", "send an API key: Authorization: Bearer KEY")
-    principal = service.config.principal_for(key)
-    if principal is None:
-        raise ApiError(401, "unauthenticated", "unknown API key")
-    return principal
+    try:
+        return service.config.authenticate(key)
+    except TokenRefused as refused:
+        raise ApiError(refused.status, refused.code, str(refused)) from None
 
 
 def create_app(
