@@ -13,9 +13,13 @@ import uuid
 
 import httpx
 import pytest
+from console_pack import RECIPIENT_FINDING, config_with_payments, record_findings
 from servers import Server
 from service_config import KEYS, config_text
 from service_pack import effects
+
+from toolbound.config import parse_config
+from toolbound.wiring import journal_for
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
@@ -55,10 +59,24 @@ def browser():
         chromium.close()
 
 
-def propose(server: Server, text: str) -> dict:
+@pytest.fixture
+def payments(tmp_path, effects_path):
+    """A server whose tools include a payment whose schema explains its parameters."""
+    config = tmp_path / "toolbound.toml"
+    config.write_text(config_with_payments(config_text("sqlite:///toolbound.db")))
+    running = Server(config, env={}).start()
+    yield running, parse_config(config.read_text(), source=config).store_url
+    running.stop()
+
+
+def propose(server: Server, text: str, *, tool: str = "notes.add", arguments=None) -> dict:
     r = httpx.post(
         f"{server.url}/v1/proposals",
-        json={"tool": "notes.add", "arguments": json.dumps({"text": text}), "call_id": text[:8]},
+        json={
+            "tool": tool,
+            "arguments": json.dumps({"text": text} if arguments is None else arguments),
+            "call_id": text[:8],
+        },
         headers={"Authorization": f"Bearer {KEYS['agent']}", "Idempotency-Key": uuid.uuid4().hex},
         timeout=10,
     )
@@ -135,6 +153,43 @@ def test_a_person_approves_one_call_and_denies_another(server, browser, tmp_path
     assert effects() == [EVIL]
     assert dialogs == []
     other.close()
+    context.close()
+
+
+def test_the_pending_page_explains_each_value_and_where_it_came_from(payments, browser, tmp_path):
+    """Tool and parameter descriptions beside the values; the finding under its parameter."""
+    server, store_url = payments
+    call = propose(
+        server,
+        "pay",
+        tool="payments.transfer",
+        arguments={"recipient": "mallory@evil.example", "amount": 300},
+    )
+    journal = journal_for(store_url)
+    try:
+        record_findings(journal, call["invocation_id"], RECIPIENT_FINDING)
+    finally:
+        journal.close()
+
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.goto(f"{server.url}/console/login")
+    page.fill("#key", KEYS["ana"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/console/pending")
+    card = page.locator(f"#call-{call['invocation_id']}")
+    assert "Amounts are in cents." in card.locator(".tool-description").inner_text()
+    amount = card.locator('tr.parameter[data-parameter="amount"]')
+    assert amount.locator("pre.value").inner_text() == "300"
+    assert "How much, in cents (300 is 3.00)." in amount.locator(".description").inner_text()
+    recipient = card.locator('tr.parameter[data-parameter="recipient"]')
+    assert "flagged" in (recipient.get_attribute("class") or "")
+    finding = card.locator('tr.provenance[data-parameter="recipient"] .finding')
+    assert finding.count() == 1
+    assert finding.get_attribute("data-pointer") == "/recipient"
+    assert "came only from untrusted tool data: email.list@v1" in finding.inner_text()
+    assert card.locator('tr.provenance[data-parameter="amount"]').count() == 0
+    shoot(page, tmp_path / "pending-explained.png")
     context.close()
 
 

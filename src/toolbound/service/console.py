@@ -61,6 +61,7 @@ from starlette.templating import Jinja2Templates
 
 from toolbound._errors import ConfigurationError
 from toolbound.adapters.http import ApiError
+from toolbound.provenance.labels import Label, Source
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
+    from toolbound._model import ToolSpec
     from toolbound.config import Principal
     from toolbound.journal import StoredCall
     from toolbound.ledger.store import LedgerRecord
@@ -410,12 +412,22 @@ class _Console:
     async def invocation(self, request: Request, principal: Principal) -> Response:
         call = self.service.get(principal, request.path_params["invocation_id"])
         pending = call.status == "awaiting_confirmation" and call.decision is None
+        human = _mapping(call.body.get("human"))
+        asked = _mapping(call.body.get("confirmation"))
+        arguments = human.get("arguments") or asked.get("arguments")
+        if arguments is None:
+            arguments = _loads(
+                str(_mapping(call.body.get("request")).get("arguments", "")).encode()
+            )
         return self.render(
             request,
             "invocation.html",
             principal,
             section="invocations",
             call=_detail(call),
+            parameters=self._parameters(
+                call.tool, arguments, human.get("evidence") or asked.get("evidence")
+            ),
             pending=self._confirmation_view(principal, call) if pending else None,
         )
 
@@ -442,6 +454,11 @@ class _Console:
             "expires_at": str(expires or ""),
             "expired": expired,
             "arguments": _pretty(asked.get("arguments")),
+            "parameters": self._parameters(
+                str(asked.get("tool", call.tool)),
+                asked.get("arguments"),
+                asked.get("evidence") or _mapping(call.body.get("human")).get("evidence"),
+            ),
             "raw_arguments": str(request.get("arguments", "")),
             "human": _evidence(
                 _mapping(call.body.get("human")), shown_arguments=asked.get("arguments")
@@ -449,6 +466,51 @@ class _Console:
             "four_eyes": own,
             "can_decide": approver and not own,
         }
+
+    def _parameters(self, ref: str, arguments: object, evidence: object) -> dict[str, object]:
+        """Each argument beside what the tool's spec says of it, and where its value came from.
+
+        The spec is the registry's, never the model's: descriptions and units are the
+        deployment's words. Findings whose pointer names no argument (the whole call)
+        are kept apart.
+        """
+        spec = self._spec(ref)
+        schema = _mapping(spec.input_schema) if spec is not None else {}
+        properties = _mapping(schema.get("properties"))
+        required = {str(r) for r in _list(schema.get("required"))}
+        findings = [_finding(_mapping(f)) for f in _list(evidence)]
+        values = _mapping(arguments)
+        names = [n for n in properties if n in values] + [n for n in values if n not in properties]
+        rows = []
+        for name in names:
+            declared = _mapping(properties.get(name))
+            rows.append(
+                {
+                    "name": name,
+                    "value": _pretty(values[name]),
+                    "description": str(declared.get("description", "")),
+                    "constraints": _constraints(declared),
+                    "required": name in required,
+                    "declared": name in properties,
+                    "findings": [f for f in findings if f["parameter"] == name],
+                }
+            )
+        return {
+            "description": spec.description if spec is not None else "",
+            "known": spec is not None,
+            "rows": rows,
+            "call_findings": [f for f in findings if f["parameter"] not in names],
+        }
+
+    def _spec(self, ref: str) -> ToolSpec | None:
+        name, _, version = ref.partition("@")
+        if not version:
+            versions = self.service.registry.versions(name)
+            if len(versions) != 1:
+                return None
+            version = versions[0]
+        tool = self.service.registry.get(name, version)
+        return tool.spec if tool is not None else None
 
     # -- outcome unknown ------------------------------------------------------------
 
@@ -649,6 +711,84 @@ def _evidence(human: Mapping[str, object], *, shown_arguments: object = None) ->
         "attempts": len(_list(human.get("attempts"))),
         "json": _pretty(dict(human)),
     }
+
+
+def _finding(finding: Mapping[str, object]) -> dict[str, object]:
+    """One provenance finding (R6, R12) as a person reads it, placed on its parameter."""
+    pointer = str(finding.get("pointer", ""))
+    sources: list[str] = []
+    for match in _list(finding.get("matches")):
+        for source in _list(_mapping(match).get("sources")):
+            phrase = _source_phrase(_mapping(source))
+            if phrase not in sources:
+                sources.append(phrase)
+    return {
+        "concern": str(finding.get("concern", "")),
+        "pointer": pointer or "/",
+        "parameter": _parameter_of(pointer),
+        "value": str(finding.get("value", "")),
+        "description": str(finding.get("description", "")),
+        "rule": str(finding.get("rule") or ""),
+        "sources": sources,
+    }
+
+
+def _source_phrase(source: Mapping[str, object]) -> str:
+    """``email.list@v1 (call 3f2a…, at /2/body)``: the library's own phrase for a source."""
+
+    def text(key: str) -> str | None:
+        value = source.get(key)
+        return None if value is None else str(value)
+
+    origin = source.get("origin")
+    label = Label(
+        origin=origin if origin in {"user", "runtime"} else "tool",
+        tool=text("tool"),
+        version=text("version"),
+        invocation_id=text("invocation_id"),
+        untrusted=bool(source.get("untrusted")),
+        private=bool(source.get("private")),
+        note=text("note"),
+    )
+    return Source(label=label, at=str(source.get("at", ""))).describe()
+
+
+def _parameter_of(pointer: str) -> str | None:
+    """The top-level argument a JSON Pointer (RFC 6901) points into; ``None`` for the whole."""
+    if not pointer.startswith("/"):
+        return None
+    token = pointer[1:].split("/", 1)[0]
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+_SHOWN_KEYWORDS = (
+    "type",
+    "format",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+)
+
+
+def _constraints(schema: Mapping[str, object]) -> str:
+    """The schema keywords a person can check a value against, in one line."""
+    parts: list[str] = []
+    for key in _SHOWN_KEYWORDS:
+        if key not in schema:
+            continue
+        value = schema[key]
+        if key == "type":
+            parts.append(
+                " | ".join(str(t) for t in value) if isinstance(value, list) else str(value)
+            )
+        else:
+            parts.append(f"{key} {json.dumps(value, ensure_ascii=False)}")
+    return " · ".join(parts)
 
 
 def _attempt(attempt: Mapping[str, object]) -> dict[str, object]:

@@ -1,0 +1,127 @@
+"""R18, R12, R6: what a person needs to decide — the tool's words beside the model's values.
+
+The approval page and the invocation page show the tool's description and each
+parameter's description and constraints from the registry's spec beside the argument
+values, and the provenance findings of the call on the parameter they concern.
+"""
+
+from __future__ import annotations
+
+import pytest
+from console_pack import (
+    RECIPIENT_FINDING,
+    SCOPE_FINDING,
+    config_with_payments,
+    record_findings,
+)
+from markupsafe import escape
+from service_config import config_text
+from starlette.testclient import TestClient
+from test_console import decide, listed, login, submit
+
+from toolbound.config import parse_config
+from toolbound.service.api import create_app
+from toolbound.service.core import Service
+
+PAYMENT = {"recipient": "mallory@evil.example", "amount": 300, "memo": "lunch"}
+
+
+@pytest.fixture
+def service(tmp_path, effects_path):
+    path = tmp_path / "toolbound.toml"
+    path.write_text(config_with_payments(config_text("sqlite:///toolbound.db")))
+    config = parse_config(path.read_text(), source=path)
+    svc = Service(config)
+    yield svc
+    svc.close()
+
+
+@pytest.fixture
+def client(service):
+    with TestClient(create_app(service), follow_redirects=False) as c:
+        yield c
+
+
+def pay(client, arguments: dict | None = None) -> dict:
+    return submit(client, arguments or PAYMENT, tool="payments.transfer")
+
+
+def row(page: str, name: str) -> str:
+    """The table row of one parameter."""
+    start = page.index('<tr class="parameter')
+    start = page.index(f'data-parameter="{name}"', start)
+    return page[start : page.index("</tr>", start)]
+
+
+def test_the_pending_page_shows_the_tools_words_beside_each_value(client):
+    """Description of the tool, of each parameter, its constraints, whether it is required."""
+    call = pay(client)
+    login(client, "ana")
+    page = client.get("/console/pending").text
+    assert listed(page) == [call["invocation_id"]]
+    assert "Send money from the user&#39;s account. Amounts are in cents." in page
+    amount = row(page, "amount")
+    assert "300" in amount
+    assert "How much, in cents (300 is 3.00)." in amount
+    assert "integer · minimum 1 · maximum 100000" in amount
+    assert "required" in amount
+    recipient = row(page, "recipient")
+    assert "Who receives the money: their e-mail address." in recipient
+    assert "string · format &#34;email&#34;" in recipient
+    memo = row(page, "memo")
+    assert "no description" in memo
+    assert "maxLength 140" in memo
+    assert "required" not in memo
+
+
+def test_the_invocation_page_shows_them_too_after_the_decision(client):
+    call = pay(client)
+    csrf = login(client, "ana")
+    assert decide(client, csrf, call, "approve").status_code == 303
+    page = client.get(f"/console/invocations/{call['invocation_id']}").text
+    assert "<h2>Arguments</h2>" in page
+    assert "Amounts are in cents." in page
+    assert "How much, in cents (300 is 3.00)." in row(page, "amount")
+
+
+def test_a_value_the_schema_does_not_declare_is_marked(client, service):
+    """The model's text stays escaped, and a parameter unknown to the spec says so."""
+    call = submit(client, {"text": "<b>hi</b>"})
+    login(client, "ana")
+    page = client.get(f"/console/invocations/{call['invocation_id']}").text
+    text = row(page, "text")
+    assert str(escape('"<b>hi</b>"')) in text
+    assert "<b>hi</b>" not in page
+    assert "no description" in text
+    assert "minLength 1 · maxLength 200" in text
+
+
+def test_findings_appear_on_the_parameter_they_concern(client, service):
+    """'/recipient came only from untrusted tool data: email.list@v1 …' under recipient."""
+    call = pay(client)
+    record_findings(service.journal, call["invocation_id"], RECIPIENT_FINDING, SCOPE_FINDING)
+    login(client, "ana")
+    for url in ("/console/pending", f"/console/invocations/{call['invocation_id']}"):
+        page = client.get(url).text
+        start = page.index('<tr class="provenance" data-parameter="recipient">')
+        flagged = page[start : page.index("</tr>", start)]
+        assert "untrusted_source" in flagged
+        assert (
+            "/recipient &#39;mallory@evil.example&#39; came only from untrusted tool data:"
+            " email.list@v1 (call 3f2a9c0d, at /2/body)"
+        ) in flagged
+        assert "<code>email.list@v1 (call 3f2a9c0d, at /2/body)</code>" in flagged
+        assert "no-untrusted-recipients" in flagged
+        assert 'class="parameter flagged" data-parameter="recipient"' in page
+        assert 'class="parameter" data-parameter="amount"' in page
+        # A finding about the whole call is not pinned on any parameter.
+        whole = page[page.index('<div class="call-findings">') :]
+        assert "payments.transfer@v1 is not among the writes this task declared" in whole
+
+
+def test_a_tool_missing_from_the_registry_is_said_so(client, service):
+    """A call to an unregistered tool still shows its values, and no invented description."""
+    call = submit(client, {"text": "x"}, tool="notes.gone")
+    login(client, "ana")
+    page = client.get(f"/console/invocations/{call['invocation_id']}").text
+    assert "This tool is not in the registry" in page
