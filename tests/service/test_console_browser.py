@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
@@ -171,13 +172,23 @@ def test_the_pending_page_explains_each_value_and_where_it_came_from(payments, b
     finally:
         journal.close()
 
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    context = browser.new_context(
+        viewport={"width": 1200, "height": 900}, timezone_id="Asia/Tokyo", locale="en-US"
+    )
     page = context.new_page()
     page.goto(f"{server.url}/console/login")
     page.fill("#key", KEYS["ana"])
     page.click("button[type=submit]")
     page.wait_for_url(f"{server.url}/console/pending")
     card = page.locator(f"#call-{call['invocation_id']}")
+    # Times in the viewer's zone (UTC+9 here), the UTC original in the title.
+    expires = card.locator(".expires-in").get_attribute("data-expires")
+    shown = card.locator(f'time[datetime="{expires}"]')
+    assert shown.get_attribute("title") == expires
+    local = datetime.fromisoformat(expires).astimezone(timezone(timedelta(hours=9)))
+    assert "GMT+9" in shown.inner_text()
+    assert local.strftime("%H:%M") in shown.inner_text().replace("\u202f", " ")
+    assert card.locator(".expires-in").inner_text() in {"expires in 14 min", "expires in 15 min"}
     assert "Amounts are in cents." in card.locator(".tool-description").inner_text()
     amount = card.locator('tr.parameter[data-parameter="amount"]')
     assert amount.locator("pre.value").inner_text() == "300"

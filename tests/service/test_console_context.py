@@ -7,6 +7,8 @@ values, and the provenance findings of the call on the parameter they concern.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from console_pack import (
     RECIPIENT_FINDING,
@@ -21,17 +23,18 @@ from test_console import decide, listed, login, submit
 
 from toolbound.config import parse_config
 from toolbound.service.api import create_app
+from toolbound.service.console import _expires_in
 from toolbound.service.core import Service
 
 PAYMENT = {"recipient": "mallory@evil.example", "amount": 300, "memo": "lunch"}
 
 
 @pytest.fixture
-def service(tmp_path, effects_path):
+def service(tmp_path, effects_path, clock):
     path = tmp_path / "toolbound.toml"
     path.write_text(config_with_payments(config_text("sqlite:///toolbound.db")))
     config = parse_config(path.read_text(), source=path)
-    svc = Service(config)
+    svc = Service(config, clock=clock)
     yield svc
     svc.close()
 
@@ -125,3 +128,63 @@ def test_a_tool_missing_from_the_registry_is_said_so(client, service):
     login(client, "ana")
     page = client.get(f"/console/invocations/{call['invocation_id']}").text
     assert "This tool is not in the registry" in page
+
+
+# -- times ------------------------------------------------------------------------------
+
+
+def test_a_pending_call_says_how_long_it_has_left(client, clock):
+    """'expires in N min', rounded down, beside the deadline; the time itself is a <time>."""
+    call = pay(client)
+    login(client, "ana")
+    requested = clock.now().isoformat()
+    expires = (clock.now() + timedelta(minutes=15)).isoformat()
+    page = client.get("/console/pending").text
+    assert f'<time datetime="{requested}">{requested}</time>' in page
+    assert f'<time datetime="{expires}">{expires}</time>' in page
+    assert (
+        f' · <span class="expires-in" data-expires="{expires}" data-now="{requested}">'
+        "expires in 15 min</span>"
+    ) in page
+    clock.advance(13 * 60 + 1)
+    assert "expires in 1 min</span>" in client.get("/console/pending").text
+    clock.advance(60)
+    assert "expires in under 1 min</span>" in client.get("/console/pending").text
+    clock.advance(60)
+    page = client.get(f"/console/invocations/{call['invocation_id']}").text
+    assert '<span class="badge status-expired">expired</span>' in page
+    assert ">expired</span>" in page
+
+
+@pytest.mark.parametrize(
+    ("left", "shown"),
+    [
+        (timedelta(seconds=-1), "expired"),
+        (timedelta(0), "expired"),
+        (timedelta(seconds=1), "expires in under 1 min"),
+        (timedelta(seconds=119), "expires in 1 min"),
+        (timedelta(minutes=15), "expires in 15 min"),
+        (timedelta(minutes=59, seconds=59), "expires in 59 min"),
+        (timedelta(minutes=61, seconds=30), "expires in 1 h 1 min"),
+        (timedelta(hours=24), "expires in 24 h"),
+    ],
+)
+def test_time_left_is_rounded_down(left, shown):
+    """A person is never shown more time than there is left."""
+    assert _expires_in(left) == shown
+
+
+def test_every_page_time_is_a_machine_readable_time_element(client, clock):
+    """The script rewrites each <time datetime> to local time; the ISO text is the fallback."""
+    call = pay(client)
+    csrf = login(client, "ana")
+    decide(client, csrf, call, "deny")
+    created = clock.now().isoformat(timespec="seconds")
+    listing = client.get("/console/invocations").text
+    assert f'<time datetime="{created}">{created}</time>' in listing
+    page = client.get(f"/console/invocations/{call['invocation_id']}").text
+    assert f'<dt>created</dt><dd><time datetime="{created}">' in page
+    assert page.count("<time datetime=") >= 3  # created, updated, each trace event
+    assert '<script src="/console/static/console.js" defer></script>' in page
+    script = client.get("/console/static/console.js").text
+    assert 'querySelectorAll("time[datetime]' in script

@@ -42,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import secrets
 import unicodedata
 from collections.abc import Mapping
@@ -85,6 +86,7 @@ CONSOLE_PATH = "/console"
 _COOKIE = "toolbound_console"
 _SESSION_SECONDS = 8 * 60 * 60
 _MIN_SECRET = 16
+_HOUR_MINUTES = 60
 # The statuses a call in the journal can have: the outcome kinds, and the service's own.
 _STATUSES = (
     "awaiting_confirmation",
@@ -436,9 +438,9 @@ class _Console:
         request = _mapping(call.body.get("request"))
         subject = _mapping(asked.get("subject"))
         expires = asked.get("expires_at")
-        expired = isinstance(expires, str) and (
-            datetime.fromisoformat(expires) <= self.service.clock.now()
-        )
+        now = self.service.clock.now()
+        left = datetime.fromisoformat(expires) - now if isinstance(expires, str) else None
+        expired = left is not None and left <= timedelta(0)
         # Shown before anyone clicks; the Service enforces the same rule on the POST.
         approver = "approver" in principal.roles
         own = approver and self.service.config.four_eyes and principal.subject == call.subject
@@ -452,6 +454,8 @@ class _Console:
             "digest": call.digest or "",
             "requested_at": str(asked.get("requested_at", "")),
             "expires_at": str(expires or ""),
+            "expires_in": _expires_in(left) if left is not None else "",
+            "now": now.isoformat(),
             "expired": expired,
             "arguments": _pretty(asked.get("arguments")),
             "parameters": self._parameters(
@@ -875,6 +879,19 @@ def _bytes_of(value: object) -> tuple[str | None, int]:
     if isinstance(value, str):
         return value, len(value.encode())
     return None, 0
+
+
+def _expires_in(left: timedelta) -> str:
+    """``expires in 12 min``, rounded down: a person never has less time than shown."""
+    if left <= timedelta(0):
+        return "expired"
+    minutes = math.floor(left.total_seconds() / 60)
+    if minutes == 0:
+        return "expires in under 1 min"
+    if minutes < _HOUR_MINUTES:
+        return f"expires in {minutes} min"
+    hours, rest = divmod(minutes, _HOUR_MINUTES)
+    return f"expires in {hours} h {rest} min" if rest else f"expires in {hours} h"
 
 
 def _ms(delta: timedelta) -> float:
