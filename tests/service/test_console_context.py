@@ -19,9 +19,10 @@ from console_pack import (
 from markupsafe import escape
 from service_config import config_text
 from starlette.testclient import TestClient
-from test_console import decide, listed, login, submit
+from test_console import decide, error_code, listed, login, submit
 
 from toolbound.config import parse_config
+from toolbound.service import console
 from toolbound.service.api import create_app
 from toolbound.service.console import _expires_in
 from toolbound.service.core import Service
@@ -188,3 +189,95 @@ def test_every_page_time_is_a_machine_readable_time_element(client, clock):
     assert '<script src="/console/static/console.js" defer></script>' in page
     script = client.get("/console/static/console.js").text
     assert 'querySelectorAll("time[datetime]' in script
+
+
+# -- the invocation list ----------------------------------------------------------------
+
+
+def notes(client, clock, count: int, *, prefix: str = "note") -> list[str]:
+    """``count`` calls a second apart; their ids, newest first."""
+    ids = []
+    for n in range(count):
+        ids.append(submit(client, {"text": f"{prefix} {n}"})["invocation_id"])
+        clock.advance(1)
+    return ids[::-1]
+
+
+def test_the_list_is_paged_newest_first(client, clock):
+    """Pages of the size asked for (at most 100), links to newer and older pages."""
+    ids = notes(client, clock, 12)
+    login(client, "ana")
+    first = client.get("/console/invocations?per=5").text
+    assert listed(first) == ids[:5]
+    assert "1 to 5 of 12, newest first · page 1 of 3" in first
+    assert 'rel="prev"' not in first
+    assert '<a rel="next" href="/console/invocations?per=5&amp;page=2">' in first
+    second = client.get("/console/invocations?per=5&page=2").text
+    assert listed(second) == ids[5:10]
+    assert '<a rel="prev" href="/console/invocations?per=5&amp;page=1">' in second
+    last = client.get("/console/invocations?per=5&page=99").text
+    assert listed(last) == ids[10:]
+    assert "11 to 12 of 12, newest first · page 3 of 3" in last
+    assert 'rel="next"' not in last
+    assert listed(client.get("/console/invocations?per=5&page=x").text) == ids[:5]
+    whole = client.get("/console/invocations?per=100000").text
+    assert listed(whole) == ids
+    assert '<option value="100" selected>' in whole
+
+
+def test_the_list_filters_by_time_range(client, clock):
+    """From and until: UTC unless an offset is given; a day alone is the whole day."""
+    early = submit(client, {"text": "early"})["invocation_id"]  # 2026-07-19T06:00Z
+    clock.advance(3600)
+    middle = submit(client, {"text": "middle"})["invocation_id"]  # 07:00Z
+    clock.advance(86400)
+    late = submit(client, {"text": "late"})["invocation_id"]  # 2026-07-20T07:00Z
+    login(client, "ana")
+
+    def found(query: str) -> list[str]:
+        r = client.get(f"/console/invocations?{query}")
+        assert r.status_code == 200, r.text
+        return listed(r.text)
+
+    assert found("since=2026-07-19T06:30") == [late, middle]
+    assert found("until=2026-07-19T07:00") == [early]
+    assert found("until=2026-07-19") == [middle, early]
+    assert found("since=2026-07-19T06:30&until=2026-07-19") == [middle]
+    assert found("since=2026-07-19T08:30%2B02:00&until=2026-07-20") == [late, middle]
+    assert (
+        'name="since" value="2026-07-19T06:30"'
+        in client.get("/console/invocations?since=2026-07-19T06:30").text
+    )
+    r = client.get("/console/invocations?since=yesterday")
+    assert r.status_code == 400
+    assert error_code(r) == "bad_form"
+
+
+def test_the_list_searches_the_argument_text(client, clock):
+    """Case-insensitive, over what the model wrote; it keeps the other filters and pages."""
+    milk = notes(client, clock, 3, prefix="Buy MILK")
+    notes(client, clock, 2, prefix="walk the dog")
+    paid = pay(client, {"recipient": "milkman@dairy.example", "amount": 250})["invocation_id"]
+    login(client, "ana")
+    assert listed(client.get("/console/invocations?q=milk").text) == [paid, *milk]
+    assert listed(client.get("/console/invocations?q=milk&tool=notes.add@v1").text) == milk
+    page = client.get("/console/invocations?q=milk&per=2&page=1").text
+    assert listed(page) == [paid, milk[0]]
+    assert '<a rel="next" href="/console/invocations?q=milk&amp;per=2&amp;page=2">' in page
+    assert listed(client.get("/console/invocations?q=cheese").text) == []
+    hostile = client.get("/console/invocations", params={"q": '"><script>x</script>'}).text
+    assert "<script>x</script>" not in hostile
+    assert 'value="&#34;&gt;&lt;script&gt;x&lt;/script&gt;"' in hostile
+
+
+def test_the_list_says_when_the_search_did_not_reach_older_calls(client, clock, monkeypatch):
+    """The search looks through the journal's newest matches, and says so when it stops."""
+    monkeypatch.setattr(console, "_SEARCHED", 3)
+    ids = notes(client, clock, 4)
+    login(client, "ana")
+    page = client.get("/console/invocations?q=note").text
+    assert listed(page) == ids[:3]
+    assert 'id="truncated"' in page
+    assert "newest 3" in page
+    monkeypatch.setattr(console, "_SEARCHED", 5)
+    assert 'id="truncated"' not in client.get("/console/invocations?q=note").text

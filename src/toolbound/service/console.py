@@ -9,7 +9,7 @@ API's: roles, tenant isolation, the digest a person saw (R7), the four-eyes rule
     POST /console/logout
     GET  /console/pending                      calls waiting for a person (refreshes itself)
     POST /console/invocations/{id}/decision    approve / deny the digest shown
-    GET  /console/invocations                  filters: status, tool, subject
+    GET  /console/invocations                  filters, time range, search, pages
     GET  /console/invocations/{id}             evidence, request, trace timeline
     GET  /console/unknown                      outcome unknown: ask the tool, or record a finding
     POST /console/unknown/{id}/reconcile
@@ -46,7 +46,7 @@ import math
 import secrets
 import unicodedata
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, urlencode
 
@@ -86,6 +86,11 @@ CONSOLE_PATH = "/console"
 _COOKIE = "toolbound_console"
 _SESSION_SECONDS = 8 * 60 * 60
 _MIN_SECRET = 16
+# The invocation list: page sizes offered (the last is the bound), and how many of the
+# journal's newest matches the time range and the text search look through.
+_PAGE_SIZES = (25, 50, 100)
+_SEARCHED = 1000
+_FILTERS = ("status", "tool", "subject", "since", "until", "q")
 _HOUR_MINUTES = 60
 # The statuses a call in the journal can have: the outcome kinds, and the service's own.
 _STATUSES = (
@@ -392,23 +397,56 @@ class _Console:
 
     async def invocations(self, request: Request, principal: Principal) -> Response:
         q = request.query_params
-        filters = {k: (q.get(k) or "").strip() for k in ("status", "tool", "subject")}
+        filters = {k: (q.get(k) or "").strip() for k in _FILTERS}
+        since, until = _instant(filters, "since"), _instant(filters, "until")
+        per = _whole(q.get("per"), default=_PAGE_SIZES[0], low=1, high=_PAGE_SIZES[-1])
+        # The journal filters status, tool and subject; the time range and the text
+        # search run here, over its newest matches (the journal bounds one listing).
         calls = self.service.calls(
             principal,
             status=filters["status"] or None,
             tool=filters["tool"] or None,
             subject=filters["subject"] or None,
+            limit=_SEARCHED,
         )
-        tools = sorted(t.spec.ref for t in self.service.registry)
+        needle = filters["q"].casefold()
+        matched = [
+            c
+            for c in calls
+            if (since is None or c.created_at >= since)
+            and (until is None or c.created_at < until)
+            and (not needle or needle in _argument_text(c))
+        ]
+        pages = max(1, math.ceil(len(matched) / per))
+        page = _whole(q.get("page"), default=1, low=1, high=pages)
+        shown = matched[(page - 1) * per : page * per]
+        kept = {k: v for k, v in filters.items() if v}
+        if per != _PAGE_SIZES[0]:
+            kept["per"] = str(per)
+
+        def at(number: int) -> str:
+            return f"{CONSOLE_PATH}/invocations?{urlencode({**kept, 'page': number})}"
+
         return self.render(
             request,
             "invocations.html",
             principal,
             section="invocations",
-            calls=[_summary(c) for c in calls],
+            calls=[_summary(c) for c in shown],
             filters=filters,
             statuses=_STATUSES,
-            tools=tools,
+            tools=sorted(t.spec.ref for t in self.service.registry),
+            per=per,
+            page_sizes=_PAGE_SIZES,
+            page=page,
+            pages=pages,
+            matched=len(matched),
+            first=(page - 1) * per + 1 if shown else 0,
+            last=(page - 1) * per + len(shown),
+            truncated=len(calls) >= _SEARCHED,
+            searched=_SEARCHED,
+            previous=at(page - 1) if page > 1 else None,
+            next=at(page + 1) if page < pages else None,
         )
 
     async def invocation(self, request: Request, principal: Principal) -> Response:
@@ -879,6 +917,44 @@ def _bytes_of(value: object) -> tuple[str | None, int]:
     if isinstance(value, str):
         return value, len(value.encode())
     return None, 0
+
+
+def _argument_text(call: StoredCall) -> str:
+    """What the search looks in: the model's argument text and the normalized arguments."""
+    raw = str(_mapping(call.body.get("request")).get("arguments", ""))
+    normalized = _mapping(call.body.get("human")).get("arguments")
+    shown = "" if normalized is None else json.dumps(normalized, ensure_ascii=False)
+    return f"{raw}\n{shown}".casefold()
+
+
+def _instant(filters: Mapping[str, str], key: Literal["since", "until"]) -> datetime | None:
+    """A filter's time as an aware instant: UTC unless it says otherwise.
+
+    A date alone means the start of that day for ``since`` and the end of it for
+    ``until`` (both bounds are meant inclusively by a person typing a day).
+    """
+    text = filters[key]
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        msg = f"{key} must be a date or a time in ISO 8601, e.g. 2026-07-19 or 2026-07-19T06:00"
+        raise ApiError(400, "bad_form", msg) from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    if key == "until" and "T" not in text and " " not in text:
+        at += timedelta(days=1)
+    return at
+
+
+def _whole(text: str | None, *, default: int, low: int, high: int) -> int:
+    """A whole number from a query, kept within ``low``..``high``."""
+    try:
+        value = int(text) if text else default
+    except ValueError:
+        value = default
+    return max(low, min(value, high))
 
 
 def _expires_in(left: timedelta) -> str:
