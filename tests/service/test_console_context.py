@@ -8,6 +8,7 @@ values, and the provenance findings of the call on the parameter they concern.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 from console_pack import (
@@ -17,15 +18,19 @@ from console_pack import (
     record_findings,
 )
 from markupsafe import escape
-from service_config import config_text
+from service_config import KEYS, config_text
 from starlette.testclient import TestClient
 from test_console import decide, error_code, listed, login, submit
 
+from toolbound._errors import ConfigurationError
 from toolbound.config import parse_config
 from toolbound.service import console
 from toolbound.service.api import create_app
-from toolbound.service.console import _expires_in
+from toolbound.service.console import _expires_in, console_middleware, console_routes
 from toolbound.service.core import Service
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 PAYMENT = {"recipient": "mallory@evil.example", "amount": 300, "memo": "lunch"}
 
@@ -281,3 +286,60 @@ def test_the_list_says_when_the_search_did_not_reach_older_calls(client, clock, 
     assert "newest 3" in page
     monkeypatch.setattr(console, "_SEARCHED", 5)
     assert 'id="truncated"' not in client.get("/console/invocations?q=note").text
+
+
+# -- the trace ------------------------------------------------------------------------
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
+
+
+def console_app(service, **options) -> Starlette:
+    """The API with the console mounted by hand, as docs/console.md shows."""
+    app = create_app(service, console=False)
+    app.router.routes.extend(console_routes(service, **options))
+    for middleware in console_middleware():
+        app.add_middleware(middleware.cls, *middleware.args, **middleware.kwargs)
+    return app
+
+
+def traced(client) -> str:
+    r = client.post(
+        "/v1/proposals",
+        json={"tool": "notes.add", "arguments": '{"text": "traced"}', "call_id": "c-1"},
+        headers={
+            "Authorization": f"Bearer {KEYS['agent']}",
+            "Idempotency-Key": "traced",
+            "traceparent": TRACEPARENT,
+        },
+    )
+    assert r.status_code == 202, r.text
+    return r.json()["invocation_id"]
+
+
+def test_the_trace_id_links_to_the_tracing_ui_when_one_is_configured(service):
+    """`trace_url` with {trace_id}: the invocation page links the call's OpenTelemetry trace."""
+    app = console_app(service, trace_url="https://jaeger.example/trace/{trace_id}")
+    with TestClient(app, follow_redirects=False) as client:
+        invocation_id = traced(client)
+        login(client, "ana")
+        page = client.get(f"/console/invocations/{invocation_id}").text
+    assert f'<code id="trace-id">{TRACE_ID}</code>' in page
+    assert f'<a id="trace-link" href="https://jaeger.example/trace/{TRACE_ID}"' in page
+
+
+def test_without_a_tracing_ui_the_trace_id_is_shown_unlinked(client):
+    invocation_id = traced(client)
+    login(client, "ana")
+    page = client.get(f"/console/invocations/{invocation_id}").text
+    assert f'<code id="trace-id">{TRACE_ID}</code>' in page
+    assert 'id="trace-link"' not in page
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://jaeger.example/trace/", "javascript:alert(1)//{trace_id}", "ftp://x/{trace_id}"],
+)
+def test_a_trace_url_must_be_http_and_name_where_the_id_goes(service, url):
+    with pytest.raises(ConfigurationError, match=r"\{trace_id\}"):
+        console_routes(service, trace_url=url)

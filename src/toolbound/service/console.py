@@ -43,6 +43,7 @@ import hashlib
 import hmac
 import json
 import math
+import re
 import secrets
 import unicodedata
 from collections.abc import Mapping
@@ -91,6 +92,7 @@ _MIN_SECRET = 16
 _PAGE_SIZES = (25, 50, 100)
 _SEARCHED = 1000
 _FILTERS = ("status", "tool", "subject", "since", "until", "q")
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _HOUR_MINUTES = 60
 # The statuses a call in the journal can have: the outcome kinds, and the service's own.
 _STATUSES = (
@@ -146,9 +148,18 @@ def console_middleware(
     ]
 
 
-def console_routes(service: Service) -> list[BaseRoute]:
-    """The console's pages and static files, under :data:`CONSOLE_PATH`."""
-    console = _Console(service)
+def console_routes(service: Service, *, trace_url: str | None = None) -> list[BaseRoute]:
+    """The console's pages and static files, under :data:`CONSOLE_PATH`.
+
+    ``trace_url`` links each call's trace id to a tracing UI: a ``http(s)://`` URL
+    with ``{trace_id}`` where the id goes, e.g.
+    ``https://jaeger.example/trace/{trace_id}``. Without it, the service
+    configuration's ``console_trace_url`` is used when it has one.
+    """
+    if trace_url is None:
+        configured = getattr(service.config, "console_trace_url", None)
+        trace_url = configured if isinstance(configured, str) and configured else None
+    console = _Console(service, _checked_trace_url(trace_url))
     at = CONSOLE_PATH
     return [
         Route(at, console.home, methods=["GET"]),
@@ -213,9 +224,22 @@ def _templates() -> Jinja2Templates:
     return Jinja2Templates(env=env)
 
 
+def _checked_trace_url(template: str | None) -> str | None:
+    if template is None:
+        return None
+    if not template.startswith(("https://", "http://")) or "{trace_id}" not in template:
+        msg = (
+            "the console's trace URL must be an http(s) URL with {trace_id} where the id"
+            f" goes, e.g. https://jaeger.example/trace/{{trace_id}}; got {template!r}"
+        )
+        raise ConfigurationError(msg)
+    return template
+
+
 class _Console:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, trace_url: str | None) -> None:
         self.service = service
+        self.trace_url = trace_url
         self.templates = _templates()
 
     # -- plumbing -----------------------------------------------------------------
@@ -465,6 +489,7 @@ class _Console:
             principal,
             section="invocations",
             call=_detail(call),
+            trace=self._trace_link(call),
             parameters=self._parameters(
                 call.tool, arguments, human.get("evidence") or asked.get("evidence")
             ),
@@ -543,6 +568,16 @@ class _Console:
             "rows": rows,
             "call_findings": [f for f in findings if f["parameter"] not in names],
         }
+
+    def _trace_link(self, call: StoredCall) -> dict[str, str] | None:
+        """The call's trace id, and where a tracing UI shows it (when one is configured)."""
+        trace_id = _mapping(call.body.get("response")).get("trace_id")
+        if not isinstance(trace_id, str) or not trace_id:
+            return None
+        # Only a W3C trace id goes into the link: 32 lower-case hex digits, nothing else.
+        linkable = self.trace_url is not None and _TRACE_ID.fullmatch(trace_id) is not None
+        url = self.trace_url.replace("{trace_id}", trace_id) if self.trace_url and linkable else ""
+        return {"id": trace_id, "url": url}
 
     def _spec(self, ref: str) -> ToolSpec | None:
         name, _, version = ref.partition("@")
