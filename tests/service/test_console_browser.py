@@ -204,6 +204,25 @@ def test_the_pending_page_explains_each_value_and_where_it_came_from(payments, b
     context.close()
 
 
+def test_a_person_denies_with_a_reason(server, browser):
+    """The reason typed beside Deny is kept with the decision and shown in the trace."""
+    call = propose(server, "sell the car")
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{server.url}/console/login")
+    page.fill("#key", KEYS["ana"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/console/pending")
+    card = page.locator(f"#call-{call['invocation_id']}")
+    card.locator("textarea[name=reason]").fill("not our car")
+    card.locator("button.deny").click()
+    page.wait_for_url(f"**/console/invocations/{call['invocation_id']}")
+    assert page.inner_text("#decision") == "denied by ana"
+    assert page.inner_text("#denial-reason") == "not our car"
+    assert "denied by ana: not our car" in page.inner_text("#timeline")
+    context.close()
+
+
 def test_the_pending_list_refreshes_itself(server, browser):
     """Progressive enhancement: a new parked call appears without reloading the page."""
     context = browser.new_context()

@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 from test_console import decide, error_code, listed, login, submit
 
 from toolbound._errors import ConfigurationError
+from toolbound.adapters.http import ApiError
 from toolbound.config import parse_config
 from toolbound.service import console
 from toolbound.service.api import create_app
@@ -343,3 +344,79 @@ def test_without_a_tracing_ui_the_trace_id_is_shown_unlinked(client):
 def test_a_trace_url_must_be_http_and_name_where_the_id_goes(service, url):
     with pytest.raises(ConfigurationError, match=r"\{trace_id\}"):
         console_routes(service, trace_url=url)
+
+
+# -- a reason for a denial -----------------------------------------------------------
+
+
+def test_a_denial_keeps_its_reason_and_the_trace_shows_it(client, service):
+    """The reason is stored with the decision, escaped on the page, and in the timeline."""
+    call = pay(client)
+    csrf = login(client, "ana")
+    assert 'name="reason"' in client.get("/console/pending").text
+    r = client.post(
+        f"/console/invocations/{call['invocation_id']}/decision",
+        data={
+            "csrf": csrf,
+            "digest": call["digest"],
+            "decision": "deny",
+            "reason": "  recipient came from an <email>\u202e ",
+        },
+    )
+    assert r.status_code == 303
+    stored = service.journal.get_call(call["invocation_id"])
+    assert stored is not None
+    assert stored.decision == "denied"
+    assert stored.body["denial"]["reason"] == "recipient came from an <email>\u202e"
+    assert stored.body["denial"]["by"] == "ana"
+    page = client.get(f"/console/invocations/{call['invocation_id']}").text
+    shown = '&lt;email&gt;<mark class="hidden-char" title="U+202E">\\u202e</mark>'
+    assert f'<dd id="denial-reason">recipient came from an {shown}</dd>' in page
+    assert f"denied by ana: recipient came from an {shown}" in page
+
+
+def test_a_reason_typed_before_an_approval_is_not_kept(client, service):
+    call = pay(client)
+    csrf = login(client, "ana")
+    client.post(
+        f"/console/invocations/{call['invocation_id']}/decision",
+        data={"csrf": csrf, "digest": call["digest"], "decision": "approve", "reason": "ok"},
+    )
+    stored = service.journal.get_call(call["invocation_id"])
+    assert stored is not None
+    assert stored.decision == "approved"
+    assert "denial" not in stored.body
+    assert (
+        'id="denial-reason"' not in client.get(f"/console/invocations/{call['invocation_id']}").text
+    )
+
+
+def test_a_reason_has_a_bound_and_the_call_stays_parked_past_it(client):
+    call = pay(client)
+    csrf = login(client, "ana")
+    r = client.post(
+        f"/console/invocations/{call['invocation_id']}/decision",
+        data={"csrf": csrf, "digest": call["digest"], "decision": "deny", "reason": "x" * 1001},
+    )
+    assert r.status_code == 400
+    assert error_code(r) == "bad_form"
+    assert listed(client.get("/console/pending").text) == [call["invocation_id"]]
+
+
+def test_only_the_approver_who_denied_gives_the_reason_once(client, service):
+    """Service.note_denial: not for an approval, not by another approver, not twice."""
+    ana, ops = (service.config.principal_for(KEYS[who]) for who in ("ana", "ops"))
+    assert ana is not None
+    assert ops is not None
+    approved, denied = pay(client), pay(client, {"recipient": "bob@x.example", "amount": 1})
+    csrf = login(client, "ana")
+    decide(client, csrf, approved, "approve")
+    decide(client, csrf, denied, "deny")
+    for who, call in ((ana, approved), (ops, denied)):
+        with pytest.raises(ApiError) as refused:
+            service.note_denial(who, call["invocation_id"], reason="why")
+        assert refused.value.code == "not_denied_by_you"
+    service.note_denial(ana, denied["invocation_id"], reason="why")
+    with pytest.raises(ApiError) as again:
+        service.note_denial(ana, denied["invocation_id"], reason="another")
+    assert again.value.code == "reason_recorded"

@@ -92,6 +92,7 @@ _MIN_SECRET = 16
 _PAGE_SIZES = (25, 50, 100)
 _SEARCHED = 1000
 _FILTERS = ("status", "tool", "subject", "since", "until", "q")
+_REASON_CHARS = 1000
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _HOUR_MINUTES = 60
 # The statuses a call in the journal can have: the outcome kinds, and the service's own.
@@ -409,10 +410,20 @@ class _Console:
             msg = "send the digest you reviewed and a decision, approve or deny"
             raise ApiError(400, "bad_form", msg)
         decision: Literal["approve", "deny"] = "approve" if choice == "approve" else "deny"
+        given = form.get("reason")
+        reason = given.strip() if isinstance(given, str) else ""
+        if len(reason) > _REASON_CHARS:
+            msg = f"a reason is at most {_REASON_CHARS} characters"
+            raise ApiError(400, "bad_form", msg)
         invocation_id = request.path_params["invocation_id"]
         answer = await self.service.decide(
             principal, invocation_id, digest=digest, decision=decision
         )
+        if decision == "deny" and reason:
+            # Kept with the decision; a reason typed before an approval is not a denial's.
+            await run_in_threadpool(
+                self.service.note_denial, principal, invocation_id, reason=reason
+            )
         verb = "Approved" if decision == "approve" else "Denied"
         _flash(request, "ok", f"{verb}. The call ended {answer['status']} ({answer['state']}).")
         return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")
@@ -732,8 +743,14 @@ def _detail(call: StoredCall) -> dict[str, object]:
     timeline = _timeline([_mapping(e) for e in events] if isinstance(events, list) else [])
     content = str(message.get("content", ""))
     human = _mapping(call.body.get("human"))
+    denial = _mapping(call.body.get("denial"))
+    reason = str(denial.get("reason", ""))
+    for row in timeline:
+        if reason and row["kind"] == "confirmation" and str(row["summary"]).startswith("denied"):
+            row["summary"] = f"{row['summary']}: {reason}"
     return {
         **_summary(call),
+        "denial_reason": reason,
         "tenant": call.tenant,
         "path": [str(s) for s in _list(response.get("path"))],
         "request": {

@@ -285,6 +285,25 @@ class Service:
         self._store(call, outcome, request, answer)
         return answer
 
+    def note_denial(self, principal: Principal, invocation_id: str, *, reason: str) -> StoredCall:
+        """Keep the reason a person gave for denying a call, beside the decision, once.
+
+        Only the approver who denied the call may give it; the call has ended, so no
+        later write replaces it. (It is not sent to the model: the denial already was.)
+        """
+        _require(principal, "approver")
+        call = self._visible(principal, invocation_id)
+        if call.decision != "denied" or call.approver != principal.name:
+            msg = "only the approver who denied a call can give the reason for it"
+            raise ApiError(409, "not_denied_by_you", msg)
+        if "denial" in call.body:
+            raise ApiError(409, "reason_recorded", "the reason for this denial is recorded")
+        now = self.clock.now()
+        denial = {"reason": reason, "by": principal.name, "at": now.isoformat()}
+        noted = replace(call, updated_at=now, body={**call.body, "denial": denial})
+        self.journal.put_call(noted)
+        return noted
+
     def get(self, principal: Principal, invocation_id: str) -> StoredCall:
         """One invocation of the principal's tenant."""
         return self._visible(principal, invocation_id)
