@@ -415,8 +415,8 @@ def test_only_the_approver_who_denied_gives_the_reason_once(client, service):
     for who, call in ((ana, approved), (ops, denied)):
         with pytest.raises(ApiError) as refused:
             service.note_denial(who, call["invocation_id"], reason="why")
-        assert refused.value.code == "not_denied_by_you"
+        assert refused.value.code == "forbidden"
     service.note_denial(ana, denied["invocation_id"], reason="why")
     with pytest.raises(ApiError) as again:
         service.note_denial(ana, denied["invocation_id"], reason="another")
-    assert again.value.code == "reason_recorded"
+    assert again.value.code == "already_decided"

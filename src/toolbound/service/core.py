@@ -295,9 +295,11 @@ class Service:
         call = self._visible(principal, invocation_id)
         if call.decision != "denied" or call.approver != principal.name:
             msg = "only the approver who denied a call can give the reason for it"
-            raise ApiError(409, "not_denied_by_you", msg)
+            raise ApiError(403, "forbidden", msg)
         if "denial" in call.body:
-            raise ApiError(409, "reason_recorded", "the reason for this denial is recorded")
+            # The reason is part of the decision, and a call takes one decision (R7).
+            msg = "the reason for this denial is already recorded"
+            raise ApiError(409, "already_decided", msg)
         now = self.clock.now()
         denial = {"reason": reason, "by": principal.name, "at": now.isoformat()}
         noted = replace(call, updated_at=now, body={**call.body, "denial": denial})
