@@ -91,6 +91,8 @@ def test_the_invocation_page_shows_them_too_after_the_decision(client):
     page = client.get(f"/console/invocations/{call['invocation_id']}").text
     assert "<h2>Arguments</h2>" in page
     assert "Amounts are in cents." in page
+    # The human evidence does not repeat the arguments the table shows.
+    assert "<h4>Arguments</h4>" not in page
     assert "How much, in cents (300 is 3.00)." in row(page, "amount")
 
 

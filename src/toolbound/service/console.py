@@ -499,7 +499,7 @@ class _Console:
             "invocation.html",
             principal,
             section="invocations",
-            call=_detail(call),
+            call=_detail(call, shown_arguments=arguments),
             trace=self._trace_link(call),
             parameters=self._parameters(
                 call.tool, arguments, human.get("evidence") or asked.get("evidence")
@@ -735,7 +735,7 @@ def _summary(call: StoredCall) -> dict[str, object]:
     }
 
 
-def _detail(call: StoredCall) -> dict[str, object]:
+def _detail(call: StoredCall, *, shown_arguments: object = None) -> dict[str, object]:
     request = _mapping(call.body.get("request"))
     response = _mapping(call.body.get("response"))
     message = _mapping(response.get("message"))
@@ -772,7 +772,7 @@ def _detail(call: StoredCall) -> dict[str, object]:
         if message
         else None,
         "problem": _pretty(response["problem"]) if "problem" in response else None,
-        "human": _evidence(human) if human else None,
+        "human": _evidence(human, shown_arguments=shown_arguments) if human else None,
         "attempts": [_attempt(_mapping(a)) for a in _list(human.get("attempts"))],
         "note": _pretty(call.body["note"]) if "note" in call.body else None,
         "timeline": timeline,
