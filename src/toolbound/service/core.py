@@ -308,6 +308,27 @@ class Service:
         self._store(call, outcome, request, answer)
         return answer
 
+    def note_denial(self, principal: Principal, invocation_id: str, *, reason: str) -> StoredCall:
+        """Keep the reason a person gave for denying a call, beside the decision, once.
+
+        Only the approver who denied the call may give it; the call has ended, so no
+        later write replaces it. (It is not sent to the model: the denial already was.)
+        """
+        _require(principal, "approver")
+        call = self._visible(principal, invocation_id)
+        if call.decision != "denied" or call.approver != principal.name:
+            msg = "only the approver who denied a call can give the reason for it"
+            raise ApiError(403, "forbidden", msg)
+        if "denial" in call.body:
+            # The reason is part of the decision, and a call takes one decision (R7).
+            msg = "the reason for this denial is already recorded"
+            raise ApiError(409, "already_decided", msg)
+        now = self.clock.now()
+        denial = {"reason": reason, "by": principal.name, "at": now.isoformat()}
+        noted = replace(call, updated_at=now, body={**call.body, "denial": denial})
+        self.journal.put_call(noted)
+        return noted
+
     def get(self, principal: Principal, invocation_id: str) -> StoredCall:
         """One invocation of the principal's tenant."""
         return self._visible(principal, invocation_id)
