@@ -288,6 +288,7 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("port", "integer, 0 to 65535", "8780"),
             ConfigKey("four_eyes", "boolean", "false"),
             ConfigKey("console_secret_env", "environment variable name"),
+            ConfigKey("console_trace_url", "http(s) URL with {trace_id}"),
             ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
             ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
         ),
@@ -387,6 +388,8 @@ class ServiceConfig:
     port: int = 8780
     four_eyes: bool = False
     console_secret_env: str | None = None
+    console_trace_url: str | None = None
+    """A tracing UI's page for a trace, with ``{trace_id}``: the console links to it."""
     max_body_bytes: int = _MAX_BODY_BYTES
     confirmation_ttl: timedelta = _CONFIRMATION_TTL
     timeout: float | None = None
@@ -577,6 +580,19 @@ class _Checker:
 
     # -- sections ---------------------------------------------------------------
 
+    def trace_url(self, value: object) -> str | None:
+        """``[service] console_trace_url``: an http(s) URL with ``{trace_id}``."""
+        if value is None or (
+            isinstance(value, str)
+            and value.startswith(("https://", "http://"))
+            and "{trace_id}" in value
+        ):
+            return value
+        self.fail(
+            "service.console_trace_url", _expected("an http(s) URL containing {trace_id}", value)
+        )
+        return None
+
     def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:  # noqa: C901 - one section after another
         self.known(raw, "", _TOP)
         store = self.table(raw, "store")
@@ -620,6 +636,7 @@ class _Checker:
                 "service.console_secret_env", _expected("an environment variable name", secret_env)
             )
             secret_env = None
+        trace_url = self.trace_url(service.get("console_trace_url"))
         host = self.string(service, "service", "host", default="127.0.0.1")
         port = service.get("port", 8780)
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:  # noqa: PLR2004
@@ -658,6 +675,7 @@ class _Checker:
             port=port,
             four_eyes=self.flag(service, "service", "four_eyes"),
             console_secret_env=secret_env,
+            console_trace_url=trace_url,
             max_body_bytes=max_body,
             confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
             timeout=self.number(budgets, "budgets", "timeout"),

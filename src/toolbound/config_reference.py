@@ -247,6 +247,12 @@ KEYS: dict[str, Described] = {
         '"TOOLBOUND_CONSOLE_SECRET"',
         "a random secret per process (a restart logs everyone out)",
     ),
+    "service.console_trace_url": Described(
+        "a tracing UI's page for one trace, with {trace_id} where the id goes: the "
+        "console links each invocation's trace id there",
+        '"https://jaeger.example/trace/{trace_id}"',
+        "trace ids are shown, not linked",
+    ),
     "service.max_body_bytes": Described(
         "the largest request body, API and console; a larger one is answered 413", "1048576"
     ),

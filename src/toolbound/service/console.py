@@ -158,8 +158,7 @@ def console_routes(service: Service, *, trace_url: str | None = None) -> list[Ba
     configuration's ``console_trace_url`` is used when it has one.
     """
     if trace_url is None:
-        configured = getattr(service.config, "console_trace_url", None)
-        trace_url = configured if isinstance(configured, str) and configured else None
+        trace_url = service.config.console_trace_url
     console = _Console(service, _checked_trace_url(trace_url))
     at = CONSOLE_PATH
     return [
