@@ -13,6 +13,7 @@ Two families never mix:
       │   └── IllegalTransition       a state change the table in ``_state`` forbids
       ├── ConfirmationMismatch        a confirmation that does not fit any parked call
       ├── LedgerError                 the ledger could not record (toolbound.ledger.store)
+      ├── TokenRefused                a bearer credential that names no caller (toolbound.identity)
       ├── StreamError                 a provider stream broke its format (toolbound.streams)
       └── ResponseError               a provider response is malformed (toolbound.adapters)
 

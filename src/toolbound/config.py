@@ -1,8 +1,8 @@
 """One TOML file configures a toolbound service (R18).
 
-It declares the store, the tool packs, who may call (hashed API keys → subject,
-tenant, roles), the grants the policy decides from, budgets, retention and
-telemetry::
+It declares the store, the tool packs, who may call (hashed API keys, or the
+bearer JWTs of trusted issuers → subject, tenant, roles), the grants the policy
+decides from, budgets, retention and telemetry::
 
     [store]
     url = "sqlite:///toolbound.db"      # relative paths are taken from this file's folder
@@ -25,6 +25,13 @@ telemetry::
     subject = "agent-1"
     tenant = "acme"
     roles = ["agent"]                    # agent, approver, operator
+
+    [[identity.jwt]]                     # bearer JWTs of an identity provider (see identity.py)
+    issuer = "https://login.example.com/"
+    audience = "toolbound"
+    jwks_url = "https://login.example.com/.well-known/jwks.json"
+    tenant_claim = "tid"
+    role_map = { "Tools.Call" = "agent", "Tools.Approve" = "approver" }
 
     [[grant]]
     subject = "agent-1"
@@ -51,8 +58,6 @@ registry, policy and store is :meth:`ServiceConfig.build_registry` and friends.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import importlib
 import inspect
 import os
@@ -78,6 +83,17 @@ from toolbound.gates.authorize import (
     RateLimit,
     Scope,
 )
+from toolbound.identity import (
+    ASYMMETRIC_ALGORITHMS,
+    DEFAULT_ALGORITHMS,
+    HMAC_ALGORITHMS,
+    ROLES,
+    Identity,
+    JwtIssuer,
+    Principal,
+    TokenRefused,
+    hash_key,
+)
 from toolbound.registry import Registry, check_spec
 
 if TYPE_CHECKING:
@@ -87,8 +103,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ROLES",
+    "TABLES",
     "ConfigError",
     "ConfigIssue",
+    "ConfigKey",
+    "ConfigTable",
     "HttpToolConfig",
     "Principal",
     "ServiceConfig",
@@ -102,7 +121,6 @@ __all__ = [
 ]
 
 Role = Literal["agent", "approver", "operator"]
-ROLES: frozenset[str] = frozenset({"agent", "approver", "operator"})
 _EFFECTS: frozenset[str] = frozenset(
     {"pure", "read", "reversible_write", "irreversible_write", "open_world"}
 )
@@ -112,14 +130,192 @@ _MAX_BODY_BYTES = 4 << 20  # as large as the proposal envelope the service parse
 _CONFIRMATION_TTL = timedelta(minutes=15)
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
+_EXPORTERS: frozenset[str] = frozenset({"none", "console", "otlp"})
+
+
+# ---------------------------------------------------------------------------
+# The file's tables and keys. The checker accepts exactly these keys, and the
+# configuration reference (docs/configuration.md) is generated from this table by
+# toolbound.config_reference, which adds what each key means and an example.
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    """One key a table accepts: its type, and its default (TOML text) or that it is required.
+
+    A key with neither is unset when absent.
+    """
+
+    name: str
+    type: str
+    default: str | None = None
+    required: bool = False
+    choices: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigTable:
+    """A table: ``[path]``, ``[[path]]`` if ``array``, or the inline table of one ``kind``."""
+
+    path: str
+    keys: tuple[ConfigKey, ...]
+    array: bool = False
+    kind: str | None = None  # the `kind` value that selects this variant (scopes, limits)
+
+    def allowed(self) -> frozenset[str]:
+        """The keys the checker accepts here (a variant's ``kind`` included)."""
+        names = frozenset(key.name for key in self.keys)
+        return names | {"kind"} if self.kind is not None else names
+
+
+_SECONDS = "number > 0 (seconds)"
+_COUNT = "integer ≥ 1"
+_STRINGS = "array of strings"
+
+TABLES: tuple[ConfigTable, ...] = (
+    ConfigTable(path="store", keys=(ConfigKey("url", "string", '"sqlite:///toolbound.db"'),)),
+    ConfigTable(
+        path="tools",
+        keys=(ConfigKey("packs", _STRINGS, "[]"), ConfigKey("http", "array of tables", "[]")),
+    ),
+    ConfigTable(
+        path="tools.http",
+        array=True,
+        keys=(
+            ConfigKey("name", "string", required=True),
+            ConfigKey("version", "string", '"1"'),
+            ConfigKey("description", "string", required=True),  # check_spec refuses ""
+            # Unset, an endpoint is taken for the most conservative class.
+            ConfigKey("effect", "string", '"irreversible_write"', choices=_EFFECTS),
+            ConfigKey("method", "string", '"POST"', choices=_METHODS),
+            ConfigKey("url", "http(s) URL", required=True),
+            ConfigKey("input_schema", "table (JSON Schema)", required=True),
+            ConfigKey("output_schema", "table (JSON Schema)"),
+            ConfigKey("capabilities", _STRINGS, "[]"),
+            ConfigKey("timeout", _SECONDS, "10.0"),
+            ConfigKey("max_attempts", _COUNT, "1"),
+            ConfigKey("bearer_secret", "secret name"),
+            ConfigKey("host_argument", "argument name"),
+            ConfigKey("allow_destinations", _STRINGS, "[]"),
+        ),
+    ),
+    ConfigTable(
+        path="principal",
+        array=True,
+        keys=(
+            ConfigKey("name", "string", required=True),
+            ConfigKey("key_sha256", "64 lowercase hex digits", required=True),
+            ConfigKey("subject", "string", required=True),
+            ConfigKey("tenant", "string", required=True),
+            ConfigKey("roles", _STRINGS, "[]", choices=ROLES),
+        ),
+    ),
+    ConfigTable(path="identity", keys=(ConfigKey("jwt", "array of tables", "[]"),)),
+    ConfigTable(
+        path="identity.jwt",
+        array=True,
+        keys=(
+            ConfigKey("issuer", "string", required=True),
+            ConfigKey("audience", "string", required=True),
+            ConfigKey("jwks_url", "http(s) URL"),
+            ConfigKey("jwks_file", "path"),
+            ConfigKey("secret_env", "environment variable name"),
+            ConfigKey(
+                "algorithms",
+                _STRINGS,
+                "[" + ", ".join(f'"{a}"' for a in DEFAULT_ALGORITHMS) + "]",
+                choices=ASYMMETRIC_ALGORITHMS | HMAC_ALGORITHMS,
+            ),
+            ConfigKey("clock_skew", "number ≥ 0 (seconds)", "60"),
+            ConfigKey("required_claims", _STRINGS, "[]"),
+            ConfigKey("subject_claim", "string", '"sub"'),
+            ConfigKey("tenant_claim", "string"),
+            ConfigKey("tenant", "string"),
+            ConfigKey("roles_claim", "string", '"roles"'),
+            ConfigKey("role_map", "table of role names", "{}"),
+            ConfigKey("jwks_ttl", _SECONDS, "300"),
+            ConfigKey("jwks_refresh_interval", "number ≥ 0 (seconds)", "30"),
+        ),
+    ),
+    ConfigTable(
+        path="grant",
+        array=True,
+        keys=(
+            ConfigKey("subject", "string", required=True),
+            ConfigKey("tenant", "string", required=True),
+            ConfigKey("session", "string"),
+            ConfigKey("capability", "string", required=True),
+            ConfigKey("actions", _STRINGS, required=True, choices=_ACTIONS),
+            ConfigKey("confirm", "boolean", "false"),
+            ConfigKey("scope", "inline table"),
+            ConfigKey("limits", "array of inline tables", "[]"),
+        ),
+    ),
+    ConfigTable(path="grant.scope", kind="owner", keys=()),
+    ConfigTable(
+        path="grant.scope", kind="path", keys=(ConfigKey("root", "absolute path", required=True),)
+    ),
+    ConfigTable(
+        path="grant.scope",
+        kind="domain",
+        keys=(
+            ConfigKey("domains", _STRINGS, required=True),
+            ConfigKey("allow_subdomains", "boolean", "false"),
+        ),
+    ),
+    ConfigTable(path="grant.scope", kind="id", keys=(ConfigKey("ids", _STRINGS, required=True),)),
+    ConfigTable(
+        path="grant.limits",
+        kind="number",
+        keys=(
+            ConfigKey("pointer", "JSON pointer", required=True),
+            ConfigKey("minimum", "number"),
+            ConfigKey("maximum", "number"),
+        ),
+    ),
+    ConfigTable(
+        path="grant.limits",
+        kind="rate",
+        keys=(
+            ConfigKey("max_calls", _COUNT, "1"),
+            ConfigKey("per_seconds", _SECONDS, required=True),
+        ),
+    ),
+    ConfigTable(
+        path="service",
+        keys=(
+            ConfigKey("host", "string", '"127.0.0.1"'),
+            ConfigKey("port", "integer, 0 to 65535", "8780"),
+            ConfigKey("four_eyes", "boolean", "false"),
+            ConfigKey("console_secret_env", "environment variable name"),
+            ConfigKey("console_trace_url", "http(s) URL with {trace_id}"),
+            ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
+            ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
+        ),
+    ),
+    ConfigTable(
+        path="budgets", keys=(ConfigKey("timeout", _SECONDS), ConfigKey("result_budget", _COUNT))
+    ),
+    ConfigTable(path="retention", keys=(ConfigKey("days", _COUNT, "30"),)),
+    ConfigTable(
+        path="telemetry",
+        keys=(
+            ConfigKey("exporter", "string", '"none"', choices=_EXPORTERS),
+            ConfigKey("endpoint", "URL"),
+            ConfigKey("service_name", "string", '"toolbound"'),
+        ),
+    ),
+)
+
+
+def _allowed(path: str, kind: str | None = None) -> frozenset[str]:
+    """The keys of the table at ``path`` (of ``kind``, for a variant)."""
+    return next(t.allowed() for t in TABLES if t.path == path and t.kind == kind)
+
+
 # [gateway] and [[upstream]] belong to the MCP gateway (toolbound.mcp.config), which
 # reads the same file.
-_TOP = frozenset(
-    {
-        "store", "tools", "principal", "grant", "service", "budgets", "retention", "telemetry",
-        "gateway", "upstream",
-    }
-)  # fmt: skip
+_TOP = frozenset(t.path for t in TABLES if "." not in t.path) | {"gateway", "upstream"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,26 +338,6 @@ class ConfigError(ToolboundError):
         head = f"{source}: " if source else ""
         lines = "\n".join(f"  - {issue}" for issue in issues)
         super().__init__(f"{head}{len(issues)} problem(s) in the configuration\n{lines}")
-
-
-def hash_key(key: str) -> str:
-    """The hex SHA-256 an API key is stored as."""
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Principal:
-    """Who an API key stands for. The subject of every call comes from here (R6)."""
-
-    name: str
-    key_sha256: str = field(repr=False)
-    subject: str
-    tenant: str
-    roles: frozenset[str]
-
-    def matches(self, key: str) -> bool:
-        """Whether ``key`` is this principal's key (constant-time comparison)."""
-        return hmac.compare_digest(hash_key(key), self.key_sha256)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,10 +382,14 @@ class ServiceConfig:
     http_tools: tuple[HttpToolConfig, ...]
     principals: tuple[Principal, ...]
     grants: tuple[Mapping[str, object], ...]
+    # The [[identity.jwt]] issuers, with the key caches this process keeps for them.
+    identity: Identity = field(default_factory=Identity, compare=False)
     host: str = "127.0.0.1"
     port: int = 8780
     four_eyes: bool = False
     console_secret_env: str | None = None
+    console_trace_url: str | None = None
+    """A tracing UI's page for a trace, with ``{trace_id}``: the console links to it."""
     max_body_bytes: int = _MAX_BODY_BYTES
     confirmation_ttl: timedelta = _CONFIRMATION_TTL
     timeout: float | None = None
@@ -232,8 +412,23 @@ class ServiceConfig:
         return value.encode()
 
     def principal_for(self, key: str) -> Principal | None:
-        """The principal whose key this is, if any."""
+        """The principal whose API key this is, if any (static keys only)."""
         return next((p for p in self.principals if p.matches(key)), None)
+
+    def authenticate(self, token: str) -> Principal:
+        """The principal behind a bearer credential: an API key first, else a JWT.
+
+        A JWT is tried only when ``[[identity.jwt]]`` trusts an issuer; a credential
+        that names no caller raises :class:`~toolbound.identity.TokenRefused`, whose
+        ``code`` says why (``unauthenticated``, ``token_expired``, ...).
+        """
+        principal = self.principal_for(token)
+        if principal is not None:
+            return principal
+        if self.identity and token.count(".") == 2:  # noqa: PLR2004 - a JWS's three parts
+            return self.identity.verify(token)
+        msg = "unknown API key"
+        raise TokenRefused(msg, code="unauthenticated")
 
     def build_registry(self) -> Registry:
         """Import every pack and register it, then the HTTP tools, into one Registry."""
@@ -385,13 +580,26 @@ class _Checker:
 
     # -- sections ---------------------------------------------------------------
 
-    def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:
+    def trace_url(self, value: object) -> str | None:
+        """``[service] console_trace_url``: an http(s) URL with ``{trace_id}``."""
+        if value is None or (
+            isinstance(value, str)
+            and value.startswith(("https://", "http://"))
+            and "{trace_id}" in value
+        ):
+            return value
+        self.fail(
+            "service.console_trace_url", _expected("an http(s) URL containing {trace_id}", value)
+        )
+        return None
+
+    def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:  # noqa: C901 - one section after another
         self.known(raw, "", _TOP)
         store = self.table(raw, "store")
-        self.known(store, "store", frozenset({"url"}))
+        self.known(store, "store", _allowed("store"))
         url = self.store_url(store, source)
         tools = self.table(raw, "tools")
-        self.known(tools, "tools", frozenset({"packs", "http"}))
+        self.known(tools, "tools", _allowed("tools"))
         packs = self.strings(tools, "tools", "packs")
         for i, pack in enumerate(packs):
             module, _, func = pack.partition(":")
@@ -405,21 +613,21 @@ class _Checker:
             for i, p in enumerate(self.tables(raw, "principal"))
         ]
         self.unique_keys(principals)
+        identity = self.table(raw, "identity")
+        self.known(identity, "identity", _allowed("identity"))
+        issuers = [
+            self.jwt_issuer(t, f"identity.jwt[{i}]", source)
+            for i, t in enumerate(self.tables(identity, "jwt"))
+        ]
+        for i, issuer in enumerate(issuers):
+            if any(other.issuer == issuer.issuer for other in issuers[:i]):
+                self.fail(f"identity.jwt[{i}].issuer", f"{issuer.issuer!r} is trusted twice")
         grants = self.tables(raw, "grant")
         for i, grant in enumerate(grants):
             self.grant(grant, f"grant[{i}]")
         self.host_grants(http, grants)
         service = self.table(raw, "service")
-        self.known(
-            service,
-            "service",
-            frozenset(
-                {
-                    "host", "port", "four_eyes", "console_secret_env", "max_body_bytes",
-                    "confirmation_ttl",
-                }
-            ),
-        )  # fmt: skip
+        self.known(service, "service", _allowed("service"))
         max_body = self.integer(service, "service", "max_body_bytes", _MAX_BODY_BYTES)
         ttl = self.number(service, "service", "confirmation_ttl")
         secret_env = service.get("console_secret_env")
@@ -428,15 +636,16 @@ class _Checker:
                 "service.console_secret_env", _expected("an environment variable name", secret_env)
             )
             secret_env = None
+        trace_url = self.trace_url(service.get("console_trace_url"))
         host = self.string(service, "service", "host", default="127.0.0.1")
         port = service.get("port", 8780)
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:  # noqa: PLR2004
             self.fail("service.port", _expected("a port number (0-65535)", port))
             port = 8780
         budgets = self.table(raw, "budgets")
-        self.known(budgets, "budgets", frozenset({"timeout", "result_budget"}))
+        self.known(budgets, "budgets", _allowed("budgets"))
         retention = self.table(raw, "retention")
-        self.known(retention, "retention", frozenset({"days"}))
+        self.known(retention, "retention", _allowed("retention"))
         days = self.integer(retention, "retention", "days", 30)
         telemetry = self.telemetry(self.table(raw, "telemetry"))
         result_budget = budgets.get("result_budget")
@@ -447,8 +656,11 @@ class _Checker:
         ):
             self.fail("budgets.result_budget", _expected("a positive integer", result_budget))
             result_budget = None
-        if not principals:
-            self.fail("principal", "at least one [[principal]] is needed: nobody could call")
+        if not principals and not issuers:
+            self.fail(
+                "principal",
+                "at least one [[principal]] or [[identity.jwt]] is needed: nobody could call",
+            )
         if self.issues:
             return None
         return ServiceConfig(
@@ -458,10 +670,12 @@ class _Checker:
             http_tools=http,
             principals=tuple(p for p in principals if p is not None),
             grants=tuple(grants),
+            identity=Identity(issuers),
             host=host,
             port=port,
             four_eyes=self.flag(service, "service", "four_eyes"),
             console_secret_env=secret_env,
+            console_trace_url=trace_url,
             max_body_bytes=max_body,
             confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
             timeout=self.number(budgets, "budgets", "timeout"),
@@ -488,8 +702,7 @@ class _Checker:
         return ""
 
     def principal(self, raw: Mapping[str, object], path: str) -> Principal | None:
-        allowed = frozenset({"name", "key_sha256", "subject", "tenant", "roles"})
-        self.known(raw, path, allowed)
+        self.known(raw, path, _allowed("principal"))
         key = raw.get("key_sha256")
         if not isinstance(key, str) or _SHA256_HEX.fullmatch(key) is None:
             self.fail(
@@ -511,6 +724,86 @@ class _Checker:
             name=name, key_sha256=key, subject=subject, tenant=tenant, roles=frozenset(roles)
         )
 
+    def jwt_issuer(  # noqa: C901 - one check per key, in table order
+        self, raw: Mapping[str, object], path: str, source: Path | None
+    ) -> JwtIssuer:
+        self.known(raw, path, _allowed("identity.jwt"))
+        issuer = self.string(raw, path, "issuer")
+        audience = self.string(raw, path, "audience")
+        url = self.optional(raw, path, "jwks_url")
+        if url is not None and not url.startswith(("https://", "http://")):
+            self.fail(f"{path}.jwks_url", f"must be an http(s) URL, got {url!r}")
+        file = self.optional(raw, path, "jwks_file")
+        jwks_file = None
+        if file is not None:
+            jwks_file = Path(file)
+            if not jwks_file.is_absolute() and source is not None:
+                jwks_file = source.resolve().parent / jwks_file
+        secret_env = self.optional(raw, path, "secret_env")
+        algorithms = self.strings(raw, path, "algorithms") or DEFAULT_ALGORITHMS
+        for alg in algorithms:
+            if alg not in ASYMMETRIC_ALGORITHMS | HMAC_ALGORITHMS:
+                self.fail(f"{path}.algorithms", f"unknown or refused algorithm {alg!r}")
+        hmac_only = all(alg in HMAC_ALGORITHMS for alg in algorithms)
+        sources = [k for k, v in (("jwks_url", url), ("jwks_file", file)) if v is not None]
+        if any(alg in HMAC_ALGORITHMS for alg in algorithms) and not hmac_only:
+            # One key trusted for both would let a public key sign as an HMAC secret.
+            self.fail(f"{path}.algorithms", "do not mix HMAC (HS*) and public-key algorithms")
+        elif hmac_only and (secret_env is None or sources):
+            self.fail(
+                f"{path}.secret_env",
+                "HS* algorithms take their secret from secret_env, and no JWKS",
+            )
+        elif not hmac_only and (secret_env is not None or len(sources) != 1):
+            self.fail(
+                f"{path}.jwks_url",
+                "name the issuer's public keys: exactly one of jwks_url or jwks_file "
+                "(secret_env is for HS* algorithms only)",
+            )
+        tenant_claim = self.optional(raw, path, "tenant_claim")
+        tenant = self.optional(raw, path, "tenant")
+        if (tenant_claim is None) == (tenant is None):
+            self.fail(f"{path}.tenant", "set exactly one of tenant_claim or tenant")
+        role_map = raw.get("role_map", {})
+        if not isinstance(role_map, dict) or not all(
+            isinstance(v, str) and v in ROLES for v in role_map.values()
+        ):
+            self.fail(
+                f"{path}.role_map",
+                f"must map the token's role names to {', '.join(sorted(ROLES))}",
+            )
+            role_map = {}
+        skew = self.number(raw, path, "clock_skew", positive=False)
+        interval = self.number(raw, path, "jwks_refresh_interval", positive=False)
+        for key, value in (("clock_skew", skew), ("jwks_refresh_interval", interval)):
+            if value is not None and value < 0:
+                self.fail(f"{path}.{key}", f"must not be negative, got {value}")
+        ttl = self.number(raw, path, "jwks_ttl")
+        return JwtIssuer(
+            issuer=issuer,
+            audience=audience,
+            jwks_url=url,
+            jwks_file=jwks_file,
+            secret_env=secret_env,
+            algorithms=tuple(algorithms),
+            clock_skew=60.0 if skew is None else skew,
+            required_claims=self.strings(raw, path, "required_claims"),
+            subject_claim=self.string(raw, path, "subject_claim", default="sub"),
+            tenant_claim=tenant_claim,
+            tenant=tenant,
+            roles_claim=self.string(raw, path, "roles_claim", default="roles"),
+            role_map=dict(cast("dict[str, str]", role_map)),
+            jwks_ttl=300.0 if ttl is None else ttl,
+            jwks_refresh_interval=30.0 if interval is None else interval,
+        )
+
+    def optional(self, raw: Mapping[str, object], path: str, key: str) -> str | None:
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            self.fail(f"{path}.{key}", _expected("a non-empty string", value))
+            return None
+        return value
+
     def unique_keys(self, principals: list[Principal | None]) -> None:
         seen: dict[str, int] = {}
         for i, p in enumerate(principals):
@@ -523,10 +816,7 @@ class _Checker:
             seen.setdefault(p.key_sha256, i)
 
     def grant(self, raw: Mapping[str, object], path: str) -> None:
-        allowed = frozenset(
-            {"subject", "tenant", "session", "capability", "actions", "confirm", "scope", "limits"}
-        )
-        self.known(raw, path, allowed)
+        self.known(raw, path, _allowed("grant"))
         for key in ("subject", "tenant", "capability"):
             self.string(raw, path, key)
         actions = self.strings(raw, path, "actions")
@@ -555,18 +845,18 @@ class _Checker:
             return
         kind = raw.get("kind")
         if kind == "owner":
-            self.known(raw, path, frozenset({"kind"}))
+            self.known(raw, path, _allowed("grant.scope", "owner"))
         elif kind == "path":
-            self.known(raw, path, frozenset({"kind", "root"}))
+            self.known(raw, path, _allowed("grant.scope", "path"))
             root = self.string(raw, path, "root")
             if root and not Path(root).is_absolute():
                 self.fail(f"{path}.root", f"must be an absolute path, got {root!r}")
         elif kind == "domain":
-            self.known(raw, path, frozenset({"kind", "domains", "allow_subdomains"}))
+            self.known(raw, path, _allowed("grant.scope", "domain"))
             self.strings(raw, path, "domains")
             self.flag(raw, path, "allow_subdomains")
         elif kind == "id":
-            self.known(raw, path, frozenset({"kind", "ids"}))
+            self.known(raw, path, _allowed("grant.scope", "id"))
             self.strings(raw, path, "ids")
         else:
             self.fail(
@@ -579,7 +869,7 @@ class _Checker:
             return
         kind = raw.get("kind")
         if kind == "number":
-            self.known(raw, path, frozenset({"kind", "pointer", "minimum", "maximum"}))
+            self.known(raw, path, _allowed("grant.limits", "number"))
             pointer = self.string(raw, path, "pointer")
             if pointer and not pointer.startswith("/"):
                 self.fail(
@@ -590,7 +880,7 @@ class _Checker:
             if low is None and high is None:
                 self.fail(path, "a number limit needs minimum, maximum or both")
         elif kind == "rate":
-            self.known(raw, path, frozenset({"kind", "max_calls", "per_seconds"}))
+            self.known(raw, path, _allowed("grant.limits", "rate"))
             self.integer(raw, path, "max_calls", 1)
             if self.number(raw, path, "per_seconds") is None:
                 self.fail(f"{path}.per_seconds", "a rate limit needs a positive per_seconds")
@@ -598,14 +888,7 @@ class _Checker:
             self.fail(f"{path}.kind", f"unknown limit kind {kind!r} (expected number, rate)")
 
     def http_tool(self, raw: Mapping[str, object], path: str) -> HttpToolConfig:
-        allowed = frozenset(
-            {
-                "name", "version", "description", "effect", "method", "url", "input_schema",
-                "output_schema", "capabilities", "timeout", "max_attempts", "bearer_secret",
-                "host_argument", "allow_destinations",
-            }
-        )  # fmt: skip
-        self.known(raw, path, allowed)
+        self.known(raw, path, _allowed("tools.http"))
         # Unset, an endpoint is taken for the most conservative class.
         effect = raw.get("effect", "irreversible_write")
         if effect not in _EFFECTS:
@@ -722,9 +1005,9 @@ class _Checker:
                     )
 
     def telemetry(self, raw: Mapping[str, object]) -> TelemetryConfig:
-        self.known(raw, "telemetry", frozenset({"exporter", "endpoint", "service_name"}))
+        self.known(raw, "telemetry", _allowed("telemetry"))
         exporter = raw.get("exporter", "none")
-        if exporter not in {"none", "console", "otlp"}:
+        if exporter not in _EXPORTERS:
             self.fail("telemetry.exporter", f"must be none, console or otlp, got {exporter!r}")
             exporter = "none"
         endpoint = raw.get("endpoint")

@@ -16,6 +16,13 @@ reads it, each opening it from the store URL with :func:`toolbound.wiring.journa
 
 Decisions are compare-and-set: a parked call takes exactly one decision, once, from
 whichever process records it first (R7).
+
+**Ownership.** A call being worked on — running, or decided and not yet finished — is
+owned by one service process (``owner``) until ``lease_until``, seconds since the
+epoch by the *database's* clock (replicas' own clocks may disagree). The owner renews
+its leases while it lives (:meth:`Journal.renew`); another process takes a call over
+only once its lease has passed, by one compare-and-set (:meth:`Journal.take_over`),
+and a write that carries an owner lands only while that owner still holds the call.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ _SCHEMA = (
         updated_at TEXT NOT NULL,
         body TEXT NOT NULL
     )""",
+    # Ownership (see the module docstring) is added by _COLUMN_MIGRATIONS.
     """CREATE INDEX IF NOT EXISTS toolbound_service_calls_by_tenant
         ON toolbound_service_calls (tenant, created_at)""",
     """CREATE TABLE IF NOT EXISTS toolbound_service_requests (
@@ -80,9 +88,21 @@ _SCHEMA = (
         expires_at TEXT NOT NULL
     )""",
 )
+_COLUMN_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    ("owner", "TEXT"),
+    ("lease_until", "DOUBLE PRECISION"),
+    ("request_key", "TEXT"),
+)
+"""Columns added to ``toolbound_service_calls`` after its first release, in order.
+
+A journal opened on an older table adds what is missing (serialised like the
+``CREATE``s), then hands every call an older process left unfinished an expired
+lease, so the first sweep settles it as a dead owner's call.
+"""
+_UNFINISHED = "status = 'running' OR (status = 'awaiting_confirmation' AND decision IS NOT NULL)"
 _COLUMNS = (
     "invocation_id, tenant, subject, principal, tool, status, state, digest, decision,"
-    " approver, created_at, updated_at, body"
+    " approver, created_at, updated_at, body, owner, lease_until, request_key"
 )
 
 
@@ -111,6 +131,12 @@ class StoredCall:
     created_at: datetime
     updated_at: datetime
     body: Mapping[str, object]
+    owner: str | None = None
+    """The service process that works on the call (see the module docstring)."""
+    lease_until: float | None = None
+    """Until when ``owner`` holds it, database clock; ``None``: nobody needs to."""
+    request_key: str | None = None
+    """The Idempotency-Key of the request that submitted it, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,14 +193,40 @@ class Journal(Protocol):
         """What an earlier request with ``key`` found, without claiming it (``None``: none)."""
         ...
 
-    def put_call(self, call: StoredCall, *, finish: Finish | None = None) -> ClaimedRequest | None:
+    def put_call(
+        self, call: StoredCall, *, finish: Finish | None = None, lease: float | None = None
+    ) -> ClaimedRequest | None:
         """Insert or replace the record of one invocation.
 
         With ``finish``, the answer to the request holding that Idempotency-Key is
         kept in the same transaction: the call and its answer are durable together.
         If ``finish`` claims the key and another request holds it, nothing is written
         and that request's claim is returned.
+
+        ``lease``: seconds ``call.owner`` holds the call from now (database clock);
+        ``None`` clears the lease (nobody needs to hold the call). A stored call is
+        replaced only by its owner: if another process took it over, nothing is
+        written and :class:`JournalError` ``not_owner`` is raised.
         """
+        ...
+
+    def renew(self, owner: str, *, lease: float) -> int:
+        """Extend every lease ``owner`` holds to ``lease`` seconds from now; how many."""
+        ...
+
+    def expired(self, *, limit: int = 100) -> list[StoredCall]:
+        """Calls whose owner's lease has passed (database clock), oldest first."""
+        ...
+
+    def take_over(self, invocation_id: str, owner: str, *, lease: float) -> StoredCall | None:
+        """Make ``owner`` the holder of a call whose lease has passed (compare-and-set).
+
+        ``None`` if its lease has not passed or another process took it first.
+        """
+        ...
+
+    def call_for_request(self, tenant: str, key: str) -> StoredCall | None:
+        """The call submitted by the request holding ``key``, if it was stored."""
         ...
 
     def get_call(self, invocation_id: str) -> StoredCall | None:
@@ -194,9 +246,20 @@ class Journal(Protocol):
         ...
 
     def decide(
-        self, invocation_id: str, *, decision: str, approver: str, now: datetime
+        self,
+        invocation_id: str,
+        *,
+        decision: str,
+        approver: str,
+        now: datetime,
+        owner: str | None = None,
+        lease: float | None = None,
     ) -> StoredCall:
-        """Record the one decision on a parked call; raise ``already_decided`` after."""
+        """Record the one decision on a parked call; raise ``already_decided`` after.
+
+        With ``owner``, the process recording it holds the call for ``lease`` seconds,
+        to run it.
+        """
         ...
 
     def purge(self, *, before: datetime) -> int:
@@ -240,9 +303,36 @@ def open_journal(url: str) -> Journal:
 
 
 class _SQLJournal:
-    """The SQL both stores share; subclasses give connections and the placeholder."""
+    """The SQL both stores share; subclasses give connections, placeholder and clock."""
 
     _mark = "?"
+    _now = "((julianday('now') - 2440587.5) * 86400.0)"
+    """The database's clock in seconds since the epoch: leases never use a replica's."""
+
+    def _create(self, cur: _Cursor) -> None:
+        for statement in _SCHEMA:
+            cur.execute(statement)
+        present = self._column_names(cur)
+        added = False
+        for column, kind in _COLUMN_MIGRATIONS:
+            if column not in present:
+                cur.execute(f"ALTER TABLE toolbound_service_calls ADD COLUMN {column} {kind}")
+                added = True
+        if added:
+            # Calls an older process left unfinished: a lease that has already passed.
+            cur.execute(f"UPDATE toolbound_service_calls SET lease_until = 0 WHERE {_UNFINISHED}")  # noqa: S608 - fixed SQL
+        cur.execute(
+            "CREATE INDEX IF NOT EXISTS toolbound_service_calls_by_lease"
+            " ON toolbound_service_calls (lease_until)"
+        )
+        cur.execute(
+            "CREATE INDEX IF NOT EXISTS toolbound_service_calls_by_request"
+            " ON toolbound_service_calls (tenant, request_key)"
+        )
+
+    def _column_names(self, cur: _Cursor) -> set[str]:
+        cur.execute("SELECT name FROM pragma_table_info('toolbound_service_calls')")
+        return {str(row[0]) for row in cur.fetchall()}
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[_Cursor]:  # noqa: ARG002 - an interface
@@ -344,7 +434,9 @@ class _SQLJournal:
             return ClaimedRequest("in_progress")
         return ClaimedRequest("replay", int(str(status_code)), str(response))
 
-    def put_call(self, call: StoredCall, *, finish: Finish | None = None) -> ClaimedRequest | None:
+    def put_call(
+        self, call: StoredCall, *, finish: Finish | None = None, lease: float | None = None
+    ) -> ClaimedRequest | None:
         values = _values(call)
         with self._tx() as cur:
             if finish is not None and finish.fingerprint is not None:
@@ -374,19 +466,80 @@ class _SQLJournal:
                     ),
                     (finish.status_code, finish.response, finish.tenant, finish.key),
                 )
+            lease_sql = "NULL" if lease is None else f"{self._now} + ?"
             cur.execute(
                 self._q(
                     f"INSERT INTO toolbound_service_calls ({_COLUMNS})"  # noqa: S608 - fixed columns
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease_sql}, ?)"
                     " ON CONFLICT (invocation_id) DO UPDATE SET tool = excluded.tool,"
                     " status = excluded.status, state = excluded.state, digest = excluded.digest,"
                     " decision = COALESCE(toolbound_service_calls.decision, excluded.decision),"
                     " approver = COALESCE(toolbound_service_calls.approver, excluded.approver),"
-                    " updated_at = excluded.updated_at, body = excluded.body"
+                    " updated_at = excluded.updated_at, body = excluded.body,"
+                    " lease_until = excluded.lease_until,"
+                    " request_key = COALESCE(toolbound_service_calls.request_key,"
+                    " excluded.request_key)"
+                    # Only the holder replaces a call: one taken over is not overwritten.
+                    " WHERE COALESCE(toolbound_service_calls.owner, '')"
+                    " = COALESCE(excluded.owner, '')"
                 ),
-                values,
+                (*values, call.owner, *(() if lease is None else (lease,)), call.request_key),
             )
+            if cur.rowcount != 1:
+                msg = f"invocation {call.invocation_id} is held by another process"
+                raise JournalError(msg, code="not_owner")
         return None
+
+    def renew(self, owner: str, *, lease: float) -> int:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    f"UPDATE toolbound_service_calls SET lease_until = {self._now} + ?"  # noqa: S608 - fixed SQL
+                    " WHERE owner = ? AND lease_until IS NOT NULL"
+                ),
+                (lease, owner),
+            )
+            return max(cur.rowcount, 0)
+
+    def expired(self, *, limit: int = 100) -> list[StoredCall]:
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {_COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
+                    f" WHERE lease_until IS NOT NULL AND lease_until < {self._now}"
+                    " ORDER BY lease_until LIMIT ?"
+                ),
+                (max(1, min(limit, 1000)),),
+            )
+            return [_call(row) for row in cur.fetchall()]
+
+    def take_over(self, invocation_id: str, owner: str, *, lease: float) -> StoredCall | None:
+        with self._tx() as cur:
+            # One statement: of several processes seeing the same dead lease, one wins;
+            # a lease renewed meanwhile by a live owner no longer matches.
+            cur.execute(
+                self._q(
+                    f"UPDATE toolbound_service_calls SET owner = ?, lease_until = {self._now} + ?"  # noqa: S608 - fixed SQL
+                    " WHERE invocation_id = ? AND lease_until IS NOT NULL"
+                    f" AND lease_until < {self._now}"
+                ),
+                (owner, lease, invocation_id),
+            )
+            if cur.rowcount != 1:
+                return None
+        return self.get_call(invocation_id)
+
+    def call_for_request(self, tenant: str, key: str) -> StoredCall | None:
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {_COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
+                    " WHERE tenant = ? AND request_key = ?"
+                ),
+                (tenant, key),
+            )
+            row = cur.fetchone()
+        return None if row is None else _call(row)
 
     def get_call(self, invocation_id: str) -> StoredCall | None:
         with self._tx() as cur:
@@ -428,16 +581,31 @@ class _SQLJournal:
             return [_call(row) for row in cur.fetchall()]
 
     def decide(
-        self, invocation_id: str, *, decision: str, approver: str, now: datetime
+        self,
+        invocation_id: str,
+        *,
+        decision: str,
+        approver: str,
+        now: datetime,
+        owner: str | None = None,
+        lease: float | None = None,
     ) -> StoredCall:
+        holds = owner is not None and lease is not None
         with self._tx() as cur:
             cur.execute(
                 self._q(
-                    "UPDATE toolbound_service_calls SET decision = ?, approver = ?, updated_at = ?"
-                    " WHERE invocation_id = ? AND status = 'awaiting_confirmation'"
+                    "UPDATE toolbound_service_calls SET decision = ?, approver = ?, updated_at = ?"  # noqa: S608 - fixed SQL
+                    + (f", owner = ?, lease_until = {self._now} + ?" if holds else "")
+                    + " WHERE invocation_id = ? AND status = 'awaiting_confirmation'"
                     " AND decision IS NULL"
                 ),
-                (decision, approver, _iso(now), invocation_id),
+                (
+                    decision,
+                    approver,
+                    _iso(now),
+                    *((owner, lease) if holds else ()),
+                    invocation_id,
+                ),
             )
             won = cur.rowcount == 1
         call = self.get_call(invocation_id)
@@ -533,8 +701,7 @@ class SQLiteJournal(_SQLJournal):
         self._all: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
         with self._tx() as cur:
-            for statement in _SCHEMA:
-                cur.execute(statement)
+            self._create(cur)
 
     def _connection(self) -> sqlite3.Connection:
         conn = cast("sqlite3.Connection | None", getattr(self._local, "conn", None))
@@ -575,6 +742,7 @@ class PostgresJournal(_SQLJournal):
     """The journal in PostgreSQL, through a psycopg 3 connection pool."""
 
     _mark = "%s"
+    _now = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
 
     def __init__(self, conninfo: str, *, max_size: int = 8) -> None:
         try:
@@ -586,8 +754,14 @@ class PostgresJournal(_SQLJournal):
         with self._tx() as cur:
             # Two processes starting at once must not race on CREATE TABLE.
             cur.execute("SELECT pg_advisory_xact_lock(7210431)")
-            for statement in _SCHEMA:
-                cur.execute(statement)
+            self._create(cur)
+
+    def _column_names(self, cur: _Cursor) -> set[str]:
+        cur.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND table_name = 'toolbound_service_calls'"
+        )
+        return {str(row[0]) for row in cur.fetchall()}
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[_Cursor]:  # noqa: ARG002 - MVCC
@@ -641,6 +815,9 @@ def _call(row: tuple[object, ...]) -> StoredCall:
         created,
         updated,
         body,
+        owner,
+        lease_until,
+        request_key,
     ) = row
     return StoredCall(
         invocation_id=str(invocation_id),
@@ -656,4 +833,7 @@ def _call(row: tuple[object, ...]) -> StoredCall:
         created_at=datetime.fromisoformat(str(created)),
         updated_at=datetime.fromisoformat(str(updated)),
         body=cast("dict[str, object]", json.loads(str(body))),
+        owner=None if owner is None else str(owner),
+        lease_until=None if lease_until is None else float(cast("float", lease_until)),
+        request_key=None if request_key is None else str(request_key),
     )

@@ -76,6 +76,7 @@ ErrorClass = Literal[
     "SchemaError",
     "SpecError",
     "StreamError",
+    "TokenRefused",
     "ToolVersionMismatch",
     "ToolboundError",
 ]
@@ -489,6 +490,13 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "another decision on the parked call came first",
         raised_as=("JournalError", "ApiError"),
         statuses=(409,),
+    ),
+    _c(
+        "not_owner",
+        None,
+        "R2 R19",
+        "another process took the call over after its owner's lease passed; its ending stands",
+        raised_as=("JournalError",),
     ),
     # -- target (R6) ---------------------------------------------------------------------
     _c(
@@ -956,8 +964,32 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         None,
         "R18",
         "no API key or token, or an unknown one",
-        raised_as=("ApiError",),
+        raised_as=("ApiError", "TokenRefused"),
         statuses=(401,),
+    ),
+    # -- bearer JWTs (toolbound.identity): why a token names no caller -------------------
+    *(
+        _c(code, None, "R6 R18", meaning, raised_as=("TokenRefused", "ApiError"), statuses=(401,))
+        for code, meaning in (
+            ("token_invalid", "the bearer token is not a well-formed JWT"),
+            ("token_algorithm_refused", "the token's alg is not one its issuer's table allows"),
+            ("token_key_unknown", "no key of the issuer has the token's kid"),
+            ("token_signature_invalid", "the token's signature does not verify"),
+            ("token_issuer_invalid", "no [[identity.jwt]] trusts the token's iss"),
+            ("token_audience_invalid", "the token's aud does not name the issuer's audience"),
+            ("token_expired", "the token is past its exp, beyond the clock skew"),
+            ("token_not_yet_valid", "the token is before its nbf or iat, beyond the clock skew"),
+            ("token_claim_missing", "a required claim, the subject or the tenant is absent"),
+        )
+    ),
+    _c(
+        "identity_unavailable",
+        None,
+        "R18",
+        "the issuer's keys (or HMAC secret) cannot be had now; later may succeed",
+        recoverable=True,
+        raised_as=("TokenRefused", "ApiError"),
+        statuses=(503,),
     ),
     _c(
         "forbidden",
@@ -1112,6 +1144,10 @@ _CLASS_NOTES: Final[Mapping[ErrorClass, str]] = {
     "SchemaError": "A schema that is not valid JSON Schema 2020-12, at registration.",
     "SpecError": "A ToolSpec that cannot be registered.",
     "StreamError": "A provider stream that broke its format (`toolbound.streams`).",
+    "TokenRefused": (
+        "A bearer credential that names no caller (`toolbound.identity`); the service and"
+        " the MCP gateway answer it as problem+json with the same code."
+    ),
     "ToolVersionMismatch": "The MCP gateway: an approval for another tool definition.",
     "ToolboundError": "The root of every exception toolbound raises.",
 }

@@ -10,12 +10,17 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
+from console_pack import RECIPIENT_FINDING, config_with_payments, record_findings
 from servers import Server
 from service_config import KEYS, config_text
 from service_pack import effects
+
+from toolbound.config import parse_config
+from toolbound.wiring import journal_for
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
@@ -55,10 +60,24 @@ def browser():
         chromium.close()
 
 
-def propose(server: Server, text: str) -> dict:
+@pytest.fixture
+def payments(tmp_path, effects_path):
+    """A server whose tools include a payment whose schema explains its parameters."""
+    config = tmp_path / "toolbound.toml"
+    config.write_text(config_with_payments(config_text("sqlite:///toolbound.db")))
+    running = Server(config, env={}).start()
+    yield running, parse_config(config.read_text(), source=config).store_url
+    running.stop()
+
+
+def propose(server: Server, text: str, *, tool: str = "notes.add", arguments=None) -> dict:
     r = httpx.post(
         f"{server.url}/v1/proposals",
-        json={"tool": "notes.add", "arguments": json.dumps({"text": text}), "call_id": text[:8]},
+        json={
+            "tool": tool,
+            "arguments": json.dumps({"text": text} if arguments is None else arguments),
+            "call_id": text[:8],
+        },
         headers={"Authorization": f"Bearer {KEYS['agent']}", "Idempotency-Key": uuid.uuid4().hex},
         timeout=10,
     )
@@ -135,6 +154,72 @@ def test_a_person_approves_one_call_and_denies_another(server, browser, tmp_path
     assert effects() == [EVIL]
     assert dialogs == []
     other.close()
+    context.close()
+
+
+def test_the_pending_page_explains_each_value_and_where_it_came_from(payments, browser, tmp_path):
+    """Tool and parameter descriptions beside the values; the finding under its parameter."""
+    server, store_url = payments
+    call = propose(
+        server,
+        "pay",
+        tool="payments.transfer",
+        arguments={"recipient": "mallory@evil.example", "amount": 300},
+    )
+    journal = journal_for(store_url)
+    try:
+        record_findings(journal, call["invocation_id"], RECIPIENT_FINDING)
+    finally:
+        journal.close()
+
+    context = browser.new_context(
+        viewport={"width": 1200, "height": 900}, timezone_id="Asia/Tokyo", locale="en-US"
+    )
+    page = context.new_page()
+    page.goto(f"{server.url}/console/login")
+    page.fill("#key", KEYS["ana"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/console/pending")
+    card = page.locator(f"#call-{call['invocation_id']}")
+    # Times in the viewer's zone (UTC+9 here), the UTC original in the title.
+    expires = card.locator(".expires-in").get_attribute("data-expires")
+    shown = card.locator(f'time[datetime="{expires}"]')
+    assert shown.get_attribute("title") == expires
+    local = datetime.fromisoformat(expires).astimezone(timezone(timedelta(hours=9)))
+    assert "GMT+9" in shown.inner_text()
+    assert local.strftime("%H:%M") in shown.inner_text().replace("\u202f", " ")
+    assert card.locator(".expires-in").inner_text() in {"expires in 14 min", "expires in 15 min"}
+    assert "Amounts are in cents." in card.locator(".tool-description").inner_text()
+    amount = card.locator('tr.parameter[data-parameter="amount"]')
+    assert amount.locator("pre.value").inner_text() == "300"
+    assert "How much, in cents (300 is 3.00)." in amount.locator(".description").inner_text()
+    recipient = card.locator('tr.parameter[data-parameter="recipient"]')
+    assert "flagged" in (recipient.get_attribute("class") or "")
+    finding = card.locator('tr.provenance[data-parameter="recipient"] .finding')
+    assert finding.count() == 1
+    assert finding.get_attribute("data-pointer") == "/recipient"
+    assert "came only from untrusted tool data: email.list@v1" in finding.inner_text()
+    assert card.locator('tr.provenance[data-parameter="amount"]').count() == 0
+    shoot(page, tmp_path / "pending-explained.png")
+    context.close()
+
+
+def test_a_person_denies_with_a_reason(server, browser):
+    """The reason typed beside Deny is kept with the decision and shown in the trace."""
+    call = propose(server, "sell the car")
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{server.url}/console/login")
+    page.fill("#key", KEYS["ana"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/console/pending")
+    card = page.locator(f"#call-{call['invocation_id']}")
+    card.locator("textarea[name=reason]").fill("not our car")
+    card.locator("button.deny").click()
+    page.wait_for_url(f"**/console/invocations/{call['invocation_id']}")
+    assert page.inner_text("#decision") == "denied by ana"
+    assert page.inner_text("#denial-reason") == "not our car"
+    assert "denied by ana: not our car" in page.inner_text("#timeline")
     context.close()
 
 

@@ -46,6 +46,13 @@ def test_a_valid_file_loads_with_defaults(tmp_path):
     }
 
 
+def test_the_console_links_traces_to_the_configured_ui():
+    """[service] console_trace_url reaches the configuration the console reads."""
+    url = "https://jaeger.example/trace/{trace_id}"
+    config = parse_config(MINIMAL + f"\n[service]\nconsole_trace_url = '{url}'\n")
+    assert config.console_trace_url == url
+
+
 def test_the_key_itself_is_never_stored():
     config = parse_config(MINIMAL)
     assert "key_sha256" not in repr(config.principals[0])
@@ -60,6 +67,12 @@ def test_the_key_itself_is_never_stored():
         ("[service]\nlisten = 1", "service.listen", "unknown key"),
         ("[telemetry]\nexporter = 'jaeger'", "telemetry.exporter", "none, console or otlp"),
         ("bogus = 1", "bogus", "unknown key"),
+        (
+            "[service]\nconsole_trace_url = 'ftp://x/{trace_id}'",
+            "service.console_trace_url",
+            "http",
+        ),
+        ("[service]\nconsole_trace_url = 'https://x/'", "service.console_trace_url", "{trace_id}"),
     ],
 )
 def test_each_problem_names_its_key(change, path, words):

@@ -55,6 +55,7 @@ from urllib.parse import urlsplit
 from toolbound import config as service_config
 from toolbound._model import Action, EffectClass, IdempotencySupport, Subject
 from toolbound.config import ConfigError, ConfigIssue, ServiceConfig
+from toolbound.identity import TokenRefused
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -251,9 +252,15 @@ class GatewayConfig:
         return source.resolve().with_suffix(".approvals.json")
 
     def subject_for(self, token: str) -> Subject | None:
-        """The subject a bearer token stands for; only principals with the ``agent`` role call."""
-        principal = self.service.principal_for(token)
-        if principal is None or "agent" not in principal.roles:
+        """The subject a bearer token (an API key or a trusted JWT) stands for.
+
+        Only principals with the ``agent`` role call; any other token is ``None``.
+        """
+        try:
+            principal = self.service.authenticate(token)
+        except TokenRefused:
+            return None
+        if "agent" not in principal.roles:
             return None
         return Subject(id=principal.subject, tenant=principal.tenant)
 

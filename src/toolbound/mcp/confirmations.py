@@ -18,6 +18,7 @@ once. Errors are ``application/problem+json`` with a machine ``code``:
 
 =====================  ======  ==========================================================
 ``unauthenticated``    401     no bearer token, or one no principal holds
+``token_*``            401     a JWT refused, and why (``toolbound.identity``)
 ``forbidden``          403     the principal lacks the approver role
 ``four_eyes``          403     the call was made for the approver's own subject
 ``not_pending``        404     no call of this tenant waits under that id (decided, or none)
@@ -37,6 +38,7 @@ from starlette.routing import Route
 from toolbound._errors import ConfirmationMismatch, Rejection
 from toolbound.adapters.http import ApiError, decision_refused, outcome_json, problem_response
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.identity import TokenRefused
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 
 if TYPE_CHECKING:
@@ -64,7 +66,9 @@ class ConfirmationEndpoint:
     the approver role) and HTTP.
 
     ``principal_for`` maps a bearer token to its principal (the configuration's
-    ``[[principal]]``). ``four_eyes`` refuses a decision on a call made for the
+    ``[[principal]]``, or a JWT ``[[identity.jwt]]`` trusts), returning ``None`` or
+    raising :class:`~toolbound.identity.TokenRefused` for a token that names nobody. ``four_eyes``
+    refuses a decision on a call made for the
     approver's own subject. ``timeout`` bounds an approved call from the moment it
     is approved. :meth:`pending` and :meth:`decide` are the operations; :meth:`routes`
     serves them over HTTP.
@@ -88,7 +92,7 @@ class ConfirmationEndpoint:
         """The endpoint a configuration describes: its principals, ``four_eyes`` and ``timeout``."""
         return cls(
             runtime,
-            service.principal_for,
+            service.authenticate,
             four_eyes=service.four_eyes,
             timeout=service.timeout,
         )
@@ -184,7 +188,10 @@ class ConfirmationEndpoint:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise ApiError(401, "unauthenticated", "send a token: Authorization: Bearer TOKEN")
-        principal = self._principal_for(token.strip())
+        try:
+            principal = self._principal_for(token.strip())
+        except TokenRefused as refused:
+            raise ApiError(refused.status, refused.code, str(refused)) from None
         if principal is None:
             raise ApiError(401, "unauthenticated", "unknown token")
         return principal

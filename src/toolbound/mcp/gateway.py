@@ -52,6 +52,7 @@ from toolbound._clock import Clock, SystemClock
 from toolbound._errors import ConfigurationError, ToolboundError
 from toolbound._model import Resource, Subject, ToolSpec
 from toolbound.adapters.http import ApiError, problem_response
+from toolbound.identity import TokenRefused
 from toolbound.mcp.approvals import ApprovalStore
 from toolbound.mcp.confirmations import ConfirmationEndpoint
 from toolbound.mcp.federation import Federation
@@ -272,14 +273,13 @@ class Gateway:
     async def _metrics(self, request: Request) -> Response:
         """``GET /metrics`` for an operator's bearer token (Prometheus' text format)."""
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        principal = (
-            self.config.service.principal_for(token.strip())
-            if scheme.lower() == "bearer" and token.strip()
-            else None
-        )
-        if principal is None:
+        if scheme.lower() != "bearer" or not token.strip():
             error = ApiError(401, "unauthenticated", "send an operator's token: Bearer TOKEN")
             return problem_response(error)
+        try:
+            principal = self.config.service.authenticate(token.strip())
+        except TokenRefused as refused:
+            return problem_response(ApiError(refused.status, refused.code, str(refused)))
         if "operator" not in principal.roles:
             return problem_response(
                 ApiError(403, "forbidden", f"{principal.name} lacks the operator role")

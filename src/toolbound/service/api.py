@@ -1,8 +1,10 @@
 """The HTTP API (Starlette): proposals in, typed outcomes out (R18).
 
 Every request is authenticated by an API key (``Authorization: Bearer KEY`` or
-``X-API-Key: KEY``, stored hashed in the configuration) that maps to a subject,
-tenant and roles. ``POST /v1/proposals`` requires an ``Idempotency-Key`` (400
+``X-API-Key: KEY``, stored hashed in the configuration) or, when ``[[identity.jwt]]``
+trusts an issuer, a bearer JWT it signed (:mod:`toolbound.identity`); either maps to
+a subject, tenant and roles, and a refused token is a 401 naming why (``token_expired``,
+``token_audience_invalid``...). ``POST /v1/proposals`` requires an ``Idempotency-Key`` (400
 without one; the same key with another body is 422; while the first request is
 still running, 409; after it, its answer again with ``Idempotent-Replayed: true``).
 Every error is ``application/problem+json`` carrying toolbound's machine-readable
@@ -34,6 +36,7 @@ from toolbound.adapters.http import (
     problem_response,
 )
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.identity import TokenRefused
 from toolbound.otel import traceparent_scope
 from toolbound.service.core import Submission, fingerprint
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
@@ -60,17 +63,17 @@ _ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def authenticate(service: Service, request: Request) -> Principal:
-    """The principal behind the request's API key, or a 401."""
+    """The principal behind the request's API key or bearer JWT, or a 401 saying why."""
     header = request.headers.get("authorization", "")
     key = header[7:].strip() if header[:7].lower() == "bearer " else ""
     key = key or request.headers.get("x-api-key", "")
     if not key:
         # The API takes keys only; the console's session cookie never reaches /v1.
         raise ApiError(401, "unauthenticated", "send an API key: Authorization: Bearer KEY")
-    principal = service.config.principal_for(key)
-    if principal is None:
-        raise ApiError(401, "unauthenticated", "unknown API key")
-    return principal
+    try:
+        return service.config.authenticate(key)
+    except TokenRefused as refused:
+        raise ApiError(refused.status, refused.code, str(refused)) from None
 
 
 def create_app(
@@ -152,9 +155,11 @@ def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextMan
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         retention = asyncio.create_task(_retention(service))
+        leases = asyncio.create_task(_leases(service))
         try:
             yield
         finally:
+            leases.cancel()
             retention.cancel()
             service.close()
 
@@ -170,6 +175,23 @@ async def _retention(service: Service) -> None:
     while True:
         service.purge()
         await asyncio.sleep(_PURGE_EVERY)
+
+
+async def _leases(service: Service) -> None:
+    """Renew this process's leases, and take over calls whose owner's lease passed.
+
+    Renewal every third of the lease, so two missed renewals still leave the calls
+    this process's; a sweep every lease period (and at start, in ``Service``).
+    """
+    period = service.lease.total_seconds() / 3
+    beat = 0
+    while True:
+        await asyncio.sleep(period)
+        service.renew()
+        beat += 1
+        if beat % 3 == 0:
+            # A takeover may run a decided call's tool: off the event loop.
+            await asyncio.to_thread(service.recover)
 
 
 class _Api:
@@ -231,9 +253,7 @@ class _Api:
             if lost is not None:
                 return _answer_earlier(lost)
             return Response(text, status_code=status, media_type="application/json")
-        claim = journal.claim_request(
-            principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
-        )
+        claim = await self._claim(principal, key, print_)
         if claim.kind != "new":
             return _answer_earlier(claim)
         if submission is None:
@@ -255,6 +275,18 @@ class _Api:
             journal.release_request(principal.tenant, key)
             raise
         return Response(text, status_code=status, media_type="application/json")
+
+    async def _claim(self, principal: Principal, key: str, print_: str) -> ClaimedRequest:
+        journal = self.service.journal
+        claim = journal.claim_request(
+            principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
+        )
+        if claim.kind == "in_progress" and await asyncio.to_thread(
+            self.service.settle_request, principal.tenant, key
+        ):
+            # Its owner died: the call was settled just now, and the key has its answer.
+            claim = journal.peek_request(principal.tenant, key, print_) or claim
+        return claim
 
     async def list_calls(self, request: Request) -> Response:
         principal = authenticate(self.service, request)

@@ -9,7 +9,7 @@ API's: roles, tenant isolation, the digest a person saw (R7), the four-eyes rule
     POST /console/logout
     GET  /console/pending                      calls waiting for a person (refreshes itself)
     POST /console/invocations/{id}/decision    approve / deny the digest shown
-    GET  /console/invocations                  filters: status, tool, subject
+    GET  /console/invocations                  filters, time range, search, pages
     GET  /console/invocations/{id}             evidence, request, trace timeline
     GET  /console/unknown                      outcome unknown: ask the tool, or record a finding
     POST /console/unknown/{id}/reconcile
@@ -42,10 +42,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
+import re
 import secrets
 import unicodedata
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote, urlencode
 
@@ -61,6 +63,7 @@ from starlette.templating import Jinja2Templates
 
 from toolbound._errors import ConfigurationError
 from toolbound.adapters.http import ApiError
+from toolbound.provenance.labels import Label, Source
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
+    from toolbound._model import ToolSpec
     from toolbound.config import Principal
     from toolbound.journal import StoredCall
     from toolbound.ledger.store import LedgerRecord
@@ -83,6 +87,14 @@ CONSOLE_PATH = "/console"
 _COOKIE = "toolbound_console"
 _SESSION_SECONDS = 8 * 60 * 60
 _MIN_SECRET = 16
+# The invocation list: page sizes offered (the last is the bound), and how many of the
+# journal's newest matches the time range and the text search look through.
+_PAGE_SIZES = (25, 50, 100)
+_SEARCHED = 1000
+_FILTERS = ("status", "tool", "subject", "since", "until", "q")
+_REASON_CHARS = 1000
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_HOUR_MINUTES = 60
 # The statuses a call in the journal can have: the outcome kinds, and the service's own.
 _STATUSES = (
     "awaiting_confirmation",
@@ -137,9 +149,17 @@ def console_middleware(
     ]
 
 
-def console_routes(service: Service) -> list[BaseRoute]:
-    """The console's pages and static files, under :data:`CONSOLE_PATH`."""
-    console = _Console(service)
+def console_routes(service: Service, *, trace_url: str | None = None) -> list[BaseRoute]:
+    """The console's pages and static files, under :data:`CONSOLE_PATH`.
+
+    ``trace_url`` links each call's trace id to a tracing UI: a ``http(s)://`` URL
+    with ``{trace_id}`` where the id goes, e.g.
+    ``https://jaeger.example/trace/{trace_id}``. Without it, the service
+    configuration's ``console_trace_url`` is used when it has one.
+    """
+    if trace_url is None:
+        trace_url = service.config.console_trace_url
+    console = _Console(service, _checked_trace_url(trace_url))
     at = CONSOLE_PATH
     return [
         Route(at, console.home, methods=["GET"]),
@@ -204,9 +224,22 @@ def _templates() -> Jinja2Templates:
     return Jinja2Templates(env=env)
 
 
+def _checked_trace_url(template: str | None) -> str | None:
+    if template is None:
+        return None
+    if not template.startswith(("https://", "http://")) or "{trace_id}" not in template:
+        msg = (
+            "the console's trace URL must be an http(s) URL with {trace_id} where the id"
+            f" goes, e.g. https://jaeger.example/trace/{{trace_id}}; got {template!r}"
+        )
+        raise ConfigurationError(msg)
+    return template
+
+
 class _Console:
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Service, trace_url: str | None) -> None:
         self.service = service
+        self.trace_url = trace_url
         self.templates = _templates()
 
     # -- plumbing -----------------------------------------------------------------
@@ -376,10 +409,20 @@ class _Console:
             msg = "send the digest you reviewed and a decision, approve or deny"
             raise ApiError(400, "bad_form", msg)
         decision: Literal["approve", "deny"] = "approve" if choice == "approve" else "deny"
+        given = form.get("reason")
+        reason = given.strip() if isinstance(given, str) else ""
+        if len(reason) > _REASON_CHARS:
+            msg = f"a reason is at most {_REASON_CHARS} characters"
+            raise ApiError(400, "bad_form", msg)
         invocation_id = request.path_params["invocation_id"]
         answer = await self.service.decide(
             principal, invocation_id, digest=digest, decision=decision
         )
+        if decision == "deny" and reason:
+            # Kept with the decision; a reason typed before an approval is not a denial's.
+            await run_in_threadpool(
+                self.service.note_denial, principal, invocation_id, reason=reason
+            )
         verb = "Approved" if decision == "approve" else "Denied"
         _flash(request, "ok", f"{verb}. The call ended {answer['status']} ({answer['state']}).")
         return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")
@@ -388,34 +431,78 @@ class _Console:
 
     async def invocations(self, request: Request, principal: Principal) -> Response:
         q = request.query_params
-        filters = {k: (q.get(k) or "").strip() for k in ("status", "tool", "subject")}
+        filters = {k: (q.get(k) or "").strip() for k in _FILTERS}
+        since, until = _instant(filters, "since"), _instant(filters, "until")
+        per = _whole(q.get("per"), default=_PAGE_SIZES[0], low=1, high=_PAGE_SIZES[-1])
+        # The journal filters status, tool and subject; the time range and the text
+        # search run here, over its newest matches (the journal bounds one listing).
         calls = self.service.calls(
             principal,
             status=filters["status"] or None,
             tool=filters["tool"] or None,
             subject=filters["subject"] or None,
+            limit=_SEARCHED,
         )
-        tools = sorted(t.spec.ref for t in self.service.registry)
+        needle = filters["q"].casefold()
+        matched = [
+            c
+            for c in calls
+            if (since is None or c.created_at >= since)
+            and (until is None or c.created_at < until)
+            and (not needle or needle in _argument_text(c))
+        ]
+        pages = max(1, math.ceil(len(matched) / per))
+        page = _whole(q.get("page"), default=1, low=1, high=pages)
+        shown = matched[(page - 1) * per : page * per]
+        kept = {k: v for k, v in filters.items() if v}
+        if per != _PAGE_SIZES[0]:
+            kept["per"] = str(per)
+
+        def at(number: int) -> str:
+            return f"{CONSOLE_PATH}/invocations?{urlencode({**kept, 'page': number})}"
+
         return self.render(
             request,
             "invocations.html",
             principal,
             section="invocations",
-            calls=[_summary(c) for c in calls],
+            calls=[_summary(c) for c in shown],
             filters=filters,
             statuses=_STATUSES,
-            tools=tools,
+            tools=sorted(t.spec.ref for t in self.service.registry),
+            per=per,
+            page_sizes=_PAGE_SIZES,
+            page=page,
+            pages=pages,
+            matched=len(matched),
+            first=(page - 1) * per + 1 if shown else 0,
+            last=(page - 1) * per + len(shown),
+            truncated=len(calls) >= _SEARCHED,
+            searched=_SEARCHED,
+            previous=at(page - 1) if page > 1 else None,
+            next=at(page + 1) if page < pages else None,
         )
 
     async def invocation(self, request: Request, principal: Principal) -> Response:
         call = self.service.get(principal, request.path_params["invocation_id"])
         pending = call.status == "awaiting_confirmation" and call.decision is None
+        human = _mapping(call.body.get("human"))
+        asked = _mapping(call.body.get("confirmation"))
+        arguments = human.get("arguments") or asked.get("arguments")
+        if arguments is None:
+            arguments = _loads(
+                str(_mapping(call.body.get("request")).get("arguments", "")).encode()
+            )
         return self.render(
             request,
             "invocation.html",
             principal,
             section="invocations",
-            call=_detail(call),
+            call=_detail(call, shown_arguments=arguments),
+            trace=self._trace_link(call),
+            parameters=self._parameters(
+                call.tool, arguments, human.get("evidence") or asked.get("evidence")
+            ),
             pending=self._confirmation_view(principal, call) if pending else None,
         )
 
@@ -424,9 +511,9 @@ class _Console:
         request = _mapping(call.body.get("request"))
         subject = _mapping(asked.get("subject"))
         expires = asked.get("expires_at")
-        expired = isinstance(expires, str) and (
-            datetime.fromisoformat(expires) <= self.service.clock.now()
-        )
+        now = self.service.clock.now()
+        left = datetime.fromisoformat(expires) - now if isinstance(expires, str) else None
+        expired = left is not None and left <= timedelta(0)
         # Shown before anyone clicks; the Service enforces the same rule on the POST.
         approver = "approver" in principal.roles
         own = approver and self.service.config.four_eyes and principal.subject == call.subject
@@ -440,8 +527,15 @@ class _Console:
             "digest": call.digest or "",
             "requested_at": str(asked.get("requested_at", "")),
             "expires_at": str(expires or ""),
+            "expires_in": _expires_in(left) if left is not None else "",
+            "now": now.isoformat(),
             "expired": expired,
             "arguments": _pretty(asked.get("arguments")),
+            "parameters": self._parameters(
+                str(asked.get("tool", call.tool)),
+                asked.get("arguments"),
+                asked.get("evidence") or _mapping(call.body.get("human")).get("evidence"),
+            ),
             "raw_arguments": str(request.get("arguments", "")),
             "human": _evidence(
                 _mapping(call.body.get("human")), shown_arguments=asked.get("arguments")
@@ -449,6 +543,61 @@ class _Console:
             "four_eyes": own,
             "can_decide": approver and not own,
         }
+
+    def _parameters(self, ref: str, arguments: object, evidence: object) -> dict[str, object]:
+        """Each argument beside what the tool's spec says of it, and where its value came from.
+
+        The spec is the registry's, never the model's: descriptions and units are the
+        deployment's words. Findings whose pointer names no argument (the whole call)
+        are kept apart.
+        """
+        spec = self._spec(ref)
+        schema = _mapping(spec.input_schema) if spec is not None else {}
+        properties = _mapping(schema.get("properties"))
+        required = {str(r) for r in _list(schema.get("required"))}
+        findings = [_finding(_mapping(f)) for f in _list(evidence)]
+        values = _mapping(arguments)
+        names = [n for n in properties if n in values] + [n for n in values if n not in properties]
+        rows = []
+        for name in names:
+            declared = _mapping(properties.get(name))
+            rows.append(
+                {
+                    "name": name,
+                    "value": _pretty(values[name]),
+                    "description": str(declared.get("description", "")),
+                    "constraints": _constraints(declared),
+                    "required": name in required,
+                    "declared": name in properties,
+                    "findings": [f for f in findings if f["parameter"] == name],
+                }
+            )
+        return {
+            "description": spec.description if spec is not None else "",
+            "known": spec is not None,
+            "rows": rows,
+            "call_findings": [f for f in findings if f["parameter"] not in names],
+        }
+
+    def _trace_link(self, call: StoredCall) -> dict[str, str] | None:
+        """The call's trace id, and where a tracing UI shows it (when one is configured)."""
+        trace_id = _mapping(call.body.get("response")).get("trace_id")
+        if not isinstance(trace_id, str) or not trace_id:
+            return None
+        # Only a W3C trace id goes into the link: 32 lower-case hex digits, nothing else.
+        linkable = self.trace_url is not None and _TRACE_ID.fullmatch(trace_id) is not None
+        url = self.trace_url.replace("{trace_id}", trace_id) if self.trace_url and linkable else ""
+        return {"id": trace_id, "url": url}
+
+    def _spec(self, ref: str) -> ToolSpec | None:
+        name, _, version = ref.partition("@")
+        if not version:
+            versions = self.service.registry.versions(name)
+            if len(versions) != 1:
+                return None
+            version = versions[0]
+        tool = self.service.registry.get(name, version)
+        return tool.spec if tool is not None else None
 
     # -- outcome unknown ------------------------------------------------------------
 
@@ -585,7 +734,7 @@ def _summary(call: StoredCall) -> dict[str, object]:
     }
 
 
-def _detail(call: StoredCall) -> dict[str, object]:
+def _detail(call: StoredCall, *, shown_arguments: object = None) -> dict[str, object]:
     request = _mapping(call.body.get("request"))
     response = _mapping(call.body.get("response"))
     message = _mapping(response.get("message"))
@@ -593,8 +742,14 @@ def _detail(call: StoredCall) -> dict[str, object]:
     timeline = _timeline([_mapping(e) for e in events] if isinstance(events, list) else [])
     content = str(message.get("content", ""))
     human = _mapping(call.body.get("human"))
+    denial = _mapping(call.body.get("denial"))
+    reason = str(denial.get("reason", ""))
+    for row in timeline:
+        if reason and row["kind"] == "confirmation" and str(row["summary"]).startswith("denied"):
+            row["summary"] = f"{row['summary']}: {reason}"
     return {
         **_summary(call),
+        "denial_reason": reason,
         "tenant": call.tenant,
         "path": [str(s) for s in _list(response.get("path"))],
         "request": {
@@ -616,7 +771,7 @@ def _detail(call: StoredCall) -> dict[str, object]:
         if message
         else None,
         "problem": _pretty(response["problem"]) if "problem" in response else None,
-        "human": _evidence(human) if human else None,
+        "human": _evidence(human, shown_arguments=shown_arguments) if human else None,
         "attempts": [_attempt(_mapping(a)) for a in _list(human.get("attempts"))],
         "note": _pretty(call.body["note"]) if "note" in call.body else None,
         "timeline": timeline,
@@ -649,6 +804,84 @@ def _evidence(human: Mapping[str, object], *, shown_arguments: object = None) ->
         "attempts": len(_list(human.get("attempts"))),
         "json": _pretty(dict(human)),
     }
+
+
+def _finding(finding: Mapping[str, object]) -> dict[str, object]:
+    """One provenance finding (R6, R12) as a person reads it, placed on its parameter."""
+    pointer = str(finding.get("pointer", ""))
+    sources: list[str] = []
+    for match in _list(finding.get("matches")):
+        for source in _list(_mapping(match).get("sources")):
+            phrase = _source_phrase(_mapping(source))
+            if phrase not in sources:
+                sources.append(phrase)
+    return {
+        "concern": str(finding.get("concern", "")),
+        "pointer": pointer or "/",
+        "parameter": _parameter_of(pointer),
+        "value": str(finding.get("value", "")),
+        "description": str(finding.get("description", "")),
+        "rule": str(finding.get("rule") or ""),
+        "sources": sources,
+    }
+
+
+def _source_phrase(source: Mapping[str, object]) -> str:
+    """``email.list@v1 (call 3f2a…, at /2/body)``: the library's own phrase for a source."""
+
+    def text(key: str) -> str | None:
+        value = source.get(key)
+        return None if value is None else str(value)
+
+    origin = source.get("origin")
+    label = Label(
+        origin=origin if origin in {"user", "runtime"} else "tool",
+        tool=text("tool"),
+        version=text("version"),
+        invocation_id=text("invocation_id"),
+        untrusted=bool(source.get("untrusted")),
+        private=bool(source.get("private")),
+        note=text("note"),
+    )
+    return Source(label=label, at=str(source.get("at", ""))).describe()
+
+
+def _parameter_of(pointer: str) -> str | None:
+    """The top-level argument a JSON Pointer (RFC 6901) points into; ``None`` for the whole."""
+    if not pointer.startswith("/"):
+        return None
+    token = pointer[1:].split("/", 1)[0]
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+_SHOWN_KEYWORDS = (
+    "type",
+    "format",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+)
+
+
+def _constraints(schema: Mapping[str, object]) -> str:
+    """The schema keywords a person can check a value against, in one line."""
+    parts: list[str] = []
+    for key in _SHOWN_KEYWORDS:
+        if key not in schema:
+            continue
+        value = schema[key]
+        if key == "type":
+            parts.append(
+                " | ".join(str(t) for t in value) if isinstance(value, list) else str(value)
+            )
+        else:
+            parts.append(f"{key} {json.dumps(value, ensure_ascii=False)}")
+    return " · ".join(parts)
 
 
 def _attempt(attempt: Mapping[str, object]) -> dict[str, object]:
@@ -735,6 +968,57 @@ def _bytes_of(value: object) -> tuple[str | None, int]:
     if isinstance(value, str):
         return value, len(value.encode())
     return None, 0
+
+
+def _argument_text(call: StoredCall) -> str:
+    """What the search looks in: the model's argument text and the normalized arguments."""
+    raw = str(_mapping(call.body.get("request")).get("arguments", ""))
+    normalized = _mapping(call.body.get("human")).get("arguments")
+    shown = "" if normalized is None else json.dumps(normalized, ensure_ascii=False)
+    return f"{raw}\n{shown}".casefold()
+
+
+def _instant(filters: Mapping[str, str], key: Literal["since", "until"]) -> datetime | None:
+    """A filter's time as an aware instant: UTC unless it says otherwise.
+
+    A date alone means the start of that day for ``since`` and the end of it for
+    ``until`` (both bounds are meant inclusively by a person typing a day).
+    """
+    text = filters[key]
+    if not text:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        msg = f"{key} must be a date or a time in ISO 8601, e.g. 2026-07-19 or 2026-07-19T06:00"
+        raise ApiError(400, "bad_form", msg) from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    if key == "until" and "T" not in text and " " not in text:
+        at += timedelta(days=1)
+    return at
+
+
+def _whole(text: str | None, *, default: int, low: int, high: int) -> int:
+    """A whole number from a query, kept within ``low``..``high``."""
+    try:
+        value = int(text) if text else default
+    except ValueError:
+        value = default
+    return max(low, min(value, high))
+
+
+def _expires_in(left: timedelta) -> str:
+    """``expires in 12 min``, rounded down: a person never has less time than shown."""
+    if left <= timedelta(0):
+        return "expired"
+    minutes = math.floor(left.total_seconds() / 60)
+    if minutes == 0:
+        return "expires in under 1 min"
+    if minutes < _HOUR_MINUTES:
+        return f"expires in {minutes} min"
+    hours, rest = divmod(minutes, _HOUR_MINUTES)
+    return f"expires in {hours} h {rest} min" if rest else f"expires in {hours} h"
 
 
 def _ms(delta: timedelta) -> float:

@@ -11,10 +11,18 @@ normalized in (reference time, timezone). When a person decides — in any proce
 sharing the store — the decision is recorded once (compare-and-set) and the stored
 proposal runs again carrying that decision; the runtime checks that it still comes to
 the same digest (R7).
+
+Each process is one owner (``instance_id``): a call it works on — running, or
+decided and not yet finished — holds a lease in the journal, renewed while the
+process lives (:meth:`Service.renew`). :meth:`Service.recover` takes over only calls
+whose lease has passed by the database's clock, one compare-and-set each, and ends
+each truthfully: from what the ledger knows of it, or — decided by a person — by
+running it on with the recorded decision (the ledger keeps it from running twice).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -31,6 +39,8 @@ from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import ConfirmationRequest
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
+from toolbound.ledger.rules import ABANDONED
+from toolbound.ledger.store import LedgerError, result_to_json
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
@@ -122,8 +132,13 @@ class Service:
         clock: Clock | None = None,
         sinks: Sequence[TraceSink] = (),
         confirmation_ttl: timedelta | None = None,
+        lease: timedelta = timedelta(seconds=30),
     ) -> None:
         self.config = config
+        self.instance_id = os.urandom(8).hex()
+        """This process as the owner of the calls it works on."""
+        self.lease = lease
+        """How long a call stays this process's without a renewal (:meth:`renew`)."""
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = registry if registry is not None else config.build_registry()
         self.ledger = ledger_for(config.store_url)
@@ -144,7 +159,12 @@ class Service:
         )
         self._all = self.registry.toolset()
         self.desk = ConfirmationDesk(
-            StoredConfirmations(self.journal, self._tenants),
+            StoredConfirmations(
+                self.journal,
+                self._tenants,
+                owner=self.instance_id,
+                lease=lease.total_seconds(),
+            ),
             four_eyes=config.four_eyes,
             clock=self.clock,
         )
@@ -234,13 +254,16 @@ class Service:
             created_at=now,
             updated_at=now,
             body={"request": request},
+            owner=self.instance_id,
+            request_key=request_key,
         )
         if self._is_write(submission):
-            self.journal.put_call(running)
+            self.journal.put_call(running, lease=self.lease.total_seconds())
         try:
             outcome = await self.runtime.arun(proposal, context)
         except Exception:
-            self.journal.put_call(_interrupted(running, self.clock.now(), "the runtime raised"))
+            with contextlib.suppress(JournalError):
+                self.journal.put_call(_interrupted(running, self.clock.now(), "the runtime raised"))
             raise
         answer = outcome_json(outcome)
         status = 202 if outcome.kind == "awaiting_confirmation" else 200
@@ -284,6 +307,27 @@ class Service:
         answer = outcome_json(outcome)
         self._store(call, outcome, request, answer)
         return answer
+
+    def note_denial(self, principal: Principal, invocation_id: str, *, reason: str) -> StoredCall:
+        """Keep the reason a person gave for denying a call, beside the decision, once.
+
+        Only the approver who denied the call may give it; the call has ended, so no
+        later write replaces it. (It is not sent to the model: the denial already was.)
+        """
+        _require(principal, "approver")
+        call = self._visible(principal, invocation_id)
+        if call.decision != "denied" or call.approver != principal.name:
+            msg = "only the approver who denied a call can give the reason for it"
+            raise ApiError(403, "forbidden", msg)
+        if "denial" in call.body:
+            # The reason is part of the decision, and a call takes one decision (R7).
+            msg = "the reason for this denial is already recorded"
+            raise ApiError(409, "already_decided", msg)
+        now = self.clock.now()
+        denial = {"reason": reason, "by": principal.name, "at": now.isoformat()}
+        noted = replace(call, updated_at=now, body={**call.body, "denial": denial})
+        self.journal.put_call(noted)
+        return noted
 
     def get(self, principal: Principal, invocation_id: str) -> StoredCall:
         """One invocation of the principal's tenant."""
@@ -358,26 +402,119 @@ class Service:
             )
         return answer
 
+    def renew(self) -> int:
+        """Extend the lease of every call this process works on; how many."""
+        return self.journal.renew(self.instance_id, lease=self.lease.total_seconds())
+
     def recover(self) -> int:
-        """On start: calls left ``running`` by a dead process get their true state."""
+        """Take over the calls whose owner's lease has passed and end each truthfully.
+
+        Run at start and periodically. A call whose owner still renews its lease is
+        never touched (compare-and-set in the journal); of several processes
+        sweeping at once, each call is taken by one. How many were taken.
+        """
         count = 0
-        for tenant in self._tenants():
-            for call in self.journal.list_calls(tenant, status="running", limit=1000):
-                record = self.ledger.find(call.invocation_id)
-                why = (
-                    "the service stopped before the call ran"
-                    if record is None
-                    else f"the service stopped; the ledger records phase {record.phase}"
-                )
-                self.journal.put_call(_interrupted(call, self.clock.now(), why))
+        for seen in self.journal.expired(limit=1000):
+            if self._take_over(seen.invocation_id):
                 count += 1
         return count
+
+    def settle_request(self, tenant: str, key: str) -> bool:
+        """Settle the call held by an Idempotency-Key if its owner's lease has passed.
+
+        Then the key has the settled call's answer, not ``request_in_progress``.
+        """
+        call = self.journal.call_for_request(tenant, key)
+        return call is not None and self._take_over(call.invocation_id)
 
     def purge(self) -> int:
         """Apply the retention period to the journal."""
         return self.journal.purge(before=self.clock.now() - self.config.retention)
 
     # -- internals -----------------------------------------------------------------
+
+    def _take_over(self, invocation_id: str) -> bool:
+        call = self.journal.take_over(
+            invocation_id, self.instance_id, lease=self.lease.total_seconds()
+        )
+        if call is None:
+            return False
+        if call.status == "running":
+            self._settle_running(call)
+        else:
+            self._resume_decided(call)
+        return True
+
+    def _settle_running(self, call: StoredCall) -> None:
+        """End a dead owner's running call as the ledger knows it (R9)."""
+        record = self.ledger.find(call.invocation_id)
+        now = self.clock.now()
+        evidence = {"taken_over_from": call.owner or "unknown"}
+        if record is not None and record.phase in ABANDONED:
+            # The owner is gone: intent → failed (never started), executing → unknown.
+            with contextlib.suppress(LedgerError):
+                self.ledger.advance(
+                    record.key,
+                    invocation_id=call.invocation_id,
+                    phase=ABANDONED[record.phase],
+                    now=now,
+                    evidence=evidence,
+                )
+            record = self.ledger.find(call.invocation_id)
+        phase = None if record is None else record.phase
+        status, state, content, is_error = _TAKEN_OVER[phase or "none"]
+        answer: dict[str, object] = {
+            "invocation_id": call.invocation_id,
+            "call_id": _request(call).get("call_id"),
+            "tool": record.tool if record is not None else call.tool,
+            "status": status,
+            "state": state,
+            "digest": record.digest if record is not None else call.digest,
+            "taken_over": {**evidence, "ledger_phase": phase},
+            "message": {"content": content, "is_error": is_error, "truncated": False},
+        }
+        if record is not None and record.phase == "committed" and record.result is not None:
+            answer["result"] = result_to_json(record.result)
+            answer["message"] = {
+                "content": dumps(record.result.value),
+                "is_error": False,
+                "truncated": False,
+            }
+        stored = replace(
+            call,
+            tool=str(answer["tool"]),
+            status=status,
+            state=state,
+            digest=None if answer["digest"] is None else str(answer["digest"]),
+            updated_at=now,
+            body={**call.body, "response": answer, "note": {"reason": content}},
+        )
+        finish = None
+        if call.request_key is not None:
+            finish = Finish(call.tenant, call.request_key, 200, dumps(answer))
+        self.journal.put_call(stored, finish=finish)
+
+    def _resume_decided(self, call: StoredCall) -> None:
+        """Run on a call a person decided and whose owner died, with that decision."""
+        request = _request(call)
+        parked = call.body.get("confirmation")
+        if not isinstance(parked, dict) or call.approver is None:
+            self.journal.put_call(
+                _interrupted(call, self.clock.now(), "no parked request to resume")
+            )
+            return
+        waiting = ConfirmationRequest.from_json(parked)
+        decision = (
+            waiting.approve(
+                approver=call.approver,
+                at=call.updated_at,
+                ttl=waiting.expires_at - call.updated_at,
+            )
+            if call.decision == "approved"
+            else waiting.deny(approver=call.approver, at=call.updated_at)
+        )
+        outcome = self.runtime.run(_proposal(request), self._context(call, request, decision))
+        self._store(call, outcome, request, outcome_json(outcome))
 
     def _tenants(self) -> set[str]:
         return {p.tenant for p in self.config.principals}
@@ -434,11 +571,16 @@ class Service:
         answer: dict[str, object],
         finish: Finish | None = None,
     ) -> ClaimedRequest | None:
+        earlier = call.body.get("trace")
         body: dict[str, object] = {
             "request": request,
             "response": answer,
             "human": outcome.human.as_json(),
-            "trace": [event.as_json() for event in outcome.trace],
+            # R14: append-only — a resumed call keeps its events up to the parking.
+            "trace": [
+                *(earlier if isinstance(earlier, list) else ()),
+                *(event.as_json() for event in outcome.trace),
+            ],
         }
         if outcome.kind == "awaiting_confirmation":
             body["confirmation"] = outcome.request.as_json()
@@ -453,7 +595,13 @@ class Service:
             updated_at=self.clock.now(),
             body=body,
         )
-        return self.journal.put_call(stored, finish=finish)
+        try:
+            return self.journal.put_call(stored, finish=finish)
+        except JournalError as exc:
+            if exc.code != "not_owner":
+                raise
+            # Taken over while this process looked dead: the taker's ending stands.
+            return None
 
 
 def fingerprint(body: bytes) -> str:
@@ -470,6 +618,43 @@ def _require(principal: Principal, role: str) -> None:
 def _split(ref: str) -> tuple[str, str | None]:
     name, _, version = ref.partition("@")
     return name, version or None
+
+
+_TAKEN_OVER: dict[str, tuple[str, str, str, bool]] = {
+    # ledger phase → journal status, state, message, is_error
+    "none": ("interrupted", "proposed", "the service stopped before the call ran", True),
+    "intent": (
+        "interrupted",
+        "prepared",
+        "the service stopped before the tool started; nothing happened",
+        True,
+    ),
+    "executing": (
+        "outcome_unknown",
+        "outcome_unknown",
+        "the service stopped while the tool ran; whether it took effect is unknown",
+        True,
+    ),
+    "failed": (
+        "interrupted",
+        "failed_before_commit",
+        "the service stopped before the tool started; nothing happened",
+        True,
+    ),
+    "unknown": (
+        "outcome_unknown",
+        "outcome_unknown",
+        "the service stopped while the tool ran; whether it took effect is unknown",
+        True,
+    ),
+    "committed": ("observed", "committed", "the tool committed before the service stopped", False),
+}
+"""How a dead owner's running call ends, by what the ledger recorded (R9)."""
+
+
+def _request(call: StoredCall) -> dict[str, object]:
+    request = call.body.get("request")
+    return request if isinstance(request, dict) else {}
 
 
 def _proposal(request: dict[str, object]) -> Proposal:
@@ -506,9 +691,18 @@ class StoredConfirmations:
     compare-and-set in the journal, and the process that recorded it runs the call.
     """
 
-    def __init__(self, journal: Journal, tenants: Callable[[], Iterable[str]]) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        tenants: Callable[[], Iterable[str]],
+        *,
+        owner: str | None = None,
+        lease: float | None = None,
+    ) -> None:
         self._journal = journal
         self._tenants = tenants
+        self._owner = owner
+        self._lease = lease
 
     def waiting(self, invocation_id: str) -> ConfirmationRequest | None:
         """The request of a stored call that waits undecided."""
@@ -532,6 +726,9 @@ class StoredConfirmations:
                 decision="approved" if confirmation.approved else "denied",
                 approver=confirmation.approver,
                 now=confirmation.at,
+                # The process recording the decision runs the call: it holds it.
+                owner=self._owner,
+                lease=self._lease,
             )
         except JournalError as exc:
             raise ConfirmationMismatch(str(exc), code="not_pending") from None

@@ -121,15 +121,16 @@ OPENAPI: Final[dict[str, Any]] = {
                         "minLength": 1,
                         "description": "the provider's call id",
                     },
-                    "model_call_id": {"type": "string"},
-                    "version": {"type": "string"},
+                    # The optional members take null for "not given".
+                    "model_call_id": {"type": ["string", "null"]},
+                    "version": {"type": ["string", "null"]},
                     "tools": {
-                        "type": "array",
+                        "type": ["array", "null"],
                         "items": {"type": "string"},
                         "description": "the tools the model was shown (default: all)",
                     },
-                    "timezone": {"type": "string", "default": "UTC"},
-                    "locale": {"type": "string", "default": "en"},
+                    "timezone": {"type": ["string", "null"], "default": "UTC"},
+                    "locale": {"type": ["string", "null"], "default": "en"},
                 },
             },
             "Outcome": {

@@ -1,0 +1,252 @@
+"""Owners and leases: several processes on one store never overwrite each other's calls.
+
+A call being worked on is held by one Service under a lease renewed while it lives;
+another Service takes it over only once the lease has passed, and ends it truthfully:
+from the ledger's record, or by running a person's recorded decision on. Every test
+runs on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import replace
+from urllib.parse import quote
+
+import pytest
+from service_config import DATABASE, KEYS, config_text
+from service_pack import effects
+from starlette.testclient import TestClient
+
+from toolbound.config import parse_config
+from toolbound.service.api import create_app
+from toolbound.service.core import Service, Submission, fingerprint
+
+EXPIRED = -1.0  # a lease that passed a second ago: its owner stopped renewing
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def config(request, tmp_path, effects_path):
+    if request.param == "sqlite":
+        url = "sqlite:///toolbound.db"
+    else:
+        cluster = request.getfixturevalue("pg_cluster")
+        conninfo = request.getfixturevalue("pg_conninfo")
+        schema = conninfo.split("search_path=")[1].rstrip("'")
+        url = (
+            f"postgresql://{cluster.user}@{cluster.host}:{cluster.port}/{DATABASE}"
+            f"?options={quote(f'-c search_path={schema}')}"
+        )
+    path = tmp_path / "toolbound.toml"
+    path.write_text(config_text(url, confirm_writes=False))
+    return parse_config(path.read_text(), source=path)
+
+
+@pytest.fixture
+def services(config):
+    made: list[Service] = []
+
+    def start(**kw) -> Service:
+        made.append(Service(config, **kw))
+        return made[-1]
+
+    yield start
+    for service in made:
+        service.close()
+
+
+def who(service: Service, name: str):
+    return next(p for p in service.config.principals if p.name == name)
+
+
+def submit(service: Service, text: str, *, tool: str = "notes.add", key: str | None = None):
+    body = f'{{"tool": "{tool}", "arguments": "{{\\"text\\": \\"{text}\\"}}", "call_id": "c"}}'
+    submission = Submission.from_body(body.encode())
+    _, answer, _ = asyncio.run(service.submit(who(service, "agent"), submission, request_key=key))
+    return answer
+
+
+def invocation(answer: str) -> str:
+    return answer.split('"invocation_id":"')[1].split('"', maxsplit=1)[0]
+
+
+def die_after(service: Service, invocation_id: str, *, owner: str = "dead-process") -> None:
+    """Leave the call as an owner that died mid-run would: running, its lease passed."""
+    journal = service.journal
+    with journal._tx() as cur:
+        cur.execute(
+            journal._q(
+                "UPDATE toolbound_service_calls SET status = 'running', owner = ?,"  # noqa: S608 - fixed SQL
+                f" lease_until = {journal._now} - 1 WHERE invocation_id = ?"
+            ),
+            (owner, invocation_id),
+        )
+
+
+def test_a_second_start_leaves_a_live_owners_running_call_alone(services):
+    """Starting another Service does not touch a call the first is still running."""
+    first = services()
+    answers: list[str] = []
+    worker = threading.Thread(target=lambda: answers.append(submit(first, "slow")))
+    worker.start()
+    deadline = time.monotonic() + 10
+    running = []
+    while not running and time.monotonic() < deadline:
+        running = first.journal.list_calls("acme", status="running")
+        time.sleep(0.02)
+    assert running, "the slow call was never recorded running"
+    second = services()
+    assert second.recovered == 0
+    assert second.recover() == 0
+    assert first.journal.get_call(running[0].invocation_id).status == "running"
+    worker.join()
+    stored = first.journal.get_call(running[0].invocation_id)
+    assert stored.status == "observed"
+    assert stored.owner == first.instance_id
+    assert effects() == ["slow"]
+
+
+def test_a_live_owners_lease_renewal_keeps_its_call(services):
+    """A lease renewed by its live owner is not taken over."""
+    first = services()
+    call_id = invocation(submit(first, "a"))
+    die_after(first, call_id, owner=first.instance_id)
+    assert first.renew() == 1
+    assert services().recover() == 0
+    stored = first.journal.get_call(call_id)
+    assert (stored.status, stored.owner) == ("running", first.instance_id)
+
+
+def test_a_dead_owners_call_that_never_reached_the_ledger_is_interrupted(services):
+    """Running, owner dead, nothing in the ledger: interrupted."""
+    first = services()
+    call = first.journal.get_call(invocation(submit(first, "never")))
+    first.journal.put_call(replace(call, invocation_id="f" * 32))  # no ledger record
+    die_after(first, "f" * 32)
+    second = services()
+    stored = second.journal.get_call("f" * 32)
+    assert stored.status == "interrupted"
+    assert stored.owner == second.instance_id
+    assert stored.body["response"]["taken_over"]["ledger_phase"] is None
+
+
+def test_a_dead_owners_committed_call_ends_with_the_ledgers_result(services):
+    """Running, owner dead after the tool committed: observed, with the stored result."""
+    first = services()
+    call_id = invocation(submit(first, "kept"))
+    die_after(first, call_id)
+    second = services()
+    assert second.recovered == 1
+    stored = second.journal.get_call(call_id)
+    assert stored.status == "observed"
+    assert stored.body["response"]["result"]["value"] == {"saved": "kept"}
+    assert effects() == ["kept"]
+
+
+def test_a_dead_owners_unknown_call_is_listed_and_reconcilable(services):
+    """Running, outcome unknown in the ledger: outcome_unknown, in /v1/unknown, reconcilable."""
+    first = services()
+    call_id = invocation(submit(first, "lost-1"))
+    die_after(first, call_id)
+    second = services()
+    assert second.journal.get_call(call_id).status == "outcome_unknown"
+    ops = who(second, "ops")
+    assert call_id in {r.invocation_id for r in second.unknown(ops)}
+    answer = second.reconcile(ops, call_id, committed=True, evidence={"checked": "by hand"})
+    assert answer["status"] == "committed"
+    assert second.journal.get_call(call_id).status == "reconciled_committed"
+
+
+def park(service: Service, text: str) -> str:
+    answer = submit(service, text, tool="notes.send")
+    assert '"status":"awaiting_confirmation"' in answer
+    return invocation(answer)
+
+
+def test_an_approved_call_whose_owner_died_runs_once_on_takeover(services):
+    """Approved, then the deciding process died: the next Service runs it, exactly once."""
+    first = services()
+    call_id = park(first, "hello")
+    parked = first.journal.get_call(call_id)
+    first.journal.decide(
+        call_id,
+        decision="approved",
+        approver="ana",
+        now=first.clock.now(),
+        owner="dead-process",
+        lease=EXPIRED,
+    )
+    second = services()
+    assert second.recovered == 1
+    stored = second.journal.get_call(call_id)
+    assert stored.status == "observed"
+    assert effects() == ["send:hello"]
+    # R14: the trace kept the parking's events, then the re-run's.
+    kinds = [e["kind"] for e in stored.body["trace"]]
+    assert stored.body["trace"][: len(parked.body["trace"])] == parked.body["trace"]
+    assert len(kinds) > len(parked.body["trace"])
+    assert services().recover() == 0
+    assert effects() == ["send:hello"]
+
+
+def test_a_denied_call_whose_owner_died_ends_rejected(services):
+    """Denied, then the deciding process died: the call ends rejected, nothing runs."""
+    first = services()
+    call_id = park(first, "no")
+    first.journal.decide(
+        call_id,
+        decision="denied",
+        approver="ana",
+        now=first.clock.now(),
+        owner="dead-process",
+        lease=EXPIRED,
+    )
+    second = services()
+    assert second.journal.get_call(call_id).status == "rejected"
+    assert effects() == []
+
+
+def test_an_approved_calls_trace_starts_with_the_proposal_and_keeps_every_event(services):
+    """R14: approving appends the decision and the re-run to the parked call's trace."""
+    service = services()
+    call_id = park(service, "traced")
+    parked = service.journal.get_call(call_id).body["trace"]
+    digest = service.journal.get_call(call_id).digest
+    asyncio.run(service.decide(who(service, "ana"), call_id, digest=digest, decision="approve"))
+    trace = service.journal.get_call(call_id).body["trace"]
+    assert trace[: len(parked)] == parked
+    assert trace[0]["kind"] == parked[0]["kind"]
+    assert len(trace) > len(parked)
+
+
+def test_a_retried_key_of_a_dead_owners_call_gets_the_settled_answer(services):
+    """An Idempotency-Key held by a call whose owner died answers, not 409 for 300 s."""
+    first = services()
+    body = b'{"tool": "notes.add", "arguments": "{\\"text\\": \\"k\\"}", "call_id": "c"}'
+    journal = first.journal
+    claim = journal.claim_request(
+        "acme", "k-dead", fingerprint(body), now=first.clock.now(), stale_after=300
+    )
+    assert claim.kind == "new"
+    call_id = invocation(submit(first, "k", key="k-dead"))
+    second = services()  # started before the owner died: its start-up sweep saw nothing
+    die_after(first, call_id)
+    with journal._tx() as cur:
+        cur.execute(
+            journal._q(
+                "UPDATE toolbound_service_requests SET status_code = NULL, response = NULL"
+                " WHERE key = ?"
+            ),
+            ("k-dead",),
+        )
+    with TestClient(create_app(second)) as client:
+        retry = client.post(
+            "/v1/proposals",
+            content=body,
+            headers={"Authorization": f"Bearer {KEYS['agent']}", "Idempotency-Key": "k-dead"},
+        )
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["status"] == "observed"
+    assert retry.headers["idempotent-replayed"] == "true"
+    assert effects() == ["k"]
