@@ -99,3 +99,21 @@ colour = "blue"
     message = str(raised.value)
     assert "upstream[1].prefix: 'git' is already used by upstream[0]" in message
     assert "give exactly one of command (a stdio server) or url (streamable HTTP)" in message
+
+
+def test_content_limit_and_federation_capabilities_default_and_are_checked(tmp_path: Path) -> None:
+    """max_content_bytes is 1 MiB unless set; resources, prompts: <upstream>:resources, :prompts."""
+    config = parse_gateway_config(PRINCIPALS + UPSTREAM, source=tmp_path / "g.toml")
+    git = config.upstreams[0]
+    assert git.max_content_bytes == 1024 * 1024
+    assert (git.resources_grant, git.prompts_grant) == ("git:resources", "git:prompts")
+    set_ = UPSTREAM.replace(
+        'command = ["python", "-m", "mcp_server_git"]',
+        'command = ["python", "-m", "mcp_server_git"]\nmax_content_bytes = 10\n'
+        'resources_capability = "docs:read"',
+    )
+    git = parse_gateway_config(PRINCIPALS + set_, source=tmp_path / "g.toml").upstreams[0]
+    assert (git.max_content_bytes, git.resources_grant) == (10, "docs:read")
+    bad = set_.replace("max_content_bytes = 10", 'max_content_bytes = "big"')
+    with pytest.raises(ConfigError, match=r"upstream\[0\]\.max_content_bytes: must be a number"):
+        parse_gateway_config(PRINCIPALS + bad, source=tmp_path / "g.toml")

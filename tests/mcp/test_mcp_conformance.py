@@ -52,6 +52,13 @@ actions = ["read"]
 NO_TOKEN = "0" * 64
 
 FIXTURES = ("test_simple_text", "test_error_handling", "json_schema_2020_12_tool")
+UPSTREAM_FIXTURES = (
+    "test_image_content",
+    "test_audio_content",
+    "test_embedded_resource",
+    "test_multiple_content_types",
+    "test_tool_with_progress",
+)
 EVERYTHING_READS = ("echo", "get-sum", "get-tiny-image", "get-structured-content")
 
 
@@ -88,6 +95,14 @@ capability = "conformance:call"
 """
         for tool in EVERYTHING_READS
     )
+    media_rules = "".join(
+        f"""
+[upstream.tools.{tool}]
+effect = "read"
+capability = "conformance:call"
+"""
+        for tool in UPSTREAM_FIXTURES
+    )
     toolbound = str(Path(sys.executable).parent / "toolbound")
     pythonpath = ":".join([str(HERE), *sys.path[1:2]])
     path = folder / "gateway.toml"
@@ -112,6 +127,14 @@ prefix = ""
 command = ["{toolbound}", "mcp-serve", "--config", "{inner}", "--tools", "conformance_tools:tools"]
 env = {{ PYTHONPATH = "{pythonpath}" }}
 {rules}
+
+[[upstream]]
+name = "media"
+prefix = ""
+command = ["{sys.executable}", "{HERE / "conformance_upstream.py"}"]
+resources_capability = "conformance:call"
+prompts_capability = "conformance:call"
+{media_rules}
 """
     )
     return path

@@ -3,7 +3,8 @@
 * :class:`GuardedServer` serves any toolbound tool set over MCP (stdio and streamable
   HTTP) on the official ``mcp`` SDK, every call through the whole pipeline.
 * :class:`Gateway` fronts upstream MCP servers: it imports their tools, pins their
-  definitions, and serves them downstream with the pipeline in between.
+  definitions, and serves them downstream with the pipeline in between; their
+  content blocks, resources, prompts and progress pass through under the same guard.
 
 Needs the ``mcp`` extra: ``pip install 'toolbound[mcp]'``. The names below are
 loaded on first use, so that ``toolbound.mcp.cli`` (and the ``toolbound`` command)

@@ -26,6 +26,9 @@ exactly as the service reads them; this module adds two::
     attempt_timeout = 10              # seconds per attempt (a slower answer is lost)
     new_tools = "trust"               # pin a tool's first definition, or "quarantine"
     strict_schemas = true             # close object schemas against invented fields
+    max_content_bytes = 1048576       # a larger image, audio or resource block is cut
+    resources_capability = "git:resources"   # who may list and read its resources
+    prompts_capability = "git:prompts"       # who may list and get its prompts
 
     [upstream.tools.git_commit]
     effect = "irreversible_write"     # unset: irreversible_write, the most conservative
@@ -87,12 +90,15 @@ _GATEWAY_KEYS = frozenset(
 _RESOURCE_KEYS = frozenset(
     {"resource", "authorization_servers", "scopes_supported", "resource_name"}
 )
+DEFAULT_MAX_CONTENT_BYTES: Final = 1024 * 1024
+"""The default ``max_content_bytes``: one mebibyte of image, audio or resource per block."""
 WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 """Where RFC 9728 puts a protected resource's metadata (its path follows this)."""
 _UPSTREAM_KEYS = frozenset(
     {
         "name", "prefix", "command", "env", "cwd", "url", "bearer_env", "timeout",
         "attempt_timeout", "new_tools", "strict_schemas", "refresh_seconds", "tools",
+        "max_content_bytes", "resources_capability", "prompts_capability",
     }
 )  # fmt: skip
 _TOOL_KEYS = frozenset(
@@ -139,6 +145,20 @@ class UpstreamConfig:
     strict_schemas: bool = True
     refresh_seconds: float = 60.0
     tools: Mapping[str, ToolRule] = field(default_factory=dict)
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
+    """The largest image, audio or embedded resource passed through whole (decoded bytes)."""
+    resources_capability: str | None = None
+    prompts_capability: str | None = None
+
+    @property
+    def resources_grant(self) -> str:
+        """The capability that lets a caller list and read this upstream's resources."""
+        return self.resources_capability or f"{self.name}:resources"
+
+    @property
+    def prompts_grant(self) -> str:
+        """The capability that lets a caller list and get this upstream's prompts."""
+        return self.prompts_capability or f"{self.name}:prompts"
 
     def served_name(self, tool: str) -> str:
         """The name ``tool`` is served under: ``<prefix>.<tool>``, or ``tool`` if no prefix."""
@@ -335,6 +355,13 @@ class _Checker:
             return default
         return float(value)
 
+    def size(self, raw: Mapping[str, object], path: str, key: str) -> int:
+        value = raw.get(key, DEFAULT_MAX_CONTENT_BYTES)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            self.fail(f"{path}.{key}", f"must be a number of bytes (0 or more), got {value!r}")
+            return DEFAULT_MAX_CONTENT_BYTES
+        return value
+
     def choice(
         self, raw: Mapping[str, object], path: str, key: str, allowed: frozenset[str], default: str
     ) -> str:
@@ -486,6 +513,9 @@ class _Checker:
             strict_schemas=self.flag(raw, path, "strict_schemas", default=True),
             refresh_seconds=self.seconds(raw, path, "refresh_seconds", 60.0) or 60.0,
             tools=tools,
+            max_content_bytes=self.size(raw, path, "max_content_bytes"),
+            resources_capability=self.text(raw, path, "resources_capability"),
+            prompts_capability=self.text(raw, path, "prompts_capability"),
         )
 
     def tool(self, raw: object, path: str) -> ToolRule:

@@ -10,7 +10,13 @@ schema is missing or does not compile is not served), authorization of the calle
 own subject (bearer token → principal in the configuration), confirmation, the
 idempotency ledger for writes, retries only as R10's matrix allows, output
 validation (never of an ``isError`` result, whose text reaches the caller whole),
-result encoding and the trace.
+result encoding and the trace. Image, audio and resource blocks in an upstream's
+results pass through as blocks, bounded and marked untrusted
+(:mod:`toolbound.mcp.content`); its progress reaches the client and a client's
+cancellation reaches it (:mod:`toolbound.mcp.relay`). Its resources, templates and
+prompts are served to callers holding its ``resources_capability`` or
+``prompts_capability``, each resource read a read through the runtime
+(:mod:`toolbound.mcp.federation`).
 
 An upstream is untrusted (:mod:`toolbound.mcp.upstream`): its annotations are hints
 no decision reads; each tool's effect class comes from the configuration and is
@@ -49,7 +55,13 @@ from toolbound.adapters.http import ApiError, problem_response
 from toolbound.identity import TokenRefused
 from toolbound.mcp.approvals import ApprovalStore
 from toolbound.mcp.confirmations import ConfirmationEndpoint
-from toolbound.mcp.server import GuardedServer, HttpEndpoint, holds_capabilities
+from toolbound.mcp.federation import Federation
+from toolbound.mcp.server import (
+    GuardedServer,
+    HttpEndpoint,
+    holds_capabilities,
+    holds_capability,
+)
 from toolbound.mcp.upstream import (
     Upstream,
     UpstreamTool,
@@ -169,6 +181,12 @@ class Gateway:
             confirm=("console" if config.service.four_eyes else config.gateway.confirm),
             timeout=config.service.timeout,
             result_budget=config.service.result_budget,
+            content=self._content_rule,
+            federation=Federation(
+                list(self.upstreams.values()),
+                runtime=self.runtime,
+                holds=holds_capability(config.grant_holders()),
+            ),
         )
         self.confirmations = ConfirmationEndpoint.for_service(self.runtime, config.service)
         """The parked calls as approvers see and decide them (served by :meth:`http`)."""
@@ -314,6 +332,14 @@ class Gateway:
         view = ToolSet(t for t in self._served.values() if self._can_see(subject, t.spec))
         self._views[subject] = (self._generation, view)
         return view
+
+    def _content_rule(self, name: str) -> tuple[str, int] | None:
+        """Every upstream tool's content blocks pass through, up to its upstream's limit."""
+        status = self._status.get(name)
+        if status is None:
+            return None
+        cfg = self.upstreams[status.upstream].config
+        return cfg.name, cfg.max_content_bytes
 
     def status(self) -> list[ToolStatus]:
         """Every upstream tool the gateway knows, with its state; by served name."""

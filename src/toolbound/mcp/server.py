@@ -50,11 +50,13 @@ from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.mcp.content import content_blocks, pass_through, summary
+from toolbound.mcp.relay import PROGRESS, progress_token
 from toolbound.otel import context_from_traceparent
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.registry import Registry, ToolSet
-from toolbound.results.encode import dumps
+from toolbound.results.encode import dumps, model_result
 
 try:
     import mcp_types as types
@@ -76,9 +78,16 @@ if TYPE_CHECKING:
     from starlette.types import Message, Receive, Scope, Send
 
     from toolbound._model import EffectClass, JSONObject, ToolSpec
-    from toolbound._outcome import Outcome
+    from toolbound._outcome import Observed, Outcome
     from toolbound.gates.confirm import ConfirmationRequest
     from toolbound.mcp.config import ProtectedResource
+    from toolbound.mcp.relay import ProgressSink
+    from toolbound.registry import RegisteredTool
+
+    ContentRule = Callable[[str], "tuple[str, int] | None"]
+    """For a served tool's name: the upstream it comes from and the most bytes one
+    non-text block of its results may carry; ``None`` for a tool whose results are
+    JSON values only."""
 
 
 __all__ = [
@@ -86,6 +95,7 @@ __all__ = [
     "SUBJECT_SCOPE_KEY",
     "Catalog",
     "ConfirmOnce",
+    "Federated",
     "GuardedServer",
     "HttpEndpoint",
     "StaticCatalog",
@@ -93,6 +103,7 @@ __all__ = [
     "call_result",
     "error_result",
     "holds_capabilities",
+    "holds_capability",
     "pending_result",
     "tool_definition",
 ]
@@ -238,6 +249,41 @@ class Catalog(Protocol):
         ...
 
 
+class Federated(Protocol):
+    """Resources and prompts served beside the tools (a gateway's upstreams').
+
+    Each method answers for ``subject`` only: what it may list, read and get.
+    """
+
+    async def list_resources(self, subject: Subject) -> list[types.Resource]:
+        """``resources/list``."""
+        ...
+
+    async def list_resource_templates(self, subject: Subject) -> list[types.ResourceTemplate]:
+        """``resources/templates/list``."""
+        ...
+
+    async def read_resource(self, subject: Subject, uri: str) -> types.ReadResourceResult:
+        """``resources/read``."""
+        ...
+
+    async def list_prompts(self, subject: Subject) -> list[types.Prompt]:
+        """``prompts/list``."""
+        ...
+
+    async def get_prompt(
+        self, subject: Subject, name: str, arguments: dict[str, str]
+    ) -> types.GetPromptResult:
+        """``prompts/get``."""
+        ...
+
+    async def complete(
+        self, subject: Subject, params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        """``completion/complete``."""
+        ...
+
+
 class _GrantLike(Protocol):
     @property
     def subject(self) -> str: ...
@@ -257,16 +303,25 @@ def holds_capabilities(
     Scopes and limits depend on a call's arguments, so they are left to
     authorization; a tool the subject holds no grant for could never be allowed.
     """
+    holds = holds_capability(grants)
+
+    def can_see(subject: Subject, spec: ToolSpec) -> bool:
+        return all(holds(subject, c) for c in spec.capabilities)
+
+    return can_see
+
+
+def holds_capability(grants: Iterable[_GrantLike]) -> Callable[[Subject, str], bool]:
+    """Whether a subject holds a grant for one capability (in its session, or any)."""
     held: dict[tuple[str, str], list[tuple[str | None, str]]] = {}
     for g in grants:
         held.setdefault((g.tenant, g.subject), []).append((g.session, g.capability))
 
-    def can_see(subject: Subject, spec: ToolSpec) -> bool:
+    def holds(subject: Subject, capability: str) -> bool:
         mine = held.get((subject.tenant, subject.id), [])
-        have = {c for s, c in mine if s is None or s == subject.session}
-        return all(c in have for c in spec.capabilities)
+        return any(c == capability and (s is None or s == subject.session) for s, c in mine)
 
-    return can_see
+    return holds
 
 
 class StaticCatalog:
@@ -311,6 +366,10 @@ class GuardedServer:
     ``"console"`` (always park for a person elsewhere). ``timeout`` and
     ``result_budget`` bound each call (:class:`~toolbound.CallContext`). The
     runtime's policy is wrapped in :class:`ConfirmOnce` if it is not already.
+    ``content`` says which tools' results may hold image, audio and resource blocks
+    to pass on as blocks (:mod:`toolbound.mcp.content`), and how large.
+    ``federation`` adds resources, prompts and completion (a gateway's upstreams',
+    :mod:`toolbound.mcp.federation`); without it the server offers tools only.
 
     Build the SDK server with :meth:`lowlevel`, serve stdio with :meth:`run_stdio`,
     or HTTP with :class:`HttpEndpoint`.
@@ -326,6 +385,8 @@ class GuardedServer:
         confirm: str = "elicitation",
         timeout: float | None = None,
         result_budget: int | None = None,
+        content: ContentRule | None = None,
+        federation: Federated | None = None,
     ) -> None:
         if confirm not in {"elicitation", "console"}:
             msg = f"confirm must be 'elicitation' or 'console', not {confirm!r}"
@@ -341,6 +402,8 @@ class GuardedServer:
         self.confirm = confirm
         self.timeout = timeout
         self.result_budget = result_budget
+        self.content = content
+        self.federation = federation
         self._state_key = os.urandom(32)
 
     # -- the SDK server ----------------------------------------------------------------
@@ -384,6 +447,7 @@ class GuardedServer:
             del params
             return types.EmptyResult()
 
+        handlers = {} if self.federation is None else self._federated(caller)
         with warnings.catch_warnings():
             # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
             # 2025-era connection still send logging/setLevel when they connect.
@@ -397,7 +461,58 @@ class GuardedServer:
                 # Our schemas declare no Mcp-Param headers; without this the SDK would
                 # run a whole tools/list for every HTTP call to look for them.
                 get_tool_input_schema=lambda _name: None,
+                **handlers,
             )
+
+    def _federated(
+        self, caller: Callable[[ServerRequestContext[Any, Any]], Subject]
+    ) -> dict[str, Any]:
+        """The SDK handlers for resources, prompts and completion, each as the caller."""
+        fed = self.federation
+        assert fed is not None  # noqa: S101 - only called with one
+
+        async def on_list_resources(
+            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourcesResult:
+            del params  # one page
+            return types.ListResourcesResult(resources=await fed.list_resources(caller(ctx)))
+
+        async def on_list_resource_templates(
+            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListResourceTemplatesResult:
+            del params
+            found = await fed.list_resource_templates(caller(ctx))
+            return types.ListResourceTemplatesResult(resource_templates=found)
+
+        async def on_read_resource(
+            ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+        ) -> types.ReadResourceResult:
+            return await fed.read_resource(caller(ctx), str(params.uri))
+
+        async def on_list_prompts(
+            ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+        ) -> types.ListPromptsResult:
+            del params
+            return types.ListPromptsResult(prompts=await fed.list_prompts(caller(ctx)))
+
+        async def on_get_prompt(
+            ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+        ) -> types.GetPromptResult:
+            return await fed.get_prompt(caller(ctx), params.name, dict(params.arguments or {}))
+
+        async def on_completion(
+            ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+        ) -> types.CompleteResult:
+            return await fed.complete(caller(ctx), params)
+
+        return {
+            "on_list_resources": on_list_resources,
+            "on_list_resource_templates": on_list_resource_templates,
+            "on_read_resource": on_read_resource,
+            "on_list_prompts": on_list_prompts,
+            "on_get_prompt": on_get_prompt,
+            "on_completion": on_completion,
+        }
 
     async def run_stdio(self, subject: Subject) -> None:
         """Serve one client on this process's stdin and stdout, as ``subject``."""
@@ -439,7 +554,11 @@ class GuardedServer:
             trace_id=context_from_traceparent(_str_or_none(meta.get("traceparent"))),
         )
         legacy = ctx is not None and _legacy(ctx)
-        outcome = await self.runtime.arun(proposal, context)
+        relayed = PROGRESS.set(_progress_sink(ctx, meta))
+        try:
+            outcome = await self.runtime.arun(proposal, context)
+        finally:
+            PROGRESS.reset(relayed)
         parked = self._parked(outcome)
         if parked is None:
             return self._result(outcome, tools, legacy=legacy)
@@ -549,7 +668,50 @@ class GuardedServer:
         if outcome.kind == "observed":
             tool = tools.lookup(outcome.invocation.tool_name)
             structured = tool is not None and _declared_output(tool.spec, legacy=legacy) is not None
+            if tool is not None and not structured:
+                passed = self._pass_through(outcome, tool)
+                if passed is not None:
+                    return passed
         return call_result(outcome, structured=structured)
+
+    def _pass_through(self, outcome: Observed, tool: RegisteredTool) -> types.CallToolResult | None:
+        """An upstream result with image, audio or resource blocks, passed on as blocks."""
+        rule = None if self.content is None else self.content(tool.spec.name)
+        blocks = None if rule is None else content_blocks(outcome.result.value)
+        if rule is None or blocks is None:
+            return None
+        upstream, limit = rule
+        passed = pass_through(blocks, limit=limit, upstream=upstream)
+        data = passed.data
+        shown = outcome.message.payload.get("data")
+        if not outcome.message.truncated and isinstance(shown, list) and len(shown) == len(data):
+            # Text blocks as the runtime showed them to the model (redacted), not raw.
+            data = [shown[i] if isinstance(b, types.TextContent) else d
+                    for i, (b, d) in enumerate(zip(blocks, data, strict=True))]  # fmt: skip
+        budget = tool.spec.result_budget
+        if self.result_budget is not None:
+            budget = min(budget, self.result_budget)
+        message = model_result(
+            invocation_id=outcome.invocation_id,
+            proposal_id=outcome.proposal_id,
+            tool=outcome.tool,
+            value=data,
+            budget=budget,
+            cuts=(*outcome.message.cuts, *passed.cuts),
+        )
+        # R14: what the client receives instead of the runtime's own message.
+        outcome.trace.record(
+            "tool_message",
+            content=message.content,
+            is_error=False,
+            truncated=message.truncated,
+            cuts=message.cuts,
+            blocks=[summary(b) for b in passed.blocks],
+            reason="content blocks passed through",
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=message.text), *passed.blocks]
+        )
 
 
 # -- HTTP -----------------------------------------------------------------------------------
@@ -771,6 +933,24 @@ def _argument_bytes(arguments: Mapping[str, Any] | None) -> bytes:
     return json.dumps(
         {} if arguments is None else arguments, ensure_ascii=False, separators=(",", ":")
     ).encode()
+
+
+def _progress_sink(
+    ctx: ServerRequestContext[Any, Any] | None, meta: Mapping[str, object]
+) -> ProgressSink | None:
+    """Where an upstream's progress goes: the client's token, if it gave one."""
+    token = progress_token(dict(meta))
+    if ctx is None or token is None:
+        return None
+    # The id as it came, str or int: the transport routes the notification by it.
+    session, request_id = ctx.session, cast("str | None", ctx.request_id)
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        await session.send_progress_notification(
+            token, progress, total, message, related_request_id=request_id
+        )
+
+    return report
 
 
 def _legacy(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -53,6 +53,7 @@ from toolbound.execution.retry import (
 )
 from toolbound.execution.tool import CommitUnknown, NotCommitted
 from toolbound.gates.normalize import canonical_json
+from toolbound.mcp.relay import PROGRESS
 
 try:
     import mcp_types as types
@@ -257,6 +258,30 @@ class Upstream:
         """Every tool the upstream lists now, across pages."""
         return await self._on_home(self._list_tools())
 
+    async def list_resources(self) -> list[types.Resource]:
+        """Every resource the upstream lists now, across pages."""
+        return await self._on_home(self._pages("resources"))
+
+    async def list_resource_templates(self) -> list[types.ResourceTemplate]:
+        """Every resource template the upstream lists now, across pages."""
+        return await self._on_home(self._pages("resource_templates"))
+
+    async def list_prompts(self) -> list[types.Prompt]:
+        """Every prompt the upstream lists now, across pages."""
+        return await self._on_home(self._pages("prompts"))
+
+    async def read_resource(self, uri: str, *, timeout: float | None) -> types.ReadResourceResult:
+        """One ``resources/read``; failures come out as the signals of :func:`call_failure`."""
+        return await self._on_home(self._read(uri, timeout))
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+        """One ``prompts/get``, forwarded as it is."""
+        return await self._on_home(self._get_prompt(name, arguments))
+
+    async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
+        """One ``completion/complete``, forwarded as it is."""
+        return await self._on_home(self._complete(params))
+
     async def call(
         self,
         name: str,
@@ -298,6 +323,49 @@ class Upstream:
                 break
         return tools
 
+    async def _pages(self, kind: str) -> list[Any]:
+        client = await self._connected()
+        lister = {
+            "resources": client.list_resources,
+            "resource_templates": client.list_resource_templates,
+            "prompts": client.list_prompts,
+        }[kind]
+        found: list[Any] = []
+        cursor: str | None = None
+        for _ in range(_PAGES):
+            page = await lister(cursor=cursor, cache_mode="refresh")
+            found.extend(getattr(page, kind))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return found
+
+    async def _read(self, uri: str, timeout: float | None) -> types.ReadResourceResult:
+        try:
+            client = await self._connected()
+        except Exception as exc:
+            msg = f"upstream {self.name} could not be reached ({type(exc).__name__})"
+            raise NotReached(msg) from exc
+        try:
+            async with asyncio.timeout(timeout):
+                return await client.read_resource(uri, cache_mode="refresh")
+        except Exception as exc:
+            signal = call_failure(exc, write=False)
+            if signal is None:
+                raise
+            raise signal from exc
+
+    async def _get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+        client = await self._connected()
+        return await client.get_prompt(name, arguments)
+
+    async def _complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
+        client = await self._connected()
+        context = None if params.context is None else params.context.arguments
+        return await client.complete(
+            params.ref, {"name": params.argument.name, "value": params.argument.value}, context
+        )
+
     async def _call(
         self,
         name: str,
@@ -324,7 +392,9 @@ class Upstream:
             async with asyncio.timeout(timeout):
                 # Not Client.call_tool: it would check the result against the upstream's
                 # own output schema, and the runtime checks it against the closed one (R11).
-                return await client.session.send_request(request, types.CallToolResult)
+                return await client.session.send_request(
+                    request, types.CallToolResult, progress_callback=PROGRESS.get()
+                )
         except Exception as exc:
             if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
                 await self._disconnect()
