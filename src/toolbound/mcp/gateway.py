@@ -60,7 +60,7 @@ from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.runtime import Runtime
 from toolbound.registry import RegisteredTool, Registry, ToolSet
-from toolbound.wiring import ledger_for, telemetry_sinks
+from toolbound.wiring import journal_recorder, ledger_for, telemetry_sinks
 
 try:
     from starlette.responses import Response
@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from toolbound._model import JSONObject, JSONValue, ResourceExtractor
     from toolbound.ledger.store import Ledger
     from toolbound.mcp.config import GatewayConfig, ResourceRule
+    from toolbound.recording import JournalRecorder
     from toolbound.trace import TraceSink
 
 __all__ = ["Gateway", "ToolState", "ToolStatus", "ToolVersionMismatch"]
@@ -138,7 +139,10 @@ class Gateway:
         self._owns_runtime = runtime is None
         self.metrics = CallMetrics()
         """Calls, quarantined tools and upstream health, for ``/metrics`` (:meth:`http`)."""
+        self.recorder: JournalRecorder | None = None
+        """Keeps every call in the journal of ``[store]`` (a runtime it builds only)."""
         if runtime is None:
+            self.recorder = journal_recorder(config.service, "mcp-gateway")
             runtime = Runtime(
                 policy=config.service.build_policy(self.clock),
                 ledger=ledger if ledger is not None else ledger_for(config.service.store_url),
@@ -146,6 +150,7 @@ class Gateway:
                 sinks=(
                     *(telemetry_sinks(config.service) if sinks is None else sinks),
                     self.metrics,
+                    self.recorder,
                 ),
             )
         self.runtime = runtime
@@ -200,6 +205,9 @@ class Gateway:
         if self._owns_runtime:
             self.runtime.close()
             self.runtime.ledger.close()
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder.journal.close()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
