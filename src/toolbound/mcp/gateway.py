@@ -140,9 +140,10 @@ class Gateway:
         self.metrics = CallMetrics()
         """Calls, quarantined tools and upstream health, for ``/metrics`` (:meth:`http`)."""
         self.recorder: JournalRecorder | None = None
-        """Keeps every call in the journal of ``[store]`` (a runtime it builds only)."""
+        """Keeps every call in the journal of a durable ``[store]`` (a runtime it builds)."""
         if runtime is None:
-            self.recorder = journal_recorder(config.service, "mcp-gateway")
+            if config.service.store_url != "memory":  # a journal nobody else could read
+                self.recorder = journal_recorder(config.service, "mcp-gateway")
             runtime = Runtime(
                 policy=config.service.build_policy(self.clock),
                 ledger=ledger if ledger is not None else ledger_for(config.service.store_url),
@@ -150,7 +151,7 @@ class Gateway:
                 sinks=(
                     *(telemetry_sinks(config.service) if sinks is None else sinks),
                     self.metrics,
-                    self.recorder,
+                    *(() if self.recorder is None else (self.recorder,)),
                 ),
             )
         self.runtime = runtime
