@@ -21,7 +21,7 @@ from toolbound._errors import IllegalTransition
 if TYPE_CHECKING:
     from toolbound.trace import Trace
 
-__all__ = ["REJECTED", "TERMINAL", "TRANSITIONS", "Lifecycle", "State"]
+__all__ = ["OUTCOME_KIND", "REJECTED", "TERMINAL", "TRANSITIONS", "Lifecycle", "State"]
 
 
 class State(enum.Enum):
@@ -108,6 +108,17 @@ REJECTED: frozenset[State] = frozenset(
     {S.PARSE_REJECTED, S.VALIDATION_REJECTED, S.AUTHORIZATION_REJECTED}
 )
 """Rejected before execution: these can never reach EXECUTING."""
+
+OUTCOME_KIND: dict[State, str] = {
+    **dict.fromkeys(REJECTED, "rejected"),
+    S.OBSERVED: "observed",
+    S.AWAITING_CONFIRMATION: "awaiting_confirmation",
+    S.FAILED_BEFORE_COMMIT: "failed",
+    S.FAILED_AFTER_COMMIT: "failed",
+    S.OUTCOME_UNKNOWN: "outcome_unknown",
+    S.CANCELLED_BEFORE_COMMIT: "cancelled",
+}
+"""The outcome kind a call that reached a state is answered with (COMMITTED goes on)."""
 
 
 class Lifecycle:

@@ -231,7 +231,10 @@ if _MISSING is None:
         console.rule(f"[bold]{escape(call.tool)}[/] {call.invocation_id}")
         # Subjects, arguments and results are data, never console markup.
         console.print(
-            Text(f"subject {call.subject} ({call.tenant}) · status {call.status}"),
+            Text(
+                f"subject {call.subject} ({call.tenant}) · status {call.status}"
+                f" · surface {call.surface}"
+            ),
         )
         if call.digest:
             console.print(f"digest {call.digest}")

@@ -50,6 +50,7 @@ __all__ = [
     "PostgresJournal",
     "SQLiteJournal",
     "StoredCall",
+    "Surface",
     "open_journal",
 ]
 
@@ -92,6 +93,7 @@ _COLUMN_MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("owner", "TEXT"),
     ("lease_until", "DOUBLE PRECISION"),
     ("request_key", "TEXT"),
+    ("surface", "TEXT"),
 )
 """Columns added to ``toolbound_service_calls`` after its first release, in order.
 
@@ -102,8 +104,10 @@ lease, so the first sweep settles it as a dead owner's call.
 _UNFINISHED = "status = 'running' OR (status = 'awaiting_confirmation' AND decision IS NOT NULL)"
 _COLUMNS = (
     "invocation_id, tenant, subject, principal, tool, status, state, digest, decision,"
-    " approver, created_at, updated_at, body, owner, lease_until, request_key"
+    " approver, created_at, updated_at, body, owner, lease_until, request_key, surface"
 )
+Surface = Literal["service", "mcp-gateway", "mcp-serve", "library"]
+"""Which of toolbound's surfaces ran a call and recorded it."""
 
 
 class JournalError(ToolboundError):
@@ -137,6 +141,8 @@ class StoredCall:
     """Until when ``owner`` holds it, database clock; ``None``: nobody needs to."""
     request_key: str | None = None
     """The Idempotency-Key of the request that submitted it, if any."""
+    surface: Surface = "service"
+    """Which surface ran the call; rows from before surfaces were kept are the service's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,7 +476,7 @@ class _SQLJournal:
             cur.execute(
                 self._q(
                     f"INSERT INTO toolbound_service_calls ({_COLUMNS})"  # noqa: S608 - fixed columns
-                    f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease_sql}, ?)"
+                    f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease_sql}, ?, ?)"
                     " ON CONFLICT (invocation_id) DO UPDATE SET tool = excluded.tool,"
                     " status = excluded.status, state = excluded.state, digest = excluded.digest,"
                     " decision = COALESCE(toolbound_service_calls.decision, excluded.decision),"
@@ -483,7 +489,13 @@ class _SQLJournal:
                     " WHERE COALESCE(toolbound_service_calls.owner, '')"
                     " = COALESCE(excluded.owner, '')"
                 ),
-                (*values, call.owner, *(() if lease is None else (lease,)), call.request_key),
+                (
+                    *values,
+                    call.owner,
+                    *(() if lease is None else (lease,)),
+                    call.request_key,
+                    call.surface,
+                ),
             )
             if cur.rowcount != 1:
                 msg = f"invocation {call.invocation_id} is held by another process"
@@ -818,6 +830,7 @@ def _call(row: tuple[object, ...]) -> StoredCall:
         owner,
         lease_until,
         request_key,
+        surface,
     ) = row
     return StoredCall(
         invocation_id=str(invocation_id),
@@ -836,4 +849,5 @@ def _call(row: tuple[object, ...]) -> StoredCall:
         owner=None if owner is None else str(owner),
         lease_until=None if lease_until is None else float(cast("float", lease_until)),
         request_key=None if request_key is None else str(request_key),
+        surface=cast("Surface", "service" if surface is None else str(surface)),
     )

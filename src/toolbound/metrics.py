@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from toolbound._state import REJECTED, State
+from toolbound._state import OUTCOME_KIND, State
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -49,18 +49,6 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 _UNKNOWN = "unknown"
 _OPEN_MAX = 10_000  # calls followed at once; the oldest are forgotten beyond it
 _BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-
-
-_KIND: dict[State, str] = {
-    **dict.fromkeys(REJECTED, "rejected"),
-    State.OBSERVED: "observed",
-    State.AWAITING_CONFIRMATION: "awaiting_confirmation",
-    State.FAILED_BEFORE_COMMIT: "failed",
-    State.FAILED_AFTER_COMMIT: "failed",
-    State.OUTCOME_UNKNOWN: "outcome_unknown",
-    State.CANCELLED_BEFORE_COMMIT: "cancelled",
-}
-"""The outcome kind a call that reached a state is answered with (COMMITTED goes on)."""
 
 
 class CallMetrics:
@@ -108,7 +96,7 @@ class CallMetrics:
                 call.tool = spec
         elif kind == "tool_message" and "reason" not in event.data:
             # One message per answer (a later re-cut for a batch budget has a reason).
-            outcome = _KIND.get(call.state, "cancelled")  # COMMITTED: cancelled after commit
+            outcome = OUTCOME_KIND.get(call.state, "cancelled")  # COMMITTED: cancelled after commit
             self._calls.labels(call.tool, outcome).inc()
             self._duration.labels(call.tool, outcome).observe(max(0.0, event.at - call.at))
             if outcome != "awaiting_confirmation":

@@ -7,6 +7,7 @@ module turns them into objects, one way for all of them::
     open_ledger(url)          an existing ledger: sqlite:///PATH or postgresql://…
     ledger_for(url)           a service's ledger: ``memory`` too, the SQLite directory made
     journal_for(url)          the journal beside that ledger (:mod:`toolbound.journal`)
+    journal_recorder(config, surface)  a trace sink keeping each call in that journal
     load_registry(spec)       the Registry that ``MODULE:FUNCTION`` builds
     telemetry_sinks(config)   the trace sinks ``[telemetry]`` asks for
 
@@ -26,15 +27,23 @@ from typing import TYPE_CHECKING
 
 from toolbound.journal import open_journal
 from toolbound.ledger.memory import MemoryLedger
+from toolbound.recording import JournalRecorder
 from toolbound.registry import Registry
 
 if TYPE_CHECKING:
     from toolbound.config import ServiceConfig
-    from toolbound.journal import Journal
+    from toolbound.journal import Journal, Surface
     from toolbound.ledger.store import Ledger
     from toolbound.trace import TraceSink
 
-__all__ = ["journal_for", "ledger_for", "load_registry", "open_ledger", "telemetry_sinks"]
+__all__ = [
+    "journal_for",
+    "journal_recorder",
+    "ledger_for",
+    "load_registry",
+    "open_ledger",
+    "telemetry_sinks",
+]
 
 
 def open_ledger(url: str) -> Ledger:
@@ -73,6 +82,20 @@ def journal_for(url: str) -> Journal:
         ledger = Path(url.removeprefix("sqlite:///"))
         return open_journal(f"sqlite:///{ledger.with_name(ledger.stem + '.service.db')}")
     return open_journal(url)
+
+
+def journal_recorder(config: ServiceConfig, surface: Surface) -> JournalRecorder:
+    """A trace sink keeping each call ``surface`` runs in the journal of ``[store]``.
+
+    Its subjects are named by the configuration's principals. The recorder's owner
+    closes it, then its journal (``recorder.journal``).
+    """
+    names = {(p.subject, p.tenant): p.name for p in config.principals}
+    return JournalRecorder(
+        journal_for(config.store_url),
+        surface=surface,
+        principal_of=lambda subject, tenant: names.get((subject, tenant), subject),
+    )
 
 
 def load_registry(spec: str) -> Registry:

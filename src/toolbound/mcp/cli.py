@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from toolbound._model import Subject
     from toolbound.mcp.config import GatewayConfig
     from toolbound.mcp.server import HttpEndpoint
+    from toolbound.pipeline.runtime import Runtime
 
 __all__ = ["mcp_gateway", "mcp_serve"]
 
@@ -369,6 +370,41 @@ def mcp_serve(
     chosen = host or config.service.host
     local = _local_subject(config, local_as, http=http, host=chosen)
     from toolbound._clock import SystemClock  # noqa: PLC0415
+    from toolbound.pipeline.runtime import Runtime  # noqa: PLC0415
+    from toolbound.wiring import (  # noqa: PLC0415
+        journal_recorder,
+        ledger_for,
+        telemetry_sinks,
+    )
+
+    clock = SystemClock()
+    # Every call is kept in the journal of a durable [store], as the service keeps its own.
+    durable = config.service.store_url != "memory"
+    recorder = journal_recorder(config.service, "mcp-serve") if durable else None
+    runtime = Runtime(
+        policy=config.service.build_policy(clock),
+        ledger=ledger_for(config.service.store_url),
+        clock=clock,
+        sinks=(*telemetry_sinks(config.service), *(() if recorder is None else (recorder,))),
+    )
+    try:
+        _serve(config, runtime, tools, http=http, local=local, chosen=chosen, port=port)
+    finally:
+        if recorder is not None:
+            recorder.close()
+            recorder.journal.close()
+
+
+def _serve(
+    config: GatewayConfig,
+    runtime: Runtime,
+    tools: str,
+    *,
+    http: bool,
+    local: Subject | None,
+    chosen: str,
+    port: int | None,
+) -> None:
     from toolbound._model import Subject  # noqa: PLC0415
     from toolbound.mcp.confirmations import ConfirmationEndpoint  # noqa: PLC0415
     from toolbound.mcp.server import (  # noqa: PLC0415
@@ -377,16 +413,8 @@ def mcp_serve(
         StaticCatalog,
         holds_capabilities,
     )
-    from toolbound.pipeline.runtime import Runtime  # noqa: PLC0415
-    from toolbound.wiring import ledger_for, load_registry, telemetry_sinks  # noqa: PLC0415
+    from toolbound.wiring import load_registry  # noqa: PLC0415
 
-    clock = SystemClock()
-    runtime = Runtime(
-        policy=config.service.build_policy(clock),
-        ledger=ledger_for(config.service.store_url),
-        clock=clock,
-        sinks=telemetry_sinks(config.service),
-    )
     server = GuardedServer(
         runtime=runtime,
         catalog=StaticCatalog(load_registry(tools), holds_capabilities(config.grant_holders())),

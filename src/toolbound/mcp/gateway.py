@@ -73,7 +73,7 @@ from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.runtime import Runtime
 from toolbound.registry import RegisteredTool, Registry, ToolSet
-from toolbound.wiring import ledger_for, telemetry_sinks
+from toolbound.wiring import journal_recorder, ledger_for, telemetry_sinks
 
 try:
     from starlette.responses import Response
@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from toolbound._model import JSONObject, JSONValue, ResourceExtractor
     from toolbound.ledger.store import Ledger
     from toolbound.mcp.config import GatewayConfig, ResourceRule
+    from toolbound.recording import JournalRecorder
     from toolbound.trace import TraceSink
 
 __all__ = ["Gateway", "ToolState", "ToolStatus", "ToolVersionMismatch"]
@@ -151,7 +152,11 @@ class Gateway:
         self._owns_runtime = runtime is None
         self.metrics = CallMetrics()
         """Calls, quarantined tools and upstream health, for ``/metrics`` (:meth:`http`)."""
+        self.recorder: JournalRecorder | None = None
+        """Keeps every call in the journal of a durable ``[store]`` (a runtime it builds)."""
         if runtime is None:
+            if config.service.store_url != "memory":  # a journal nobody else could read
+                self.recorder = journal_recorder(config.service, "mcp-gateway")
             runtime = Runtime(
                 policy=config.service.build_policy(self.clock),
                 ledger=ledger if ledger is not None else ledger_for(config.service.store_url),
@@ -159,6 +164,7 @@ class Gateway:
                 sinks=(
                     *(telemetry_sinks(config.service) if sinks is None else sinks),
                     self.metrics,
+                    *(() if self.recorder is None else (self.recorder,)),
                 ),
             )
         self.runtime = runtime
@@ -219,6 +225,9 @@ class Gateway:
         if self._owns_runtime:
             self.runtime.close()
             self.runtime.ledger.close()
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder.journal.close()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:

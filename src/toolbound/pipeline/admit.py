@@ -107,6 +107,9 @@ def open_call(env: Env, proposal: Proposal, ctx: CallContext) -> Opened:
         model_call_id=proposal.model_call_id,
         arguments=proposal.arguments,
         visible=ctx.tools.refs,
+        # Who proposed it, from the start: a call refused before authorization is
+        # still someone's (R14), and a journal keeping it needs the tenant.
+        subject={"id": ctx.subject.id, "tenant": ctx.subject.tenant},
         # The caller's trace id (from its traceparent), if it gave one; telemetry
         # joins that trace, or else nests under whatever span is active.
         trace_id=ctx.trace_id,

@@ -724,6 +724,7 @@ def _summary(call: StoredCall) -> dict[str, object]:
         "tool": call.tool,
         "subject": call.subject,
         "principal": call.principal,
+        "surface": call.surface,
         "status": call.status,
         "state": call.state,
         "digest": call.digest or "",

@@ -256,6 +256,7 @@ class Service:
             body={"request": request},
             owner=self.instance_id,
             request_key=request_key,
+            surface="service",
         )
         if self._is_write(submission):
             self.journal.put_call(running, lease=self.lease.total_seconds())
