@@ -206,6 +206,11 @@ class SQLiteLedger:
         with self._write() as conn:
             return self._claim(conn, intent, now=now)
 
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
+        """See :meth:`Ledger.claim_executing`. One transaction, one fsync."""
+        with self._write() as conn:
+            return self._claim(conn, intent, now=now, phase="executing")
+
     def advance(
         self,
         key: LedgerKey,
@@ -302,23 +307,28 @@ class SQLiteLedger:
 
     # -- the work, on a given connection ------------------------------------------------
 
-    def _claim(self, conn: sqlite3.Connection, intent: Intent, *, now: datetime) -> Claim:
-        """Claim inside an open write transaction (the caller holds the write lock)."""
-        fresh = intent_record(intent, now=now)
+    def _claim(
+        self, conn: sqlite3.Connection, intent: Intent, *, now: datetime, phase: Phase = "intent"
+    ) -> Claim:
+        """Claim inside an open write transaction (the caller holds the write lock).
+
+        ``phase``: the phase a ``Claimed`` record opens in (``rules.OPENING``).
+        """
+        fresh = intent_record(intent, now=now, phase=phase)
         if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
             return Claimed()  # R8: the key was free (decide_claim's answer for no record)
-        digest, holder, phase, created_us, result = conn.execute(
+        digest, holder, current, created_us, result = conn.execute(
             _LOOKUP, _pk(intent.key)
         ).fetchone()
         existing = Existing(
             digest=digest,
             invocation_id=holder,
-            phase=phase,
+            phase=current,
             created_at=from_micros(created_us),
             result=loads_result(result),
         )
         decision = decide_claim(
-            intent, existing, now=now, retention=self.retention, expired=self.expired
+            intent, existing, now=now, retention=self.retention, expired=self.expired, phase=phase
         )
         if decision.write is not None:
             conn.execute(_OVERWRITE, _columns(decision.write))
