@@ -1,14 +1,15 @@
 """Committed write invocations per second through the whole pipeline, beside a bare insert.
 
 One *write* is :meth:`Runtime.run` on a new proposal of a registered write tool: parse →
-validate → normalize → digest → authorize → idempotency claim (intent) → executing → the
+validate → normalize → digest → authorize → idempotency claim (recorded as executing) → the
 tool → committed → output check, redaction and encoding, with the trace recorded. Every
 proposal has new arguments, so every call gets a new key and really executes.
 
 Two tools, both returning a small result:
 
-* **no-op write** — does nothing else. The ledger records intent, executing and committed,
-  each durable before the next step (R9): three commits per write.
+* **no-op write** — does nothing else. The ledger records the claim (already 'executing')
+  before the tool runs and 'committed' after it, each durable before the next step (R9):
+  two commits per write.
 * **transactional write** (``ToolSpec.transactional``) — inserts one business row through
   ``ctx.transaction``, the ledger's own connection. Claim, executing, the row and the
   committed record are one transaction (R8): one commit per write, row included.
@@ -19,8 +20,9 @@ baseline's (1.00 = free; the aim is 2 or less). The *CPU floor* is the same pipe
 over a ledger that keeps nothing: what Python costs with no store at all. Rounds are
 interleaved (the order rotating) and medians reported: fsync latency drifts over seconds.
 Beside each rate are this process's CPU per write and the machine's busy cores, which tell
-waiting on commits (fsync, round trips) apart from work. On PostgreSQL, 1, 2, 4 and 8
-caller threads share one Runtime, each writing its own keys, to show how throughput scales.
+waiting on commits (fsync, round trips) apart from work. On PostgreSQL and on SQLite at
+``FULL``, 1, 2, 4 and 8 caller threads share one Runtime, each writing its own keys, to show
+how throughput scales.
 
 PostgreSQL runs in a throwaway cluster on loopback (``tests/pgcluster.py``), stopped on
 exit, error or SIGTERM. Run: ``.venv/bin/python bench/bench_writes.py`` (``--quick`` for
@@ -90,7 +92,7 @@ CORES = os.cpu_count() or 1
 SYNCHRONOUS: tuple[Synchronous, ...] = ("FULL", "NORMAL")
 
 BASELINE = "bare insert-and-commit (baseline)"
-NOOP = "no-op write tool (3 commits)"
+NOOP = "no-op write tool (2 commits)"
 TRANSACTIONAL = "transactional write tool (1 commit)"
 PLACE, RECORD = "place_order", "record_order"
 TOOLS = {NOOP: PLACE, TRANSACTIONAL: RECORD}
@@ -172,6 +174,10 @@ class NullLedger:
     connection = None  # as the transaction atomic() yields: no business connection
 
     def claim(self, intent: Intent, *, now: datetime) -> Claim:  # noqa: ARG002
+        """Every key is free."""
+        return Claimed()
+
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:  # noqa: ARG002
         """Every key is free."""
         return Claimed()
 
@@ -385,14 +391,25 @@ def bench_sqlite(floor: Rounds) -> None:
             def bare_insert(bare: sqlite3.Connection = bare) -> None:
                 bare.execute("INSERT INTO bare (ref) VALUES ('o-42')")
 
-            rounds = compare({BASELINE: bare_insert} | {name: writes.op(name) for name in TOOLS})
+            ops = {BASELINE: bare_insert} | {name: writes.op(name) for name in TOOLS}
+            scaling = {1: compare(ops)}
             report(
                 f"SQLite {sqlite3.sqlite_version}, journal_mode={mode}, synchronous={synchronous}"
                 f" ({level}), 1 thread: {SQLITE_DURABILITY[synchronous]}",
-                rounds,
+                scaling[1],
                 floor,
             )
+            if synchronous == "FULL":
+                # Concurrent callers, where grouping commits could share one fsync.
+                for threads in THREADS[1:]:
+                    scaling[threads] = compare(ops, threads)
             print(writes.check(cast("_Executes", bare)))
+            if len(scaling) > 1:
+                print_scaling(
+                    f"SQLite synchronous={synchronous}, N caller threads sharing one Runtime and"
+                    " one SQLiteLedger (the baseline: one connection, one commit per insert)",
+                    scaling,
+                )
 
 
 def bench_postgres(floor: Rounds) -> None:
@@ -446,16 +463,19 @@ def bench_postgres(floor: Rounds) -> None:
                 )
         with ledger.atomic() as tx:
             print(writes.check(cast("_Executes", tx.connection)))
-    print_scaling(scaling)
+    print_scaling(
+        "PostgreSQL, N caller threads sharing one Runtime and one PostgresLedger"
+        f" (pool of {max(THREADS)})",
+        scaling,
+    )
 
 
-def print_scaling(scaling: Mapping[int, Rounds]) -> None:
+def print_scaling(title: str, scaling: Mapping[int, Rounds]) -> None:
     """Throughput per thread count: vs 1 thread, vs the bare insert, CPU and busy cores."""
     print(
-        "PostgreSQL, N caller threads sharing one Runtime and one PostgresLedger"
-        f" (pool of {max(THREADS)}), each its own keys. Per op: total ops/s, x the 1-thread"
-        f" rate, this process's CPU µs per op (user + sys), cores busy machine-wide (of {CORES});"
-        " x bare = pipeline time / bare insert time"
+        f"{title}, each its own keys. Per op: total ops/s, x the 1-thread rate, this process's"
+        f" CPU µs per op (user + sys), cores busy machine-wide (of {CORES}); x bare = pipeline"
+        " time / bare insert time"
     )
     print(
         f"  {'threads':>7}  {'bare insert':<27}  {'no-op write tool':<27} {'x bare':>6}"
