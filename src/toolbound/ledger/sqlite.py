@@ -578,9 +578,14 @@ class SQLiteLedger:
                     for queued in group:
                         self._run_queued(conn, queued)
         except BaseException as exc:
+            error = exc
+            if not isinstance(exc, Exception):  # interrupted: only this thread sees that
+                error = LedgerError(
+                    f"ledger {self.path}: interrupted before commit", code="storage_unavailable"
+                )
             for queued in group:
                 if queued.error is None:
-                    queued.value, queued.error = None, exc
+                    queued.value, queued.error = None, error
             if not isinstance(exc, Exception):
                 raise
         finally:
