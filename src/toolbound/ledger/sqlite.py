@@ -154,6 +154,8 @@ class _Queued:
     """One write waiting for a group commit, and what became of it."""
 
     work: Callable[[sqlite3.Connection], object]
+    statement: bool
+    """One statement, atomic on its own: alone, it needs no ``BEGIN``/``COMMIT`` around it."""
     done: threading.Event = field(default_factory=threading.Event)
     value: object = None
     error: BaseException | None = None
@@ -239,7 +241,8 @@ class SQLiteLedger:
     ) -> None:
         """See :meth:`Ledger.advance`. One guarded ``UPDATE``: atomic on its own."""
         self._grouped(
-            lambda conn: self._advance(
+            statement=True,
+            work=lambda conn: self._advance(
                 conn,
                 key,
                 invocation_id=invocation_id,
@@ -247,7 +250,7 @@ class SQLiteLedger:
                 now=now,
                 result=result,
                 evidence=evidence,
-            )
+            ),
         )
 
     def get(self, key: LedgerKey) -> LedgerRecord | None:
@@ -532,7 +535,7 @@ class SQLiteLedger:
                 self._rollback(conn)  # R9: a phase not committed is not reported as recorded
                 raise
 
-    def _grouped(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    def _grouped(self, work: Callable[[sqlite3.Connection], _T], *, statement: bool = False) -> _T:
         """Run one write, committed together with the writes other threads queued meanwhile.
 
         Group commit: a writer queues its work, then waits for the write lock. Whoever
@@ -542,13 +545,17 @@ class SQLiteLedger:
         error raised in its own thread; if the transaction fails, every write in it gets
         that error and none is recorded (R9: never reported as recorded when it is not).
         Inside :meth:`atomic` the write joins that transaction; at ``NORMAL`` (no fsync
-        to share) each write is its own transaction.
+        to share) each write is its own transaction. ``statement``: ``work`` is one
+        statement, atomic on its own, so alone it runs without ``BEGIN``/``COMMIT``.
         """
         conn = self._connection()
+        if statement and self._write_lock is None and not conn.in_transaction:
+            with self._errors():
+                return work(conn)
         if conn.in_transaction or self._write_lock is None:
             with self._write(conn) as joined:
                 return work(joined)
-        queued = _Queued(work)
+        queued = _Queued(work, statement)
         with self._queued_lock:
             self._queued.append(queued)
         try:
@@ -571,6 +578,10 @@ class SQLiteLedger:
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Queued]) -> None:
         """One transaction for ``group`` (the caller holds the write queue)."""
         try:
+            if len(group) == 1 and group[0].statement:
+                with self._errors():
+                    group[0].value = group[0].work(conn)
+                return
             with self._write(conn):
                 if len(group) == 1:
                     group[0].value = group[0].work(conn)
