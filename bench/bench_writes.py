@@ -1,14 +1,18 @@
 """Committed write invocations per second through the whole pipeline, beside a bare insert.
 
 One *write* is :meth:`Runtime.run` on a new proposal of a registered write tool: parse →
-validate → normalize → digest → authorize → idempotency claim (intent) → executing → the
+validate → normalize → digest → authorize → idempotency claim (recorded as executing) → the
 tool → committed → output check, redaction and encoding, with the trace recorded. Every
 proposal has new arguments, so every call gets a new key and really executes.
 
 Two tools, both returning a small result:
 
-* **no-op write** — does nothing else. The ledger records intent, executing and committed,
-  each durable before the next step (R9): three commits per write.
+* **no-op write** — does nothing else. The ledger records the claim (already 'executing')
+  before the tool runs and 'committed' after it, each durable before the next step (R9):
+  two commits per write.
+* **no-op write, claim apart** — the same tool over the same store, with the claim and
+  the move to 'executing' as two commits (:class:`ClaimApart`), as the runtime wrote them
+  before ``Ledger.claim_executing``: the same-run "before" of that change.
 * **transactional write** (``ToolSpec.transactional``) — inserts one business row through
   ``ctx.transaction``, the ledger's own connection. Claim, executing, the row and the
   committed record are one transaction (R8): one commit per write, row included.
@@ -19,8 +23,9 @@ baseline's (1.00 = free; the aim is 2 or less). The *CPU floor* is the same pipe
 over a ledger that keeps nothing: what Python costs with no store at all. Rounds are
 interleaved (the order rotating) and medians reported: fsync latency drifts over seconds.
 Beside each rate are this process's CPU per write and the machine's busy cores, which tell
-waiting on commits (fsync, round trips) apart from work. On PostgreSQL, 1, 2, 4 and 8
-caller threads share one Runtime, each writing its own keys, to show how throughput scales.
+waiting on commits (fsync, round trips) apart from work. On PostgreSQL and on SQLite at
+``FULL``, 1, 2, 4 and 8 caller threads share one Runtime, each writing its own keys, to show
+how throughput scales.
 
 PostgreSQL runs in a throwaway cluster on loopback (``tests/pgcluster.py``), stopped on
 exit, error or SIGTERM. Run: ``.venv/bin/python bench/bench_writes.py`` (``--quick`` for
@@ -90,10 +95,11 @@ CORES = os.cpu_count() or 1
 SYNCHRONOUS: tuple[Synchronous, ...] = ("FULL", "NORMAL")
 
 BASELINE = "bare insert-and-commit (baseline)"
-NOOP = "no-op write tool (3 commits)"
+NOOP = "no-op write tool (2 commits)"
+SPLIT = "no-op write, claim apart (3 commits)"
 TRANSACTIONAL = "transactional write tool (1 commit)"
 PLACE, RECORD = "place_order", "record_order"
-TOOLS = {NOOP: PLACE, TRANSACTIONAL: RECORD}
+TOOLS = {NOOP: PLACE, SPLIT: PLACE, TRANSACTIONAL: RECORD}
 
 INPUT = {
     "type": "object",
@@ -175,6 +181,10 @@ class NullLedger:
         """Every key is free."""
         return Claimed()
 
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:  # noqa: ARG002
+        """Every key is free."""
+        return Claimed()
+
     def advance(
         self,
         key: LedgerKey,
@@ -212,39 +222,67 @@ class NullLedger:
         """Nothing to release."""
 
 
+class ClaimApart:
+    """A ledger whose ``claim_executing`` is a claim, then an advance: two commits.
+
+    How the runtime recorded a write before the claim recorded 'executing' itself; the
+    rest is ``inner``'s.
+    """
+
+    def __init__(self, inner: Ledger) -> None:
+        self.inner = inner
+        self.retention = inner.retention
+        self.expired = inner.expired
+
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
+        """Claim (one commit), then 'executing' (another)."""
+        answer = self.inner.claim(intent, now=now)
+        if isinstance(answer, Claimed):
+            self.inner.advance(
+                intent.key, invocation_id=intent.invocation_id, phase="executing", now=now
+            )
+        return answer
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
 class Writes:
-    """One Runtime over one ledger with both tools; every call a new proposal."""
+    """Runtimes over one ledger with both tools; every call a new proposal."""
 
     def __init__(self, ledger: Ledger, insert_sql: str | None) -> None:
         registry = Registry()
         registry.register(spec(PLACE), place_order)
         registry.register(spec(RECORD, transactional=True), partial(record_order, insert_sql))
-        self.runtime = Runtime(policy=GrantPolicy([GRANT]), ledger=ledger)
+        runtime = Runtime(policy=GrantPolicy([GRANT]), ledger=ledger)
+        apart = Runtime(policy=GrantPolicy([GRANT]), ledger=cast("Ledger", ClaimApart(ledger)))
+        self.runtimes = {NOOP: runtime, SPLIT: apart, TRANSACTIONAL: runtime}
         self.context = CallContext(subject=SUBJECT, tools=registry.toolset())
-        self.done = dict.fromkeys((PLACE, RECORD), 0)
+        self.done = dict.fromkeys(TOOLS, 0)
         self._lock = threading.Lock()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.runtime.close()
+        for runtime in {id(r): r for r in self.runtimes.values()}.values():
+            runtime.close()
 
     def op(self, name: str) -> Callable[[], None]:
         """The benchmark operation for the row ``name``."""
-        return partial(self.write, TOOLS[name])
+        return partial(self.write, name)
 
-    def write(self, tool: str) -> None:
+    def write(self, name: str) -> None:
         """One new proposal through Runtime.run; it must execute and commit."""
         n = next(_serial)
         proposal = Proposal(
-            name=tool, arguments=b'{"ref": "w-%d", "qty": 1}' % n, proposal_id=f"call-{n}"
+            name=TOOLS[name], arguments=b'{"ref": "w-%d", "qty": 1}' % n, proposal_id=f"call-{n}"
         )
-        out = self.runtime.run(proposal, self.context)
+        out = self.runtimes[name].run(proposal, self.context)
         if not isinstance(out, Observed) or out.replayed_from is not None:
             raise AssertionError(out)
         with self._lock:
-            self.done[tool] += 1
+            self.done[name] += 1
 
     def check(self, conn: _Executes) -> str:
         """Every call left one committed record; every transactional call one row."""
@@ -256,12 +294,12 @@ class Writes:
         committed = scalar("SELECT count(*) FROM toolbound_ledger WHERE phase = 'committed'")
         rows = scalar("SELECT count(*) FROM orders")
         calls = sum(self.done.values())
-        if not records == committed == calls or rows != self.done[RECORD]:
+        if not records == committed == calls or rows != self.done[TRANSACTIONAL]:
             msg = f"{records} records, {committed} committed, {rows} rows after {self.done}"
             raise AssertionError(msg)
         return (
             f"  checked: {calls:,} calls → {calls:,} ledger records, all committed;"
-            f" {rows:,} business rows = {self.done[RECORD]:,} transactional calls"
+            f" {rows:,} business rows = {self.done[TRANSACTIONAL]:,} transactional calls"
         )
 
 
@@ -385,14 +423,25 @@ def bench_sqlite(floor: Rounds) -> None:
             def bare_insert(bare: sqlite3.Connection = bare) -> None:
                 bare.execute("INSERT INTO bare (ref) VALUES ('o-42')")
 
-            rounds = compare({BASELINE: bare_insert} | {name: writes.op(name) for name in TOOLS})
+            ops = {BASELINE: bare_insert} | {name: writes.op(name) for name in TOOLS}
+            scaling = {1: compare(ops)}
             report(
                 f"SQLite {sqlite3.sqlite_version}, journal_mode={mode}, synchronous={synchronous}"
                 f" ({level}), 1 thread: {SQLITE_DURABILITY[synchronous]}",
-                rounds,
+                scaling[1],
                 floor,
             )
+            if synchronous == "FULL":
+                # Concurrent callers, where grouping commits could share one fsync.
+                for threads in THREADS[1:]:
+                    scaling[threads] = compare(ops, threads)
             print(writes.check(cast("_Executes", bare)))
+            if len(scaling) > 1:
+                print_scaling(
+                    f"SQLite synchronous={synchronous}, N caller threads sharing one Runtime and"
+                    " one SQLiteLedger (the baseline: one connection, one commit per insert)",
+                    scaling,
+                )
 
 
 def bench_postgres(floor: Rounds) -> None:
@@ -446,34 +495,37 @@ def bench_postgres(floor: Rounds) -> None:
                 )
         with ledger.atomic() as tx:
             print(writes.check(cast("_Executes", tx.connection)))
-    print_scaling(scaling)
+    print_scaling(
+        "PostgreSQL, N caller threads sharing one Runtime and one PostgresLedger"
+        f" (pool of {max(THREADS)})",
+        scaling,
+    )
 
 
-def print_scaling(scaling: Mapping[int, Rounds]) -> None:
+def print_scaling(title: str, scaling: Mapping[int, Rounds]) -> None:
     """Throughput per thread count: vs 1 thread, vs the bare insert, CPU and busy cores."""
     print(
-        "PostgreSQL, N caller threads sharing one Runtime and one PostgresLedger"
-        f" (pool of {max(THREADS)}), each its own keys. Per op: total ops/s, x the 1-thread"
-        f" rate, this process's CPU µs per op (user + sys), cores busy machine-wide (of {CORES});"
-        " x bare = pipeline time / bare insert time"
+        f"{title}, each its own keys. Per op: total ops/s, x the 1-thread rate, this process's"
+        f" CPU µs per op (user + sys), cores busy machine-wide (of {CORES}); x bare = pipeline"
+        " time / bare insert time"
     )
     print(
-        f"  {'threads':>7}  {'bare insert':<27}  {'no-op write tool':<27} {'x bare':>6}"
-        f"  {'transactional write tool':<27} {'x bare':>6}"
+        f"  {'threads':>7}  {'bare insert':<27}"
+        + "".join(f"  {name.split(' (')[0][:27]:<27} {'x bare':>6}" for name in TOOLS)
     )
     one = scaling[1]
     for threads, rounds in scaling.items():
         cells = []
-        for name in (BASELINE, NOOP, TRANSACTIONAL):
+        for name in (BASELINE, *TOOLS):
             user, system, busy = rounds.cpu(name)
             rate = rounds.rate(name)
             cells.append(
                 f"{rate:>6,.0f} x{rate / one.rate(name):4.2f} {user + system:>4,.0f} µs {busy:.1f}c"
             )
-        slower = {name: rounds.rate(BASELINE) / rounds.rate(name) for name in TOOLS}
+        slower = [rounds.rate(BASELINE) / rounds.rate(name) for name in TOOLS]
         print(
-            f"  {threads:>7}  {cells[0]:<27}  {cells[1]:<27} {slower[NOOP]:>6.2f}"
-            f"  {cells[2]:<27} {slower[TRANSACTIONAL]:>6.2f}"
+            f"  {threads:>7}  {cells[0]:<27}"
+            + "".join(f"  {c:<27} {x:>6.2f}" for c, x in zip(cells[1:], slower, strict=True))
         )
 
 

@@ -26,7 +26,7 @@ from toolbound import (
 from toolbound.execution.reconcile import RemoteCommitted, RemoteNotCommitted
 from toolbound.ledger.sqlite import SQLiteLedger
 
-KILL_POINTS = ("after_intent", "after_executing", "after_effect", "after_commit_record", "none")
+KILL_POINTS = ("after_claim", "after_effect", "after_commit_record", "none")
 SUBJECT = Subject(id="mira", tenant="acme", session="s-1")
 ARGUMENTS = b'{"amount": 42, "to": "leo"}'
 
@@ -44,18 +44,17 @@ class KillingLedger:
         self.retention = inner.retention
         self.expired = inner.expired
 
-    def claim(self, intent, *, now):
-        claim = self.inner.claim(intent, now=now)
-        if self.point == "after_intent":
+    def claim_executing(self, intent, *, now):
+        # The claim and 'executing' are one commit: dying here is dying after both,
+        # before the tool starts.
+        claim = self.inner.claim_executing(intent, now=now)
+        if self.point == "after_claim":
             die()
         return claim
 
     def advance(self, key, **kw):
         self.inner.advance(key, **kw)
-        if (self.point, kw["phase"]) in {
-            ("after_executing", "executing"),
-            ("after_commit_record", "committed"),
-        }:
+        if (self.point, kw["phase"]) == ("after_commit_record", "committed"):
             die()
 
     def __getattr__(self, name):

@@ -18,6 +18,7 @@ from toolbound.execution.reconcile import (
     RemoteUnknown,
 )
 from toolbound.ledger.memory import MemoryLedger
+from toolbound.ledger.store import LedgerError
 from toolbound.testing import FakeTool
 
 S = State
@@ -79,6 +80,75 @@ def test_failed_before_commit_releases_the_key(h, ledger):
     second = h.run("write", {"text": "x"})
     assert second.kind == "observed"
     assert len(tool.calls) == 2
+
+
+# -- the claim is 'executing' (R9: one commit before the tool may start) ---------
+
+
+@pytest.mark.parametrize(
+    ("spec_kw", "ctx_kw", "code"),
+    [
+        pytest.param({"secrets": ("api_key",)}, {}, "secret_unavailable", id="no credential"),
+        pytest.param({}, {"timeout": 0.0}, "deadline_exceeded", id="no time left"),
+    ],
+)
+def test_a_claimed_call_that_cannot_start_is_recorded_failed(h, ledger, spec_kw, ctx_kw, code):
+    """Claimed as 'executing', a call whose tool cannot start ends 'failed', never 'unknown'."""
+    tool = FakeTool(returns={"text": "ok"})
+    h.registry.register(write(**spec_kw), tool)
+    out = h.run("write", {"text": "x"}, **ctx_kw)
+    assert (out.state, out.problem.code) == (S.FAILED_BEFORE_COMMIT, code)
+    assert S.PREPARED in out.path
+    assert phase_of(ledger, out) == "failed"
+    assert tool.calls == []
+
+
+class LostAnswerLedger(MemoryLedger):
+    """The claim lands, then its answer is lost (a connection dropped at COMMIT)."""
+
+    def __init__(self, *, readable: bool = True) -> None:
+        super().__init__()
+        self.readable = readable
+
+    def claim_executing(self, intent, *, now):
+        super().claim_executing(intent, now=now)
+        msg = "connection lost at commit"
+        raise LedgerError(msg, code="storage_unavailable")
+
+    def find(self, invocation_id):
+        if not self.readable:
+            msg = "still down"
+            raise LedgerError(msg, code="storage_unavailable")
+        return super().find(invocation_id)
+
+
+def test_a_claim_that_landed_unanswered_is_read_back_and_failed(clock):
+    """The claim raised but its record is there: the call held the key, and records 'failed'."""
+    ledger = LostAnswerLedger()
+    h = Harness(clock, ledger=ledger)
+    tool = FakeTool(returns={"text": "ok"})
+    h.registry.register(write(), tool)
+    out = h.run("write", {"text": "x"})
+    h.close()
+    assert (out.state, out.problem.code) == (S.FAILED_BEFORE_COMMIT, "ledger_unavailable")
+    assert out.path[-2:] == (S.PREPARED, S.FAILED_BEFORE_COMMIT)
+    assert phase_of(ledger, out) == "failed"
+    assert tool.calls == []
+
+
+def test_a_claim_that_cannot_be_read_back_is_left_to_the_sweep(clock):
+    """Claim and read-back both fail: the record stays 'executing', swept to 'unknown'."""
+    ledger = LostAnswerLedger(readable=False)
+    h = Harness(clock, ledger=ledger)
+    tool = FakeTool(returns={"text": "ok"})
+    h.registry.register(write(), tool)
+    out = h.run("write", {"text": "x"}, timeout=1.0)
+    h.close()
+    assert (out.state, out.problem.code) == (S.FAILED_BEFORE_COMMIT, "ledger_unavailable")
+    assert S.PREPARED not in out.path
+    assert tool.calls == []
+    (left,) = ledger.sweep(now=clock.now() + timedelta(seconds=60), grace=timedelta(seconds=5))
+    assert (left.invocation_id, left.phase) == (out.invocation_id, "unknown")
 
 
 # -- read-back ------------------------------------------------------------------

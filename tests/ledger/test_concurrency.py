@@ -16,7 +16,7 @@ import pytest
 
 from toolbound._model import Result
 from toolbound.ledger.sqlite import SQLiteLedger
-from toolbound.ledger.store import Claimed, Intent, Ledger, LedgerKey, Replay
+from toolbound.ledger.store import Claimed, Intent, Ledger, LedgerError, LedgerKey, Replay
 
 THREADS = 8
 PROCESSES = 4
@@ -179,3 +179,79 @@ def test_racers_on_one_key_execute_exactly_once(arena, mode):
     assert (record.invocation_id, record.phase) == (winner, "committed")
     late = ledger.claim(intent("late"), now=T0 + timedelta(seconds=1))
     assert late == Replay(invocation_id=winner, result=outcome(winner))
+
+
+# -- group commit (SQLite at FULL) -------------------------------------------------------
+
+
+def _other_key(n: int) -> Intent:
+    base = intent(f"writer-{n}")
+    return Intent(
+        key=LedgerKey("acme/mira", "v1", f"order-{n}"),
+        digest=base.digest,
+        invocation_id=base.invocation_id,
+        tool=base.tool,
+        canonical=base.canonical,
+        subject=base.subject,
+        deadline=base.deadline,
+    )
+
+
+def _queue_behind_a_held_lock(ledger: SQLiteLedger, writes, count: int) -> list[object]:
+    """Start ``count`` writes while this thread holds the write lock, then release it.
+
+    Released once all are queued, so they commit as one group. Returns each write's
+    value, or the exception it raised.
+    """
+
+    def attempt(n: int) -> object:
+        try:
+            return writes(n)
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            return exc
+
+    with ThreadPoolExecutor(count) as pool:
+        with ledger.atomic():
+            futures = [pool.submit(attempt, n) for n in range(count)]
+            while len(ledger._queued) < count:  # waiting for the group to form
+                time.sleep(0.001)
+        # Leaving atomic() released the lock: one of them commits all of them.
+        return [f.result() for f in futures]
+
+
+def test_queued_writes_commit_together_and_each_gets_its_answer(tmp_path):
+    """Writes queued behind one commit go to disk as one group; each caller gets its own answer."""
+    ledger = SQLiteLedger(tmp_path / "ledger.db")
+    answers = _queue_behind_a_held_lock(
+        ledger, lambda n: ledger.claim_executing(_other_key(n), now=T0), THREADS
+    )
+    assert answers == [Claimed()] * THREADS
+    reopened = SQLiteLedger(tmp_path / "ledger.db")
+    assert {reopened.get(_other_key(n).key).phase for n in range(THREADS)} == {"executing"}
+    reopened.close()
+    ledger.close()
+
+
+def test_a_refused_write_in_a_group_fails_alone(tmp_path):
+    """One write of a group refused (an illegal edge): it raises; the others are recorded."""
+    ledger = SQLiteLedger(tmp_path / "ledger.db")
+    for n in range(THREADS):
+        assert ledger.claim_executing(_other_key(n), now=T0) == Claimed()
+
+    def advance(n: int) -> None:
+        # writer-0 asks for an edge the table refuses: executing -> intent.
+        ledger.advance(
+            _other_key(n).key,
+            invocation_id=f"writer-{n}",
+            phase="intent" if n == 0 else "committed",
+            now=T0,
+            result=None if n == 0 else outcome(f"writer-{n}"),
+        )
+
+    answers = _queue_behind_a_held_lock(ledger, advance, THREADS)
+    assert isinstance(answers[0], LedgerError)
+    assert answers[0].code == "illegal_phase"
+    assert answers[1:] == [None] * (THREADS - 1)
+    assert ledger.get(_other_key(0).key).phase == "executing"
+    assert {ledger.get(_other_key(n).key).phase for n in range(1, THREADS)} == {"committed"}
+    ledger.close()

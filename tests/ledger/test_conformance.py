@@ -168,6 +168,93 @@ def test_keys_differ_by_scope_version_and_key(ledger):
         assert ledger.claim(intent(other, invocation_id=f"inv-{other}"), now=T0) == Claimed()
 
 
+# -- claim as executing (R8, R9: one commit for the claim and 'executing') -------------
+
+
+def test_claim_executing_records_a_free_key_straight_in_executing(ledger):
+    """A free key claimed as the call starts is Claimed, its record already 'executing'."""
+    assert ledger.claim_executing(intent(), now=T0) == Claimed()
+    assert ledger.get(KEY) == LedgerRecord(
+        key=KEY,
+        digest="digest-a",
+        invocation_id="inv-1",
+        tool="orders.create@v1",
+        canonical='{"item":"crème brûlée","qty":2}'.encode(),
+        subject=SUBJECT,
+        phase="executing",
+        deadline=T0 + timedelta(seconds=30),
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
+@pytest.mark.parametrize("target", sorted(PHASE_EDGES["executing"]))
+def test_claim_executing_record_moves_along_executings_edges(ledger, target):
+    """The record leaves 'executing' like any other: committed, failed or unknown."""
+    ledger.claim_executing(intent(), now=T0)
+    stored = result() if target == "committed" else None
+    ledger.advance(KEY, invocation_id="inv-1", phase=target, now=T0, result=stored)
+    assert ledger.get(KEY).phase == target
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_claim_executing_answers_a_taken_key_like_claim(ledger, phase):
+    """A taken key gets claim's R8 answer and nothing is written; a failed one is reclaimed."""
+    bring_to(ledger, phase)
+    before = ledger.get(KEY)
+    later = T0 + timedelta(seconds=1)
+    same = ledger.claim_executing(intent(invocation_id="inv-2"), now=later)
+    other = ledger.claim_executing(intent(digest="digest-b", invocation_id="inv-3"), now=later)
+    assert other == KeyReused(invocation_id="inv-2" if phase == "failed" else "inv-1")
+    if phase == "failed":
+        assert same == Claimed()
+        record = ledger.get(KEY)
+        assert (record.invocation_id, record.phase, record.created_at) == (
+            "inv-2",
+            "executing",
+            later,
+        )
+        assert (record.result, record.evidence) == (None, ())
+    elif phase == "committed":
+        assert isinstance(same, Replay)
+        assert same.invocation_id == "inv-1"
+        assert ledger.get(KEY) == before
+    else:
+        assert same == InFlight(invocation_id="inv-1", phase=phase)
+        assert ledger.get(KEY) == before
+
+
+def test_claim_executing_replaces_an_expired_record_under_new(open_ledger):
+    """R8: past retention with policy 'new' the new record replaces the old, in 'executing'."""
+    ledger = open_ledger(retention=RETENTION, expired="new")
+    bring_to(ledger, "committed")
+    late = T0 + RETENTION + timedelta(microseconds=1)
+    assert ledger.claim_executing(intent(invocation_id="inv-2"), now=late) == Claimed()
+    record = ledger.get(KEY)
+    assert (record.invocation_id, record.phase, record.created_at) == ("inv-2", "executing", late)
+    assert (record.result, record.evidence) == (None, ())
+
+
+def test_claim_executing_abandoned_is_swept_to_unknown(ledger):
+    """R9: a process that died after the claim may have started the tool: swept to unknown."""
+    deadline = T0 + timedelta(seconds=10)
+    grace = timedelta(seconds=5)
+    ledger.claim_executing(intent(deadline=deadline), now=T0)
+    (swept,) = ledger.sweep(now=deadline + grace + timedelta(microseconds=1), grace=grace)
+    assert (swept.phase, swept.evidence) == ("unknown", ({"swept": "executing"},))
+
+
+def test_claim_executing_inside_atomic_joins_its_transaction(ledger):
+    """Inside atomic() the claim joins the block: a rollback leaves the key free."""
+
+    def body(_tx):
+        assert ledger.claim_executing(intent(), now=T0) == Claimed()
+
+    with pytest.raises(ToolCrashError):
+        crash_inside(ledger, body)
+    assert ledger.get(KEY) is None
+
+
 # -- R8: retention ---------------------------------------------------------------------
 
 RETENTION = timedelta(hours=1)

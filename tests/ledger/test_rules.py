@@ -154,6 +154,25 @@ def test_a_claim_writes_a_fresh_intent_record(existing: Existing | None):
     assert (record.result, record.evidence) == (None, ())
 
 
+@pytest.mark.parametrize("opening", ["intent", "executing"])
+def test_a_claim_opens_its_record_in_the_phase_asked(opening: Phase):
+    """A claim made as the call starts writes its record straight in 'executing' (R9)."""
+    decision = decide_claim(
+        new_intent(), None, now=NOW, retention=RETENTION, expired="reject", phase=opening
+    )
+    assert decision.answer == Claimed()
+    assert decision.write is not None
+    assert decision.write.phase == opening
+
+
+@pytest.mark.parametrize("phase", ["committed", "failed", "unknown"])
+def test_a_claim_never_opens_a_settled_record(phase: Phase):
+    """Only intent and executing open a record: a claim is never an outcome."""
+    with pytest.raises(LedgerError) as err:
+        intent_record(new_intent(), now=NOW, phase=phase)
+    assert err.value.code == "illegal_phase"
+
+
 def test_replay_returns_the_original_result():
     """R8: same digest and success -> the stored result itself, no second side effect."""
     decision = decide_claim(

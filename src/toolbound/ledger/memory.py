@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from toolbound.ledger.rules import check_advance, decide_claim, swept
+from toolbound.ledger.store import Claimed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -62,6 +63,21 @@ class MemoryLedger:
             if decision.write is not None:
                 self._put(intent.key, decision.write)
             return decision.answer
+
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
+        """See :meth:`Ledger.claim_executing`: :meth:`claim`, then 'executing', under one lock.
+
+        In memory there is no commit to save, so this composes the two operations: a
+        subclass that overrides :meth:`claim` or :meth:`advance` (a test injecting
+        faults) sees both. Other threads never see the record in between.
+        """
+        with self._lock:
+            answer = self.claim(intent, now=now)
+            if isinstance(answer, Claimed):
+                self.advance(
+                    intent.key, invocation_id=intent.invocation_id, phase="executing", now=now
+                )
+            return answer
 
     def advance(
         self,

@@ -215,6 +215,11 @@ class PostgresLedger:
         with self._conn() as (conn, joined):
             return self._claim(conn, intent, now=now, in_transaction=joined)
 
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
+        """See :meth:`Ledger.claim_executing`. A free key: one ``INSERT``, one commit."""
+        with self._conn() as (conn, joined):
+            return self._claim(conn, intent, now=now, in_transaction=joined, phase="executing")
+
     def advance(
         self,
         key: LedgerKey,
@@ -305,33 +310,42 @@ class PostgresLedger:
     # -- the work, on a given connection ------------------------------------------------
 
     def _claim(
-        self, conn: Connection, intent: Intent, *, now: datetime, in_transaction: bool
+        self,
+        conn: Connection,
+        intent: Intent,
+        *,
+        now: datetime,
+        in_transaction: bool,
+        phase: Phase = "intent",
     ) -> Claim:
-        fresh = intent_record(intent, now=now)
+        """Claim on ``conn``; a ``Claimed`` record opens in ``phase`` (``rules.OPENING``)."""
+        fresh = intent_record(intent, now=now, phase=phase)
         if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
             # R8: the key was free (decide_claim's answer for no record). The common
             # case: one statement, one commit.
             return Claimed()
         if in_transaction:
-            return self._claim_taken(conn, intent, now=now)
+            return self._claim_taken(conn, intent, now=now, phase=phase)
         with conn.transaction():
-            return self._claim_taken(conn, intent, now=now)
+            return self._claim_taken(conn, intent, now=now, phase=phase)
 
-    def _claim_taken(self, conn: Connection, intent: Intent, *, now: datetime) -> Claim:
+    def _claim_taken(
+        self, conn: Connection, intent: Intent, *, now: datetime, phase: Phase
+    ) -> Claim:
         """The key has a committed record: lock it, answer R8, maybe overwrite it."""
         # ON CONFLICT waited for any transaction inserting this key, so the row is there.
-        digest, holder, phase, created_at, result = _one(
+        digest, holder, current, created_at, result = _one(
             conn.execute(_LOCK_ROW, _pk(intent.key)).fetchone(), intent.key
         )
         existing = Existing(
             digest=digest,
             invocation_id=holder,
-            phase=phase,
+            phase=current,
             created_at=created_at,
             result=None if result is None else result_from_json(result),
         )
         decision = decide_claim(
-            intent, existing, now=now, retention=self.retention, expired=self.expired
+            intent, existing, now=now, retention=self.retention, expired=self.expired, phase=phase
         )
         if decision.write is not None:
             conn.execute(_OVERWRITE, _columns(decision.write))

@@ -6,7 +6,8 @@ reads under its own lock (a Python lock, SQLite's ``BEGIN IMMEDIATE``, PostgreSQ
 
 * :func:`decide_claim` — R8: what the record already at a key means for a new intent
   (:class:`~toolbound.ledger.store.Claimed`, ``Replay``, ``InFlight``, ``KeyReused`` or
-  ``Expired``), and the record a claim writes (:func:`intent_record`);
+  ``Expired``), and the record a claim writes (:func:`intent_record`), in ``intent`` or,
+  for a call about to run, straight in ``executing`` (:data:`OPENING`);
 * :func:`check_advance` — who may move a record, and along which edge of
   :data:`~toolbound.ledger.store.PHASE_EDGES` (R9; the table itself lives beside the
   protocol);
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ABANDONED",
+    "OPENING",
     "SWEPT",
     "ClaimDecision",
     "Existing",
@@ -54,6 +56,11 @@ __all__ = [
 
 
 # -- claim (R8) ----------------------------------------------------------------------
+
+OPENING: Final[frozenset[Phase]] = frozenset({"intent", "executing"})
+"""The phases a claim may write a record in: ``intent``, or ``executing`` when the
+claim is made as the call starts (one commit for both, R9). Both are phases a sweep
+settles (:data:`ABANDONED`), so a claimed record is never stranded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,8 +90,14 @@ class ClaimDecision:
     write: LedgerRecord | None = None
 
 
-def intent_record(intent: Intent, *, now: datetime) -> LedgerRecord:
-    """The record a successful claim writes: phase ``intent``, no result, no evidence."""
+def intent_record(intent: Intent, *, now: datetime, phase: Phase = "intent") -> LedgerRecord:
+    """The record a successful claim writes: ``phase``, no result, no evidence.
+
+    ``phase`` is one of :data:`OPENING`; any other raises ``illegal_phase``.
+    """
+    if phase not in OPENING:
+        msg = f"a claim cannot open a record in phase {phase}"
+        raise LedgerError(msg, code="illegal_phase")
     return LedgerRecord(
         key=intent.key,
         digest=intent.digest,
@@ -92,7 +105,7 @@ def intent_record(intent: Intent, *, now: datetime) -> LedgerRecord:
         tool=intent.tool,
         canonical=intent.canonical,
         subject=dict(intent.subject),
-        phase="intent",
+        phase=phase,
         deadline=intent.deadline,
         created_at=now,
         updated_at=now,
@@ -106,11 +119,14 @@ def decide_claim(
     now: datetime,
     retention: timedelta,
     expired: ExpiredPolicy,
+    phase: Phase = "intent",
 ) -> ClaimDecision:
     """What ``existing`` (the record at ``intent.key``, if any) means for ``intent`` (R8).
 
-    The order matters: retention is judged before anything else, so an expired record
-    is never replayed, reported in flight, or held against a new digest.
+    ``phase`` is the phase a ``Claimed`` answer's record opens in (:data:`OPENING`); it
+    changes nothing else. The order matters: retention is judged before anything else,
+    so an expired record is never replayed, reported in flight, or held against a new
+    digest.
     """
     if existing is not None and now - existing.created_at > retention:
         if expired == "reject":
@@ -118,7 +134,7 @@ def decide_claim(
         existing = None  # R8: past retention the configured policy says "new", not a guess
     if existing is None or (existing.phase == "failed" and existing.digest == intent.digest):
         # A failure before the commit boundary changed nothing: the same call may run again.
-        return ClaimDecision(answer=Claimed(), write=intent_record(intent, now=now))
+        return ClaimDecision(answer=Claimed(), write=intent_record(intent, now=now, phase=phase))
     if existing.digest != intent.digest:
         return ClaimDecision(answer=KeyReused(invocation_id=existing.invocation_id))  # R8
     if existing.phase == "committed" and existing.result is not None:

@@ -14,7 +14,9 @@ lock up front, so two threads or two processes racing one key serialize and exac
 is :class:`~toolbound.ledger.store.Claimed`. A writer waits up to ``busy_timeout``
 seconds for the lock, then fails with ``LedgerError(code="storage_unavailable")``. With
 an fsync per commit, a process's own writers first queue on an in-process lock, which
-SQLite's sleeping busy handler is poor at (see ``SQLiteLedger._writer``).
+SQLite's sleeping busy handler is poor at (see ``SQLiteLedger._writer``), and the writes
+that queued while one commit was fsyncing go to disk together in the next transaction:
+one fsync for all of them (group commit, ``SQLiteLedger._grouped``).
 
 Errors: every :mod:`sqlite3` error is mapped at this boundary to
 :class:`~toolbound.ledger.store.LedgerError` with a ``code``:
@@ -35,8 +37,9 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Literal, Self
+from typing import TYPE_CHECKING, Literal, Self, TypeVar
 
 from toolbound._errors import ConfigurationError
 from toolbound.ledger._sql import (
@@ -65,7 +68,7 @@ from toolbound.ledger.store import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     from toolbound._model import Result
     from toolbound.ledger.store import Intent, Phase
@@ -143,6 +146,21 @@ _VERSION_DDL = """
         version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)
 """
 
+_T = TypeVar("_T")
+
+
+@dataclass(slots=True, eq=False)
+class _Queued:
+    """One write waiting for a group commit, and what became of it."""
+
+    work: Callable[[sqlite3.Connection], object]
+    statement: bool
+    """One statement, atomic on its own: alone, it needs no ``BEGIN``/``COMMIT`` around it."""
+    done: threading.Event = field(default_factory=threading.Event)
+    value: object = None
+    error: BaseException | None = None
+
+
 _Row = tuple[str, str, str, str, str, str, bytes, str, str, int, int, int, str | None, str]
 
 
@@ -189,6 +207,8 @@ class SQLiteLedger:
         self._connections: dict[threading.Thread, sqlite3.Connection] = {}
         self._connections_lock = threading.Lock()
         self._write_lock = self._new_write_queue()
+        self._queued: list[_Queued] = []
+        self._queued_lock = threading.Lock()
         self._savepoints = itertools.count()
         self._pid = os.getpid()
         self._closed = False
@@ -203,8 +223,11 @@ class SQLiteLedger:
 
     def claim(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim`. The intent is fsynced before ``Claimed`` returns."""
-        with self._write() as conn:
-            return self._claim(conn, intent, now=now)
+        return self._grouped(lambda conn: self._claim(conn, intent, now=now))
+
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
+        """See :meth:`Ledger.claim_executing`. One transaction, one fsync."""
+        return self._grouped(lambda conn: self._claim(conn, intent, now=now, phase="executing"))
 
     def advance(
         self,
@@ -217,16 +240,18 @@ class SQLiteLedger:
         evidence: Mapping[str, object] | None = None,
     ) -> None:
         """See :meth:`Ledger.advance`. One guarded ``UPDATE``: atomic on its own."""
-        with self._writer(), self._errors():
-            self._advance(
-                self._connection(),
+        self._grouped(
+            statement=True,
+            work=lambda conn: self._advance(
+                conn,
                 key,
                 invocation_id=invocation_id,
                 phase=phase,
                 now=now,
                 result=result,
                 evidence=evidence,
-            )
+            ),
+        )
 
     def get(self, key: LedgerKey) -> LedgerRecord | None:
         """See :meth:`Ledger.get`."""
@@ -302,23 +327,28 @@ class SQLiteLedger:
 
     # -- the work, on a given connection ------------------------------------------------
 
-    def _claim(self, conn: sqlite3.Connection, intent: Intent, *, now: datetime) -> Claim:
-        """Claim inside an open write transaction (the caller holds the write lock)."""
-        fresh = intent_record(intent, now=now)
+    def _claim(
+        self, conn: sqlite3.Connection, intent: Intent, *, now: datetime, phase: Phase = "intent"
+    ) -> Claim:
+        """Claim inside an open write transaction (the caller holds the write lock).
+
+        ``phase``: the phase a ``Claimed`` record opens in (``rules.OPENING``).
+        """
+        fresh = intent_record(intent, now=now, phase=phase)
         if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
             return Claimed()  # R8: the key was free (decide_claim's answer for no record)
-        digest, holder, phase, created_us, result = conn.execute(
+        digest, holder, current, created_us, result = conn.execute(
             _LOOKUP, _pk(intent.key)
         ).fetchone()
         existing = Existing(
             digest=digest,
             invocation_id=holder,
-            phase=phase,
+            phase=current,
             created_at=from_micros(created_us),
             result=loads_result(result),
         )
         decision = decide_claim(
-            intent, existing, now=now, retention=self.retention, expired=self.expired
+            intent, existing, now=now, retention=self.retention, expired=self.expired, phase=phase
         )
         if decision.write is not None:
             conn.execute(_OVERWRITE, _columns(decision.write))
@@ -397,6 +427,8 @@ class SQLiteLedger:
         self._connections = {}
         self._connections_lock = threading.Lock()
         self._write_lock = self._new_write_queue()
+        self._queued = []
+        self._queued_lock = threading.Lock()
 
     def _new_write_queue(self) -> threading.RLock | None:
         # Re-entrant: ledger calls made inside atomic() queue again on their own thread.
@@ -502,6 +534,89 @@ class SQLiteLedger:
             except BaseException:
                 self._rollback(conn)  # R9: a phase not committed is not reported as recorded
                 raise
+
+    def _grouped(self, work: Callable[[sqlite3.Connection], _T], *, statement: bool = False) -> _T:
+        """Run one write, committed together with the writes other threads queued meanwhile.
+
+        Group commit: a writer queues its work, then waits for the write lock. Whoever
+        gets the lock takes every queued write and commits them in one transaction, one
+        fsync; the others find theirs done when the lock comes to them. Each write runs
+        in its own savepoint, so one that fails (a refused edge) is undone alone and its
+        error raised in its own thread; if the transaction fails, every write in it gets
+        that error and none is recorded (R9: never reported as recorded when it is not).
+        Inside :meth:`atomic` the write joins that transaction; at ``NORMAL`` (no fsync
+        to share) each write is its own transaction. ``statement``: ``work`` is one
+        statement, atomic on its own, so alone it runs without ``BEGIN``/``COMMIT``.
+        """
+        conn = self._connection()
+        if statement and self._write_lock is None and not conn.in_transaction:
+            with self._errors():
+                return work(conn)
+        if conn.in_transaction or self._write_lock is None:
+            with self._write(conn) as joined:
+                return work(joined)
+        queued = _Queued(work, statement)
+        with self._queued_lock:
+            self._queued.append(queued)
+        try:
+            with self._writer():
+                if not queued.done.is_set():
+                    with self._queued_lock:
+                        group, self._queued = self._queued, []
+                    self._commit_group(conn, group)
+        except LedgerError:
+            with self._queued_lock:
+                if queued in self._queued:  # never taken: nothing was written
+                    self._queued.remove(queued)
+                    raise
+            # A group holding it is committing: its outcome is this write's.
+            queued.done.wait()
+        if queued.error is not None:
+            raise queued.error
+        return queued.value  # type: ignore[return-value]  # what work returned
+
+    def _commit_group(self, conn: sqlite3.Connection, group: list[_Queued]) -> None:
+        """One transaction for ``group`` (the caller holds the write queue)."""
+        try:
+            if len(group) == 1 and group[0].statement:
+                with self._errors():
+                    group[0].value = group[0].work(conn)
+                return
+            with self._write(conn):
+                if len(group) == 1:
+                    group[0].value = group[0].work(conn)
+                else:
+                    for queued in group:
+                        self._run_queued(conn, queued)
+        except BaseException as exc:
+            error = exc
+            if not isinstance(exc, Exception):  # interrupted: only this thread sees that
+                error = LedgerError(
+                    f"ledger {self.path}: interrupted before commit", code="storage_unavailable"
+                )
+            for queued in group:
+                if queued.error is None:
+                    queued.value, queued.error = None, error
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for queued in group:
+                queued.done.set()
+
+    def _run_queued(self, conn: sqlite3.Connection, queued: _Queued) -> None:
+        conn.execute("SAVEPOINT toolbound_grouped")
+        try:
+            queued.value = queued.work(conn)
+        except Exception as exc:
+            error: Exception = exc
+            if isinstance(exc, sqlite3.Error):
+                error = _map_error(exc, self.path)
+                error.__cause__ = exc
+            queued.error = error
+            if not conn.in_transaction:
+                raise  # SQLite rolled the whole transaction back (it does on SQLITE_FULL)
+            conn.execute("ROLLBACK TO toolbound_grouped")
+        conn.execute("RELEASE toolbound_grouped")
 
     @contextmanager
     def _writer(self) -> Iterator[None]:

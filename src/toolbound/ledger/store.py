@@ -19,6 +19,11 @@ committed, the stored result. Every phase is durable before the next step runs::
 and a record past the retention window follows the configured policy: ``"reject"``
 (:class:`Expired`) or ``"new"`` (the old record is replaced) — never a guess.
 
+:meth:`Ledger.claim_executing` is the same claim for a call about to run: a free key
+is recorded straight in ``executing``, so the claim and the move to ``executing`` are
+one commit instead of two. R9 still holds: the record is durable before the side
+effect, and a record left in ``executing`` is swept to ``unknown`` (it may have run).
+
 Stores: :class:`~toolbound.ledger.memory.MemoryLedger` (tests),
 :class:`~toolbound.ledger.sqlite.SQLiteLedger` (the embedded default) and
 :class:`~toolbound.ledger.postgres.PostgresLedger` (several replicas, one ledger). One
@@ -220,6 +225,16 @@ class Ledger(Protocol):
 
     def claim(self, intent: Intent, *, now: datetime) -> Claim:
         """Atomically look the key up and, if free, record the intent (durably)."""
+        ...
+
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
+        """:meth:`claim` for a call about to run: a ``Claimed`` record is ``executing``.
+
+        The claim and the move to ``executing`` are one atomic, durable write (one
+        commit in the SQL stores). Every other answer is :meth:`claim`'s and writes
+        nothing. A record left ``executing`` means "it may have started": the caller
+        that knows its tool did not start must move it to ``failed``.
+        """
         ...
 
     def advance(

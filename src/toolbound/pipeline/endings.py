@@ -66,7 +66,8 @@ PHASE_OF: dict[State, Phase] = {
 """The phase the ledger keeps for each state a claimed call can reach (R8, R9).
 
 States before PREPARED hold no key; OBSERVED and FAILED_AFTER_COMMIT follow
-COMMITTED, which is already recorded.
+COMMITTED, which is already recorded. EXECUTING's phase is written by the claim
+itself, before the tool may start (``Ledger.claim_executing``).
 """
 
 
@@ -271,20 +272,17 @@ def record_attempt(
     return tuple(log.done)
 
 
-def record_phase(
-    env: Env, call: Admitted, result: Result | None = None, *, state: State | None = None
-) -> None:
-    """Record in the ledger the phase of the call's state (R9: durable before the next step).
+def record_phase(env: Env, call: Admitted, result: Result | None = None) -> None:
+    """Record in the ledger the phase of the call's state (R9: durable before the answer).
 
-    ``state`` names a state about to be entered (EXECUTING is durable before the
-    tool starts); by default the call's current state. A call that holds no key
-    records nothing. A failed write of any phase but 'executing' leaves the record
-    in its last durable phase (a sweep turns an abandoned 'executing' into
-    'unknown') and is traced; the outcome stands as observed.
+    'executing' is never written here: the claim recorded it before the tool could
+    start (``Ledger.claim_executing``). A call that holds no key records nothing. A
+    failed write leaves the record in its last durable phase (a sweep turns an
+    abandoned 'executing' into 'unknown') and is traced; the outcome stands as observed.
     """
     if not isinstance(call, Prepared) or call.ledger_key is None:
         return
-    phase = PHASE_OF[call.life.state if state is None else state]
+    phase = PHASE_OF[call.life.state]
     try:
         env.ledger.advance(
             call.ledger_key,
@@ -295,8 +293,6 @@ def record_phase(
         )
     except LedgerError as exc:
         call.life.trace.record("ledger_write_failed", phase=phase, code=exc.code)
-        if phase == "executing":
-            raise
 
 
 def _error_result(

@@ -4,8 +4,8 @@
 (the executor's worker pool or the caller's event loop, a blocking or an async
 sleep). Each attempt ends in a raw record (:class:`~toolbound.execution.executor.RawAttempt`)
 that R10's matrix judges: retry with the same key, ask the remote side first, or
-settle (:mod:`.settle`). Before the first attempt the ledger records 'executing':
-R9 wants the intent durable before any side effect.
+settle (:mod:`.settle`). The ledger already records 'executing' when execution begins:
+the claim made it so (:mod:`.prepare`), one commit before any side effect (R9).
 
 A transactional tool (its effect shares the ledger's database) runs instead in one
 transaction with its claim and its commit record (:func:`run_transactional`).
@@ -187,16 +187,16 @@ def run_transactional(env: Env, call: Prepared) -> Outcome:  # noqa: C901, PLR09
 
 
 def _start(env: Env, call: Prepared) -> ToolContext | Outcome:
-    """EXECUTING, with the first attempt's context; or an outcome if it cannot start."""
+    """EXECUTING, with the first attempt's context; or an outcome if it cannot start.
+
+    A held key is already 'executing' in the ledger (the claim recorded it, R9), so
+    nothing is written here. A call that cannot start ends FAILED_BEFORE_COMMIT, and
+    its record 'failed': the tool never ran.
+    """
     ready = _prestart(env, call)
     if not isinstance(ready, tuple):
         return ready
     secrets, budget = ready
-    try:
-        endings.record_phase(env, call, state=State.EXECUTING)
-    except LedgerError as exc:
-        # R9: intent must be durable as 'executing' before any side effect.
-        return endings.failed_before(env, call, ledger_problem(exc))
     return _begin_attempt(call, secrets, budget)
 
 

@@ -1,5 +1,10 @@
 """From an admitted call to one ready to run: target check, then the ledger claim (R6, R8).
 
+A write's claim is made as the call starts (``Ledger.claim_executing``): the R8 decision,
+the intent and the move to 'executing' are one durable commit before the tool may run
+(R9). Execution follows at once; a call that then cannot start (no credential, no time
+left) settles its record 'failed', since the pipeline knows its tool never ran.
+
 :func:`prepare` answers a :class:`~.call.Prepared` call, an ending (the target is
 gone, the key was used for other arguments, the same call is in flight, the ledger
 is down), an idempotent replay, or :class:`Waiting` when the caller asked to wait for
@@ -72,9 +77,9 @@ def prepare(env: Env, call: Admitted, until: float | None = None) -> Prepared | 
     if inv.idempotency_key is not None and not tool.spec.transactional:
         key = LedgerKey(inv.subject.tenant, tool.spec.ref, inv.idempotency_key)
         try:
-            claim = env.ledger.claim(intent(key, inv, tool), now=env.clock.now())
+            claim = env.ledger.claim_executing(intent(key, inv, tool), now=env.clock.now())
         except LedgerError as exc:
-            return endings.failed_before(env, call, ledger_problem(exc))
+            return _claim_failed(env, call, key, exc)
         waiting = _wait_for(call, claim, until)
         if waiting is not None:
             return waiting
@@ -155,6 +160,28 @@ def ledger_problem(exc: LedgerError) -> Problem:
         f"the idempotency ledger could not record the call ({exc.code})",
         hint="try again later",
     )
+
+
+def _claim_failed(env: Env, call: Admitted, key: LedgerKey, exc: LedgerError) -> Outcome:
+    """The claim raised: read back whether it recorded anything, and end the call truthfully.
+
+    A store that raised may still hold our record: a commit whose answer was lost, or a
+    store that wrote the intent before failing on 'executing'. If it does, the call holds
+    the key: it is PREPARED and ends FAILED_BEFORE_COMMIT, which records 'failed' (the tool
+    never started). If nothing is there, nothing was claimed. If the read fails too, a
+    record that did land stays 'executing' until a sweep makes it 'unknown': a reading
+    that may ask for reconciliation, never one that lets the write run twice (R9).
+    """
+    inv = call.invocation
+    try:
+        record = env.ledger.find(inv.invocation_id)
+    except LedgerError:
+        record = None
+    if record is None or record.key != key:
+        return endings.failed_before(env, call, ledger_problem(exc))
+    call.life.advance(State.PREPARED, deadline=inv.deadline, idempotency_key=inv.idempotency_key)
+    call.life.trace.record("ledger_write_failed", phase="executing", code=exc.code)
+    return endings.failed_before(env, Prepared.of(call, ledger_key=key), ledger_problem(exc))
 
 
 def _wait_for(call: Admitted, claim: Claim, until: float | None) -> Waiting | None:
