@@ -178,3 +178,38 @@ def test_core_imports_no_surface(graph):
         f"{m} → {d}" for m in core for d in graph[m] if any(_within(d, s) for s in SURFACES)
     )
     assert bad == []
+
+
+MAX_CLASS_LINES = 450
+MAX_FUNCTION_LINES = 100
+EXAMPLE_PACKS = f"{PACKAGE}.packs"
+
+
+def _definitions() -> list[tuple[str, str, int]]:
+    """(module, qualified name, lines) of every class and function in the package."""
+    found: list[tuple[str, str, int]] = []
+    for path in sorted((SRC / PACKAGE).rglob("*.py")):
+        module = _module_name(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                kind = "class" if isinstance(node, ast.ClassDef) else "function"
+                found.append((module, f"{kind} {node.name}", lines))
+    return found
+
+
+def test_no_class_is_a_god_object():
+    """No class is over 450 lines: a driver delegates to the modules of its stages."""
+    big = [(m, n, k) for m, n, k in _definitions() if n.startswith("class") and k > MAX_CLASS_LINES]
+    assert big == []
+
+
+def test_no_function_outside_the_example_packs_is_over_100_lines():
+    """Functions stay short enough to read whole; the example packs' tool tables aside."""
+    long = [
+        (m, n, k)
+        for m, n, k in _definitions()
+        if n.startswith("function") and k > MAX_FUNCTION_LINES and not _within(m, EXAMPLE_PACKS)
+    ]
+    assert long == []

@@ -507,7 +507,9 @@ def check_tables(
 # Validation: collect every problem, then fail once.
 
 
-class _Checker:
+class _Primitives:
+    """Collects every problem with its key path; reads typed values."""
+
     def __init__(self) -> None:
         self.issues: list[ConfigIssue] = []
 
@@ -577,6 +579,249 @@ class _Checker:
             self.fail(f"{path}.{key}", _expected("true or false", value))
             return False
         return value
+
+    def optional(self, raw: Mapping[str, object], path: str, key: str) -> str | None:
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            self.fail(f"{path}.{key}", _expected("a non-empty string", value))
+            return None
+        return value
+
+    def unique_keys(self, principals: list[Principal | None]) -> None:
+        seen: dict[str, int] = {}
+        for i, p in enumerate(principals):
+            if p is None:
+                continue
+            if p.key_sha256 in seen:
+                self.fail(
+                    f"principal[{i}].key_sha256", f"the same key as principal[{seen[p.key_sha256]}]"
+                )
+            seen.setdefault(p.key_sha256, i)
+
+
+class _ToolChecks(_Primitives):
+    """The ``[[tools.http]]`` endpoints and the grants that scope a chosen host."""
+
+    def http_tool(self, raw: Mapping[str, object], path: str) -> HttpToolConfig:
+        self.known(raw, path, _allowed("tools.http"))
+        # Unset, an endpoint is taken for the most conservative class.
+        effect = raw.get("effect", "irreversible_write")
+        if effect not in _EFFECTS:
+            self.fail(
+                f"{path}.effect", f"must be one of {', '.join(sorted(_EFFECTS))}, got {effect!r}"
+            )
+            effect = "irreversible_write"
+        method = str(raw.get("method", "POST")).upper()
+        if method not in _METHODS:
+            self.fail(f"{path}.method", f"unknown HTTP method {method!r}")
+        url = self.string(raw, path, "url")
+        schema = raw.get("input_schema")
+        if not isinstance(schema, dict):
+            self.fail(f"{path}.input_schema", "an HTTP tool needs an input_schema table")
+            schema = {}
+        host_argument, allow = self.http_destination(raw, path, url, schema)
+        out = raw.get("output_schema")
+        if out is not None and not isinstance(out, dict):
+            self.fail(f"{path}.output_schema", _expected("a table", out))
+            out = None
+        bearer = raw.get("bearer_secret")
+        if bearer is not None and not isinstance(bearer, str):
+            self.fail(f"{path}.bearer_secret", _expected("a secret name", bearer))
+            bearer = None
+        tool = HttpToolConfig(
+            name=self.string(raw, path, "name"),
+            version=str(raw.get("version", "1")),
+            description=str(raw.get("description", "")),
+            effect=cast("EffectClass", effect),
+            method=method,
+            url=url,
+            input_schema=schema,
+            output_schema=out,
+            capabilities=self.strings(raw, path, "capabilities"),
+            timeout=self.number(raw, path, "timeout") or 10.0,
+            max_attempts=self.integer(raw, path, "max_attempts", 1),
+            bearer_secret=bearer,
+            host_argument=host_argument,
+            allow_destinations=allow,
+        )
+        if tool.name and schema:
+            try:
+                check_spec(_http_spec(tool))
+            except (SpecError, SchemaError) as exc:
+                self.fail(path, str(exc))
+        return tool
+
+    def http_destination(
+        self, raw: Mapping[str, object], path: str, url: str, schema: Mapping[str, object]
+    ) -> tuple[str | None, tuple[str, ...]]:
+        """Where an HTTP tool may send requests: its host argument and allow-list."""
+        host_argument = raw.get("host_argument")
+        if host_argument is not None and (
+            not isinstance(host_argument, str) or not host_argument.isidentifier()
+        ):
+            self.fail(f"{path}.host_argument", _expected("an argument name", host_argument))
+            host_argument = None
+        if url and not url.startswith(("http://", "https://")):
+            self.fail(f"{path}.url", f"must be an http(s) URL, got {url!r}")
+        elif url and (problem := destination_problem(url, host_argument=host_argument)):
+            self.fail(f"{path}.url", problem)
+        required = schema.get("required")
+        if host_argument is not None and host_argument not in (
+            required if isinstance(required, list) else []
+        ):
+            self.fail(
+                f"{path}.host_argument",
+                f"{host_argument!r} must be a required argument of input_schema",
+            )
+        allow = self.strings(raw, path, "allow_destinations")
+        for i, entry in enumerate(allow):
+            try:
+                EgressPolicy(allow=(entry,))
+            except ConfigurationError as exc:
+                self.fail(f"{path}.allow_destinations[{i}]", str(exc))
+        return host_argument, allow
+
+    def host_grants(
+        self, tools: tuple[HttpToolConfig, ...], grants: list[Mapping[str, object]]
+    ) -> None:
+        """A host chosen by the model is checked by a domain scope on every grant of it (R6).
+
+        An unscoped grant (or one of another kind) of the tool's capability would admit
+        any host, so each must be a domain scope, and at least one must exist.
+        """
+        for i, tool in enumerate(tools):
+            if tool.host_argument is None:
+                continue
+            path = f"tools.http[{i}]"
+            if not tool.capabilities:
+                self.fail(
+                    f"{path}.capabilities",
+                    "a tool that takes its host from an argument needs a capability, "
+                    "granted with a domain scope",
+                )
+                continue
+            granting = [
+                (j, g) for j, g in enumerate(grants) if g.get("capability") in tool.capabilities
+            ]
+            if not granting:
+                self.fail(
+                    f"{path}.host_argument",
+                    f"no [[grant]] of {', '.join(tool.capabilities)} checks the host: add one "
+                    'with scope = { kind = "domain", domains = [...] }',
+                )
+            for j, grant in granting:
+                scope = grant.get("scope")
+                if not isinstance(scope, dict) or scope.get("kind") != "domain":
+                    self.fail(
+                        f"grant[{j}].scope",
+                        f"{tool.name} takes its host from the argument {tool.host_argument!r}: "
+                        f"a grant of {grant.get('capability')!r} needs a domain scope, "
+                        "or the model could send the request anywhere",
+                    )
+
+
+class _IdentityChecks(_Primitives):
+    """Who may call: ``[[principal]]`` keys and ``[[identity.jwt]]`` issuers."""
+
+    def principal(self, raw: Mapping[str, object], path: str) -> Principal | None:
+        self.known(raw, path, _allowed("principal"))
+        key = raw.get("key_sha256")
+        if not isinstance(key, str) or _SHA256_HEX.fullmatch(key) is None:
+            self.fail(
+                f"{path}.key_sha256", "must be the 64 lowercase hex digits of the key's SHA-256"
+            )
+            key = ""
+        roles = self.strings(raw, path, "roles")
+        for role in roles:
+            if role not in ROLES:
+                self.fail(
+                    f"{path}.roles", f"unknown role {role!r} (expected {', '.join(sorted(ROLES))})"
+                )
+        name = self.string(raw, path, "name")
+        subject = self.string(raw, path, "subject")
+        tenant = self.string(raw, path, "tenant")
+        if not key:
+            return None
+        return Principal(
+            name=name, key_sha256=key, subject=subject, tenant=tenant, roles=frozenset(roles)
+        )
+
+    def jwt_issuer(  # noqa: C901 - one check per key, in table order
+        self, raw: Mapping[str, object], path: str, source: Path | None
+    ) -> JwtIssuer:
+        self.known(raw, path, _allowed("identity.jwt"))
+        issuer = self.string(raw, path, "issuer")
+        audience = self.string(raw, path, "audience")
+        url = self.optional(raw, path, "jwks_url")
+        if url is not None and not url.startswith(("https://", "http://")):
+            self.fail(f"{path}.jwks_url", f"must be an http(s) URL, got {url!r}")
+        file = self.optional(raw, path, "jwks_file")
+        jwks_file = None
+        if file is not None:
+            jwks_file = Path(file)
+            if not jwks_file.is_absolute() and source is not None:
+                jwks_file = source.resolve().parent / jwks_file
+        secret_env = self.optional(raw, path, "secret_env")
+        algorithms = self.strings(raw, path, "algorithms") or DEFAULT_ALGORITHMS
+        for alg in algorithms:
+            if alg not in ASYMMETRIC_ALGORITHMS | HMAC_ALGORITHMS:
+                self.fail(f"{path}.algorithms", f"unknown or refused algorithm {alg!r}")
+        hmac_only = all(alg in HMAC_ALGORITHMS for alg in algorithms)
+        sources = [k for k, v in (("jwks_url", url), ("jwks_file", file)) if v is not None]
+        if any(alg in HMAC_ALGORITHMS for alg in algorithms) and not hmac_only:
+            # One key trusted for both would let a public key sign as an HMAC secret.
+            self.fail(f"{path}.algorithms", "do not mix HMAC (HS*) and public-key algorithms")
+        elif hmac_only and (secret_env is None or sources):
+            self.fail(
+                f"{path}.secret_env",
+                "HS* algorithms take their secret from secret_env, and no JWKS",
+            )
+        elif not hmac_only and (secret_env is not None or len(sources) != 1):
+            self.fail(
+                f"{path}.jwks_url",
+                "name the issuer's public keys: exactly one of jwks_url or jwks_file "
+                "(secret_env is for HS* algorithms only)",
+            )
+        tenant_claim = self.optional(raw, path, "tenant_claim")
+        tenant = self.optional(raw, path, "tenant")
+        if (tenant_claim is None) == (tenant is None):
+            self.fail(f"{path}.tenant", "set exactly one of tenant_claim or tenant")
+        role_map = raw.get("role_map", {})
+        if not isinstance(role_map, dict) or not all(
+            isinstance(v, str) and v in ROLES for v in role_map.values()
+        ):
+            self.fail(
+                f"{path}.role_map",
+                f"must map the token's role names to {', '.join(sorted(ROLES))}",
+            )
+            role_map = {}
+        skew = self.number(raw, path, "clock_skew", positive=False)
+        interval = self.number(raw, path, "jwks_refresh_interval", positive=False)
+        for key, value in (("clock_skew", skew), ("jwks_refresh_interval", interval)):
+            if value is not None and value < 0:
+                self.fail(f"{path}.{key}", f"must not be negative, got {value}")
+        ttl = self.number(raw, path, "jwks_ttl")
+        return JwtIssuer(
+            issuer=issuer,
+            audience=audience,
+            jwks_url=url,
+            jwks_file=jwks_file,
+            secret_env=secret_env,
+            algorithms=tuple(algorithms),
+            clock_skew=60.0 if skew is None else skew,
+            required_claims=self.strings(raw, path, "required_claims"),
+            subject_claim=self.string(raw, path, "subject_claim", default="sub"),
+            tenant_claim=tenant_claim,
+            tenant=tenant,
+            roles_claim=self.string(raw, path, "roles_claim", default="roles"),
+            role_map=dict(cast("dict[str, str]", role_map)),
+            jwks_ttl=300.0 if ttl is None else ttl,
+            jwks_refresh_interval=30.0 if interval is None else interval,
+        )
+
+
+class _Checker(_ToolChecks, _IdentityChecks):
+    """The whole file: every section, then one configuration or the problems."""
 
     # -- sections ---------------------------------------------------------------
 
@@ -701,120 +946,6 @@ class _Checker:
         self.fail("store.url", f"use memory, sqlite:///PATH or postgresql://…, got {url!r}")
         return ""
 
-    def principal(self, raw: Mapping[str, object], path: str) -> Principal | None:
-        self.known(raw, path, _allowed("principal"))
-        key = raw.get("key_sha256")
-        if not isinstance(key, str) or _SHA256_HEX.fullmatch(key) is None:
-            self.fail(
-                f"{path}.key_sha256", "must be the 64 lowercase hex digits of the key's SHA-256"
-            )
-            key = ""
-        roles = self.strings(raw, path, "roles")
-        for role in roles:
-            if role not in ROLES:
-                self.fail(
-                    f"{path}.roles", f"unknown role {role!r} (expected {', '.join(sorted(ROLES))})"
-                )
-        name = self.string(raw, path, "name")
-        subject = self.string(raw, path, "subject")
-        tenant = self.string(raw, path, "tenant")
-        if not key:
-            return None
-        return Principal(
-            name=name, key_sha256=key, subject=subject, tenant=tenant, roles=frozenset(roles)
-        )
-
-    def jwt_issuer(  # noqa: C901 - one check per key, in table order
-        self, raw: Mapping[str, object], path: str, source: Path | None
-    ) -> JwtIssuer:
-        self.known(raw, path, _allowed("identity.jwt"))
-        issuer = self.string(raw, path, "issuer")
-        audience = self.string(raw, path, "audience")
-        url = self.optional(raw, path, "jwks_url")
-        if url is not None and not url.startswith(("https://", "http://")):
-            self.fail(f"{path}.jwks_url", f"must be an http(s) URL, got {url!r}")
-        file = self.optional(raw, path, "jwks_file")
-        jwks_file = None
-        if file is not None:
-            jwks_file = Path(file)
-            if not jwks_file.is_absolute() and source is not None:
-                jwks_file = source.resolve().parent / jwks_file
-        secret_env = self.optional(raw, path, "secret_env")
-        algorithms = self.strings(raw, path, "algorithms") or DEFAULT_ALGORITHMS
-        for alg in algorithms:
-            if alg not in ASYMMETRIC_ALGORITHMS | HMAC_ALGORITHMS:
-                self.fail(f"{path}.algorithms", f"unknown or refused algorithm {alg!r}")
-        hmac_only = all(alg in HMAC_ALGORITHMS for alg in algorithms)
-        sources = [k for k, v in (("jwks_url", url), ("jwks_file", file)) if v is not None]
-        if any(alg in HMAC_ALGORITHMS for alg in algorithms) and not hmac_only:
-            # One key trusted for both would let a public key sign as an HMAC secret.
-            self.fail(f"{path}.algorithms", "do not mix HMAC (HS*) and public-key algorithms")
-        elif hmac_only and (secret_env is None or sources):
-            self.fail(
-                f"{path}.secret_env",
-                "HS* algorithms take their secret from secret_env, and no JWKS",
-            )
-        elif not hmac_only and (secret_env is not None or len(sources) != 1):
-            self.fail(
-                f"{path}.jwks_url",
-                "name the issuer's public keys: exactly one of jwks_url or jwks_file "
-                "(secret_env is for HS* algorithms only)",
-            )
-        tenant_claim = self.optional(raw, path, "tenant_claim")
-        tenant = self.optional(raw, path, "tenant")
-        if (tenant_claim is None) == (tenant is None):
-            self.fail(f"{path}.tenant", "set exactly one of tenant_claim or tenant")
-        role_map = raw.get("role_map", {})
-        if not isinstance(role_map, dict) or not all(
-            isinstance(v, str) and v in ROLES for v in role_map.values()
-        ):
-            self.fail(
-                f"{path}.role_map",
-                f"must map the token's role names to {', '.join(sorted(ROLES))}",
-            )
-            role_map = {}
-        skew = self.number(raw, path, "clock_skew", positive=False)
-        interval = self.number(raw, path, "jwks_refresh_interval", positive=False)
-        for key, value in (("clock_skew", skew), ("jwks_refresh_interval", interval)):
-            if value is not None and value < 0:
-                self.fail(f"{path}.{key}", f"must not be negative, got {value}")
-        ttl = self.number(raw, path, "jwks_ttl")
-        return JwtIssuer(
-            issuer=issuer,
-            audience=audience,
-            jwks_url=url,
-            jwks_file=jwks_file,
-            secret_env=secret_env,
-            algorithms=tuple(algorithms),
-            clock_skew=60.0 if skew is None else skew,
-            required_claims=self.strings(raw, path, "required_claims"),
-            subject_claim=self.string(raw, path, "subject_claim", default="sub"),
-            tenant_claim=tenant_claim,
-            tenant=tenant,
-            roles_claim=self.string(raw, path, "roles_claim", default="roles"),
-            role_map=dict(cast("dict[str, str]", role_map)),
-            jwks_ttl=300.0 if ttl is None else ttl,
-            jwks_refresh_interval=30.0 if interval is None else interval,
-        )
-
-    def optional(self, raw: Mapping[str, object], path: str, key: str) -> str | None:
-        value = raw.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
-            self.fail(f"{path}.{key}", _expected("a non-empty string", value))
-            return None
-        return value
-
-    def unique_keys(self, principals: list[Principal | None]) -> None:
-        seen: dict[str, int] = {}
-        for i, p in enumerate(principals):
-            if p is None:
-                continue
-            if p.key_sha256 in seen:
-                self.fail(
-                    f"principal[{i}].key_sha256", f"the same key as principal[{seen[p.key_sha256]}]"
-                )
-            seen.setdefault(p.key_sha256, i)
-
     def grant(self, raw: Mapping[str, object], path: str) -> None:
         self.known(raw, path, _allowed("grant"))
         for key in ("subject", "tenant", "capability"):
@@ -886,123 +1017,6 @@ class _Checker:
                 self.fail(f"{path}.per_seconds", "a rate limit needs a positive per_seconds")
         else:
             self.fail(f"{path}.kind", f"unknown limit kind {kind!r} (expected number, rate)")
-
-    def http_tool(self, raw: Mapping[str, object], path: str) -> HttpToolConfig:
-        self.known(raw, path, _allowed("tools.http"))
-        # Unset, an endpoint is taken for the most conservative class.
-        effect = raw.get("effect", "irreversible_write")
-        if effect not in _EFFECTS:
-            self.fail(
-                f"{path}.effect", f"must be one of {', '.join(sorted(_EFFECTS))}, got {effect!r}"
-            )
-            effect = "irreversible_write"
-        method = str(raw.get("method", "POST")).upper()
-        if method not in _METHODS:
-            self.fail(f"{path}.method", f"unknown HTTP method {method!r}")
-        url = self.string(raw, path, "url")
-        schema = raw.get("input_schema")
-        if not isinstance(schema, dict):
-            self.fail(f"{path}.input_schema", "an HTTP tool needs an input_schema table")
-            schema = {}
-        host_argument, allow = self.http_destination(raw, path, url, schema)
-        out = raw.get("output_schema")
-        if out is not None and not isinstance(out, dict):
-            self.fail(f"{path}.output_schema", _expected("a table", out))
-            out = None
-        bearer = raw.get("bearer_secret")
-        if bearer is not None and not isinstance(bearer, str):
-            self.fail(f"{path}.bearer_secret", _expected("a secret name", bearer))
-            bearer = None
-        tool = HttpToolConfig(
-            name=self.string(raw, path, "name"),
-            version=str(raw.get("version", "1")),
-            description=str(raw.get("description", "")),
-            effect=cast("EffectClass", effect),
-            method=method,
-            url=url,
-            input_schema=schema,
-            output_schema=out,
-            capabilities=self.strings(raw, path, "capabilities"),
-            timeout=self.number(raw, path, "timeout") or 10.0,
-            max_attempts=self.integer(raw, path, "max_attempts", 1),
-            bearer_secret=bearer,
-            host_argument=host_argument,
-            allow_destinations=allow,
-        )
-        if tool.name and schema:
-            try:
-                check_spec(_http_spec(tool))
-            except (SpecError, SchemaError) as exc:
-                self.fail(path, str(exc))
-        return tool
-
-    def http_destination(
-        self, raw: Mapping[str, object], path: str, url: str, schema: Mapping[str, object]
-    ) -> tuple[str | None, tuple[str, ...]]:
-        """Where an HTTP tool may send requests: its host argument and allow-list."""
-        host_argument = raw.get("host_argument")
-        if host_argument is not None and (
-            not isinstance(host_argument, str) or not host_argument.isidentifier()
-        ):
-            self.fail(f"{path}.host_argument", _expected("an argument name", host_argument))
-            host_argument = None
-        if url and not url.startswith(("http://", "https://")):
-            self.fail(f"{path}.url", f"must be an http(s) URL, got {url!r}")
-        elif url and (problem := destination_problem(url, host_argument=host_argument)):
-            self.fail(f"{path}.url", problem)
-        required = schema.get("required")
-        if host_argument is not None and host_argument not in (
-            required if isinstance(required, list) else []
-        ):
-            self.fail(
-                f"{path}.host_argument",
-                f"{host_argument!r} must be a required argument of input_schema",
-            )
-        allow = self.strings(raw, path, "allow_destinations")
-        for i, entry in enumerate(allow):
-            try:
-                EgressPolicy(allow=(entry,))
-            except ConfigurationError as exc:
-                self.fail(f"{path}.allow_destinations[{i}]", str(exc))
-        return host_argument, allow
-
-    def host_grants(
-        self, tools: tuple[HttpToolConfig, ...], grants: list[Mapping[str, object]]
-    ) -> None:
-        """A host chosen by the model is checked by a domain scope on every grant of it (R6).
-
-        An unscoped grant (or one of another kind) of the tool's capability would admit
-        any host, so each must be a domain scope, and at least one must exist.
-        """
-        for i, tool in enumerate(tools):
-            if tool.host_argument is None:
-                continue
-            path = f"tools.http[{i}]"
-            if not tool.capabilities:
-                self.fail(
-                    f"{path}.capabilities",
-                    "a tool that takes its host from an argument needs a capability, "
-                    "granted with a domain scope",
-                )
-                continue
-            granting = [
-                (j, g) for j, g in enumerate(grants) if g.get("capability") in tool.capabilities
-            ]
-            if not granting:
-                self.fail(
-                    f"{path}.host_argument",
-                    f"no [[grant]] of {', '.join(tool.capabilities)} checks the host: add one "
-                    'with scope = { kind = "domain", domains = [...] }',
-                )
-            for j, grant in granting:
-                scope = grant.get("scope")
-                if not isinstance(scope, dict) or scope.get("kind") != "domain":
-                    self.fail(
-                        f"grant[{j}].scope",
-                        f"{tool.name} takes its host from the argument {tool.host_argument!r}: "
-                        f"a grant of {grant.get('capability')!r} needs a domain scope, "
-                        "or the model could send the request anywhere",
-                    )
 
     def telemetry(self, raw: Mapping[str, object]) -> TelemetryConfig:
         self.known(raw, "telemetry", _allowed("telemetry"))

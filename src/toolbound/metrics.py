@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from prometheus_client.metrics_core import Metric
 
+    from toolbound.pipeline.confirm import ConfirmationDesk
     from toolbound.trace import TraceEvent
 
 __all__ = ["CONTENT_TYPE", "CallMetrics"]
@@ -118,6 +119,14 @@ class CallMetrics:
         values (an upstream's name to 1 when it answers, for one).
         """
         self._gauges.add(f"toolbound_{name}", documentation, read, labels)
+
+    def count_pending(self, desk: ConfirmationDesk) -> None:
+        """Register ``toolbound_pending_confirmations``: the desk's calls still open (R7)."""
+        self.gauge(
+            "pending_confirmations",
+            "Calls waiting for a person, their window still open.",
+            lambda: len(desk.pending()),
+        )
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format (:data:`CONTENT_TYPE`)."""

@@ -164,231 +164,30 @@ class _Queued:
 _Row = tuple[str, str, str, str, str, str, bytes, str, str, int, int, int, str | None, str]
 
 
-class SQLiteLedger:
-    """A :class:`~toolbound.ledger.store.Ledger` in one SQLite file (WAL).
+class _Storage:
+    """The file underneath the ledger: connections, the write lock, SQLite's errors.
 
-    Safe from several threads (a connection each) and several processes (the write
-    lock is taken with ``BEGIN IMMEDIATE`` before any record is read for a write).
-
-    Opening applies the versioned migrations of :mod:`toolbound.ledger.migrations`.
-    A file that is not SQLite, or belongs to another application, raises
-    ``LedgerError(code="corrupt_store")``; one written by a newer toolbound raises
-    ``unsupported_schema``. Neither is ever reinitialised. ``adopt=True`` allows
-    adding the ledger to an existing application database, so business tables and
-    ledger records can commit in one transaction (R8) — see :meth:`atomic`.
-
-    ``synchronous`` is ``"FULL"`` by default: each phase is fsynced before the call
-    returns (R9). ``"NORMAL"`` survives a process crash but not a power cut; see the
-    module docstring.
+    A connection per thread, opened and migrated; the write lock and group commit (a
+    process's concurrent writers share one transaction and one fsync); every sqlite3
+    error mapped to LedgerError.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        retention: timedelta = timedelta(days=1),
-        expired: ExpiredPolicy = "reject",
-        busy_timeout: float = 5.0,
-        synchronous: Synchronous = "FULL",
-        adopt: bool = False,
-    ) -> None:
-        self.path = os.fspath(path)
-        if self.path == ":memory:" or self.path.startswith("file::memory:") or not self.path:
-            msg = "SQLiteLedger needs a file (each thread has its own connection); use MemoryLedger"
-            raise ConfigurationError(msg)
-        if synchronous not in ("FULL", "EXTRA", "NORMAL"):
-            msg = f"synchronous must be FULL, EXTRA or NORMAL (R9: never OFF), not {synchronous!r}"
-            raise ConfigurationError(msg)
-        self.retention = retention
-        self.expired: ExpiredPolicy = validate_settings(retention, expired)
-        self.busy_timeout = busy_timeout
-        self.synchronous: Synchronous = synchronous
-        self._local = threading.local()
-        self._connections: dict[threading.Thread, sqlite3.Connection] = {}
-        self._connections_lock = threading.Lock()
-        self._write_lock = self._new_write_queue()
-        self._queued: list[_Queued] = []
-        self._queued_lock = threading.Lock()
-        self._savepoints = itertools.count()
-        self._pid = os.getpid()
-        self._closed = False
-        conn = self._connection()
-        try:
-            self._open(conn, adopt=adopt)
-        except BaseException:
-            self.close()
-            raise
-
-    # -- the protocol -----------------------------------------------------------------
-
-    def claim(self, intent: Intent, *, now: datetime) -> Claim:
-        """See :meth:`Ledger.claim`. The intent is fsynced before ``Claimed`` returns."""
-        return self._grouped(lambda conn: self._claim(conn, intent, now=now))
-
-    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
-        """See :meth:`Ledger.claim_executing`. One transaction, one fsync."""
-        return self._grouped(lambda conn: self._claim(conn, intent, now=now, phase="executing"))
-
-    def advance(
-        self,
-        key: LedgerKey,
-        *,
-        invocation_id: str,
-        phase: Phase,
-        now: datetime,
-        result: Result | None = None,
-        evidence: Mapping[str, object] | None = None,
-    ) -> None:
-        """See :meth:`Ledger.advance`. One guarded ``UPDATE``: atomic on its own."""
-        self._grouped(
-            statement=True,
-            work=lambda conn: self._advance(
-                conn,
-                key,
-                invocation_id=invocation_id,
-                phase=phase,
-                now=now,
-                result=result,
-                evidence=evidence,
-            ),
-        )
-
-    def get(self, key: LedgerKey) -> LedgerRecord | None:
-        """See :meth:`Ledger.get`."""
-        with self._errors():
-            row = self._connection().execute(_GET, _pk(key)).fetchone()
-        return None if row is None else _record(row)
-
-    def find(self, invocation_id: str) -> LedgerRecord | None:
-        """See :meth:`Ledger.find`."""
-        with self._errors():
-            row = self._connection().execute(_FIND, (invocation_id,)).fetchone()
-        return None if row is None else _record(row)
-
-    def unresolved(self) -> list[LedgerRecord]:
-        """See :meth:`Ledger.unresolved`. Oldest first; ties in insertion order."""
-        with self._errors():
-            rows = self._connection().execute(_UNRESOLVED).fetchall()
-        return [_record(r) for r in rows]
-
-    def sweep(self, *, now: datetime, grace: timedelta) -> list[LedgerRecord]:
-        """See :meth:`Ledger.sweep`. One ``UPDATE … RETURNING`` under the write lock."""
-        cutoff = to_micros(abandoned_before(now, grace))
-        with self._write() as conn:
-            rows = conn.execute(_SWEEP, (to_micros(now), cutoff)).fetchall()
-        return [_record(r) for r in rows]
-
-    @contextmanager
-    def atomic(self) -> Iterator[SQLiteTransaction]:
-        """One SQLite transaction for ledger records and the tool's own rows (R8).
-
-        ``BEGIN IMMEDIATE`` takes the write lock for the whole block, so keep it short.
-        Business rows written through ``tx.connection`` commit with the records, or an
-        exception rolls all of them back. Ledger calls made on this thread inside the
-        block join it; a nested ``atomic()`` is a savepoint. Errors the block raises (a
-        tool's own ``sqlite3`` errors included) pass through unchanged; a failed commit
-        raises ``LedgerError``.
-        """
-        conn = self._connection()
-        if conn.in_transaction:
-            name = f"toolbound_{next(self._savepoints)}"
-            with self._errors():
-                conn.execute(f"SAVEPOINT {name}")
-            try:
-                yield SQLiteTransaction(self, conn)
-            except BaseException:
-                with self._errors():
-                    conn.execute(f"ROLLBACK TO {name}")
-                    conn.execute(f"RELEASE {name}")
-                raise
-            with self._errors():
-                conn.execute(f"RELEASE {name}")
-            return
-        with self._write(conn, ours=False) as conn_in_tx:
-            yield SQLiteTransaction(self, conn_in_tx)
+    path: str
+    busy_timeout: float
+    synchronous: Synchronous
+    _local: threading.local
+    _connections: dict[threading.Thread, sqlite3.Connection]
+    _connections_lock: threading.Lock
+    _write_lock: threading.RLock | None
+    _queued: list[_Queued]
+    _queued_lock: threading.Lock
+    _savepoints: itertools.count[int]
+    _pid: int
+    _closed: bool
 
     def close(self) -> None:
-        """Close every thread's connection. Later calls raise ``storage_unavailable``."""
-        with self._connections_lock:
-            self._closed = True
-            connections = list(self._connections.values())
-            self._connections.clear()
-        for conn in connections:
-            conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"SQLiteLedger({self.path!r}, synchronous={self.synchronous!r})"
-
-    # -- the work, on a given connection ------------------------------------------------
-
-    def _claim(
-        self, conn: sqlite3.Connection, intent: Intent, *, now: datetime, phase: Phase = "intent"
-    ) -> Claim:
-        """Claim inside an open write transaction (the caller holds the write lock).
-
-        ``phase``: the phase a ``Claimed`` record opens in (``rules.OPENING``).
-        """
-        fresh = intent_record(intent, now=now, phase=phase)
-        if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
-            return Claimed()  # R8: the key was free (decide_claim's answer for no record)
-        digest, holder, current, created_us, result = conn.execute(
-            _LOOKUP, _pk(intent.key)
-        ).fetchone()
-        existing = Existing(
-            digest=digest,
-            invocation_id=holder,
-            phase=current,
-            created_at=from_micros(created_us),
-            result=loads_result(result),
-        )
-        decision = decide_claim(
-            intent, existing, now=now, retention=self.retention, expired=self.expired, phase=phase
-        )
-        if decision.write is not None:
-            conn.execute(_OVERWRITE, _columns(decision.write))
-        return decision.answer
-
-    def _advance(
-        self,
-        conn: sqlite3.Connection,
-        key: LedgerKey,
-        *,
-        invocation_id: str,
-        phase: Phase,
-        now: datetime,
-        result: Result | None,
-        evidence: Mapping[str, object] | None,
-    ) -> None:
-        stored = None if result is None else dumps_result(result)
-        proof = None if evidence is None else dumps(dict(evidence))
-        changed = conn.execute(
-            _ADVANCE,
-            (
-                phase,
-                to_micros(now),
-                stored,
-                proof,
-                proof,
-                *_pk(key),
-                invocation_id,
-                _SOURCES[phase],
-            ),
-        ).rowcount
-        if changed == 1:
-            return
-        row = conn.execute(_HOLDER, _pk(key)).fetchone()
-        holder, current = (None, None) if row is None else row
-        explain_refused_advance(
-            key, invocation_id=invocation_id, target=phase, holder=holder, current=current
-        )
-
-    # -- connections, transactions, errors --------------------------------------------
+        """Close every connection; the subclass says how."""
+        raise NotImplementedError
 
     def _connection(self) -> sqlite3.Connection:
         if self._closed:
@@ -662,6 +461,233 @@ class SQLiteLedger:
             yield
         except sqlite3.Error as exc:
             raise _map_error(exc, self.path) from exc
+
+
+class SQLiteLedger(_Storage):
+    """A :class:`~toolbound.ledger.store.Ledger` in one SQLite file (WAL).
+
+    Safe from several threads (a connection each) and several processes (the write
+    lock is taken with ``BEGIN IMMEDIATE`` before any record is read for a write).
+
+    Opening applies the versioned migrations of :mod:`toolbound.ledger.migrations`.
+    A file that is not SQLite, or belongs to another application, raises
+    ``LedgerError(code="corrupt_store")``; one written by a newer toolbound raises
+    ``unsupported_schema``. Neither is ever reinitialised. ``adopt=True`` allows
+    adding the ledger to an existing application database, so business tables and
+    ledger records can commit in one transaction (R8) — see :meth:`atomic`.
+
+    ``synchronous`` is ``"FULL"`` by default: each phase is fsynced before the call
+    returns (R9). ``"NORMAL"`` survives a process crash but not a power cut; see the
+    module docstring.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        retention: timedelta = timedelta(days=1),
+        expired: ExpiredPolicy = "reject",
+        busy_timeout: float = 5.0,
+        synchronous: Synchronous = "FULL",
+        adopt: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        if self.path == ":memory:" or self.path.startswith("file::memory:") or not self.path:
+            msg = "SQLiteLedger needs a file (each thread has its own connection); use MemoryLedger"
+            raise ConfigurationError(msg)
+        if synchronous not in ("FULL", "EXTRA", "NORMAL"):
+            msg = f"synchronous must be FULL, EXTRA or NORMAL (R9: never OFF), not {synchronous!r}"
+            raise ConfigurationError(msg)
+        self.retention = retention
+        self.expired: ExpiredPolicy = validate_settings(retention, expired)
+        self.busy_timeout = busy_timeout
+        self.synchronous: Synchronous = synchronous
+        self._local = threading.local()
+        self._connections: dict[threading.Thread, sqlite3.Connection] = {}
+        self._connections_lock = threading.Lock()
+        self._write_lock = self._new_write_queue()
+        self._queued: list[_Queued] = []
+        self._queued_lock = threading.Lock()
+        self._savepoints = itertools.count()
+        self._pid = os.getpid()
+        self._closed = False
+        conn = self._connection()
+        try:
+            self._open(conn, adopt=adopt)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the protocol -----------------------------------------------------------------
+
+    def claim(self, intent: Intent, *, now: datetime) -> Claim:
+        """See :meth:`Ledger.claim`. The intent is fsynced before ``Claimed`` returns."""
+        return self._grouped(lambda conn: self._claim(conn, intent, now=now))
+
+    def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
+        """See :meth:`Ledger.claim_executing`. One transaction, one fsync."""
+        return self._grouped(lambda conn: self._claim(conn, intent, now=now, phase="executing"))
+
+    def advance(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None = None,
+        evidence: Mapping[str, object] | None = None,
+    ) -> None:
+        """See :meth:`Ledger.advance`. One guarded ``UPDATE``: atomic on its own."""
+        self._grouped(
+            statement=True,
+            work=lambda conn: self._advance(
+                conn,
+                key,
+                invocation_id=invocation_id,
+                phase=phase,
+                now=now,
+                result=result,
+                evidence=evidence,
+            ),
+        )
+
+    def get(self, key: LedgerKey) -> LedgerRecord | None:
+        """See :meth:`Ledger.get`."""
+        with self._errors():
+            row = self._connection().execute(_GET, _pk(key)).fetchone()
+        return None if row is None else _record(row)
+
+    def find(self, invocation_id: str) -> LedgerRecord | None:
+        """See :meth:`Ledger.find`."""
+        with self._errors():
+            row = self._connection().execute(_FIND, (invocation_id,)).fetchone()
+        return None if row is None else _record(row)
+
+    def unresolved(self) -> list[LedgerRecord]:
+        """See :meth:`Ledger.unresolved`. Oldest first; ties in insertion order."""
+        with self._errors():
+            rows = self._connection().execute(_UNRESOLVED).fetchall()
+        return [_record(r) for r in rows]
+
+    def sweep(self, *, now: datetime, grace: timedelta) -> list[LedgerRecord]:
+        """See :meth:`Ledger.sweep`. One ``UPDATE … RETURNING`` under the write lock."""
+        cutoff = to_micros(abandoned_before(now, grace))
+        with self._write() as conn:
+            rows = conn.execute(_SWEEP, (to_micros(now), cutoff)).fetchall()
+        return [_record(r) for r in rows]
+
+    @contextmanager
+    def atomic(self) -> Iterator[SQLiteTransaction]:
+        """One SQLite transaction for ledger records and the tool's own rows (R8).
+
+        ``BEGIN IMMEDIATE`` takes the write lock for the whole block, so keep it short.
+        Business rows written through ``tx.connection`` commit with the records, or an
+        exception rolls all of them back. Ledger calls made on this thread inside the
+        block join it; a nested ``atomic()`` is a savepoint. Errors the block raises (a
+        tool's own ``sqlite3`` errors included) pass through unchanged; a failed commit
+        raises ``LedgerError``.
+        """
+        conn = self._connection()
+        if conn.in_transaction:
+            name = f"toolbound_{next(self._savepoints)}"
+            with self._errors():
+                conn.execute(f"SAVEPOINT {name}")
+            try:
+                yield SQLiteTransaction(self, conn)
+            except BaseException:
+                with self._errors():
+                    conn.execute(f"ROLLBACK TO {name}")
+                    conn.execute(f"RELEASE {name}")
+                raise
+            with self._errors():
+                conn.execute(f"RELEASE {name}")
+            return
+        with self._write(conn, ours=False) as conn_in_tx:
+            yield SQLiteTransaction(self, conn_in_tx)
+
+    def close(self) -> None:
+        """Close every thread's connection. Later calls raise ``storage_unavailable``."""
+        with self._connections_lock:
+            self._closed = True
+            connections = list(self._connections.values())
+            self._connections.clear()
+        for conn in connections:
+            conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteLedger({self.path!r}, synchronous={self.synchronous!r})"
+
+    # -- the work, on a given connection ------------------------------------------------
+
+    def _claim(
+        self, conn: sqlite3.Connection, intent: Intent, *, now: datetime, phase: Phase = "intent"
+    ) -> Claim:
+        """Claim inside an open write transaction (the caller holds the write lock).
+
+        ``phase``: the phase a ``Claimed`` record opens in (``rules.OPENING``).
+        """
+        fresh = intent_record(intent, now=now, phase=phase)
+        if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
+            return Claimed()  # R8: the key was free (decide_claim's answer for no record)
+        digest, holder, current, created_us, result = conn.execute(
+            _LOOKUP, _pk(intent.key)
+        ).fetchone()
+        existing = Existing(
+            digest=digest,
+            invocation_id=holder,
+            phase=current,
+            created_at=from_micros(created_us),
+            result=loads_result(result),
+        )
+        decision = decide_claim(
+            intent, existing, now=now, retention=self.retention, expired=self.expired, phase=phase
+        )
+        if decision.write is not None:
+            conn.execute(_OVERWRITE, _columns(decision.write))
+        return decision.answer
+
+    def _advance(
+        self,
+        conn: sqlite3.Connection,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        phase: Phase,
+        now: datetime,
+        result: Result | None,
+        evidence: Mapping[str, object] | None,
+    ) -> None:
+        stored = None if result is None else dumps_result(result)
+        proof = None if evidence is None else dumps(dict(evidence))
+        changed = conn.execute(
+            _ADVANCE,
+            (
+                phase,
+                to_micros(now),
+                stored,
+                proof,
+                proof,
+                *_pk(key),
+                invocation_id,
+                _SOURCES[phase],
+            ),
+        ).rowcount
+        if changed == 1:
+            return
+        row = conn.execute(_HOLDER, _pk(key)).fetchone()
+        holder, current = (None, None) if row is None else row
+        explain_refused_advance(
+            key, invocation_id=invocation_id, target=phase, holder=holder, current=current
+        )
+
+    # -- connections, transactions, errors --------------------------------------------
 
 
 class SQLiteTransaction:

@@ -262,11 +262,7 @@ class Gateway:
         )
 
     def _gauges(self) -> None:
-        self.metrics.gauge(
-            "pending_confirmations",
-            "Calls waiting for a person, their window still open.",
-            lambda: len(self.runtime.desk.pending()),
-        )
+        self.metrics.count_pending(self.runtime.desk)
         self.metrics.gauge(
             "quarantined_tools",
             "Upstream tools whose new definition waits for a person's approval.",

@@ -120,6 +120,31 @@ class Submission:
             locale=optional["locale"] or "en",
         )
 
+    def proposal(self, *, received_at: datetime) -> Proposal:
+        """The model's proposal, its argument bytes untouched."""
+        return Proposal(
+            name=self.tool,
+            arguments=self.arguments,
+            proposal_id=self.call_id,
+            model_call_id=self.model_call_id,
+            version=self.version,
+            received_at=received_at,
+        )
+
+    def record(self, tools: ToolSet, now: datetime) -> dict[str, object]:
+        """What the journal keeps to run the proposal again, in the same frame (R5, R7)."""
+        return {
+            "tool": self.tool,
+            "version": self.version,
+            "arguments": self.arguments.decode(errors="replace"),
+            "call_id": self.call_id,
+            "model_call_id": self.model_call_id,
+            "tools": sorted(tools.refs) if self.tools is not None else None,
+            "timezone": self.timezone,
+            "locale": self.locale,
+            "reference_time": now.isoformat(),
+        }
+
 
 class Service:
     """A configured toolbound service: runtime, ledger and journal, no HTTP."""
@@ -169,11 +194,7 @@ class Service:
             clock=self.clock,
         )
         """The one confirmation desk, over the calls parked in the journal (R7)."""
-        self.metrics.gauge(
-            "pending_confirmations",
-            "Calls waiting for a person, their window still open.",
-            lambda: len(self.desk.pending()),
-        )
+        self.metrics.count_pending(self.desk)
         self.recovered = self.recover()
 
     def close(self) -> None:
@@ -220,25 +241,8 @@ class Service:
             invocation_id=invocation_id,
             trace_id=trace_id,
         )
-        proposal = Proposal(
-            name=submission.tool,
-            arguments=submission.arguments,
-            proposal_id=submission.call_id,
-            model_call_id=submission.model_call_id,
-            version=submission.version,
-            received_at=now,
-        )
-        request: dict[str, object] = {
-            "tool": submission.tool,
-            "version": submission.version,
-            "arguments": submission.arguments.decode(errors="replace"),
-            "call_id": submission.call_id,
-            "model_call_id": submission.model_call_id,
-            "tools": sorted(tools.refs) if submission.tools is not None else None,
-            "timezone": submission.timezone,
-            "locale": submission.locale,
-            "reference_time": now.isoformat(),
-        }
+        proposal = submission.proposal(received_at=now)
+        request = submission.record(tools, now)
         # Recorded before it runs: a process that dies mid-call leaves a truthful trace.
         running = StoredCall(
             invocation_id=invocation_id,
@@ -549,20 +553,7 @@ class Service:
     ) -> CallContext:
         names = request.get("tools")
         tools = self._toolset(tuple(str(n) for n in names) if isinstance(names, list) else None)
-        response = call.body.get("response")
-        trace_id = response.get("trace_id") if isinstance(response, dict) else None
-        return CallContext(
-            subject=Subject(id=call.subject, tenant=call.tenant),
-            tools=tools,
-            timezone=str(request["timezone"]),
-            locale=str(request["locale"]),
-            reference_time=datetime.fromisoformat(str(request["reference_time"])),
-            timeout=self.config.timeout,
-            result_budget=self.config.result_budget,
-            invocation_id=call.invocation_id,
-            trace_id=None if trace_id is None else str(trace_id),
-            approval=approval,
-        )
+        return _stored_context(call, request, approval, tools, self.config)
 
     def _store(
         self,
@@ -656,6 +647,30 @@ _TAKEN_OVER: dict[str, tuple[str, str, str, bool]] = {
 def _request(call: StoredCall) -> dict[str, object]:
     request = call.body.get("request")
     return request if isinstance(request, dict) else {}
+
+
+def _stored_context(
+    call: StoredCall,
+    request: dict[str, object],
+    approval: Confirmation,
+    tools: ToolSet,
+    config: ServiceConfig,
+) -> CallContext:
+    """A stored call's context as it was proposed, carrying a person's decision (R5, R7)."""
+    response = call.body.get("response")
+    trace_id = response.get("trace_id") if isinstance(response, dict) else None
+    return CallContext(
+        subject=Subject(id=call.subject, tenant=call.tenant),
+        tools=tools,
+        timezone=str(request["timezone"]),
+        locale=str(request["locale"]),
+        reference_time=datetime.fromisoformat(str(request["reference_time"])),
+        timeout=config.timeout,
+        result_budget=config.result_budget,
+        invocation_id=call.invocation_id,
+        trace_id=None if trace_id is None else str(trace_id),
+        approval=approval,
+    )
 
 
 def _proposal(request: dict[str, object]) -> Proposal:
