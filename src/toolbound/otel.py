@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
 from toolbound._state import REJECTED, TERMINAL, State
-from toolbound.telemetry.propagation import extract
+from toolbound.telemetry.propagation import Incoming, extract
 from toolbound.telemetry.w3c import (
     TraceParent,
     context_from_traceparent,
@@ -70,6 +70,7 @@ __all__ = [
     "context_from_traceparent",
     "exporting_sink",
     "format_traceparent",
+    "incoming_context",
     "parse_traceparent",
     "propagation_scope",
     "traceparent_scope",
@@ -118,19 +119,23 @@ def propagation_scope(carrier: Mapping[str, str]) -> Iterator[str]:
     incoming = extract(carrier)
     trace_id = incoming.trace_id or new_trace_id()
     token = _SCOPE.set(_Scope(trace_id, incoming.parent, incoming.tracestate))
-    context = otel_context.get_current()
-    if incoming.parent is not None:
-        context = otel_trace.set_span_in_context(
-            otel_trace.NonRecordingSpan(_remote(incoming.parent, incoming.tracestate)), context
-        )
-    for key, value in incoming.baggage.items():
-        context = baggage.set_baggage(key, value, context)
-    attached = otel_context.attach(context)
+    attached = otel_context.attach(incoming_context(incoming))
     try:
         yield trace_id
     finally:
         otel_context.detach(attached)
         _SCOPE.reset(token)
+
+
+def incoming_context(incoming: Incoming) -> otel_context.Context:
+    """The active context with the caller's span (if valid) and baggage in it."""
+    context = otel_context.get_current()
+    if incoming.parent is not None:
+        remote = _remote(incoming.parent, incoming.tracestate)
+        context = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(remote), context)
+    for key, value in incoming.baggage.items():
+        context = baggage.set_baggage(key, value, context)
+    return context
 
 
 def _remote(parent: TraceParent, tracestate: str | None) -> otel_trace.SpanContext:
@@ -278,6 +283,11 @@ class OpenTelemetrySink:
                 shutdown = getattr(provider, "shutdown", None)
                 if shutdown is not None:
                     shutdown()
+
+    @property
+    def tracer(self) -> otel_trace.Tracer:
+        """The tracer the sink's spans come from (for a surface's own spans beside them)."""
+        return self._tracer
 
     @property
     def errors(self) -> int:

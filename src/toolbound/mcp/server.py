@@ -52,6 +52,7 @@ from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary
 from toolbound.mcp.relay import PROGRESS, progress_token
+from toolbound.mcp.telemetry import ServerSpans, tracer_for
 from toolbound.otel import context_from_traceparent
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
@@ -452,7 +453,7 @@ class GuardedServer:
             # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
             # 2025-era connection still send logging/setLevel when they connect.
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            return Server(
+            server = Server(
                 self.name,
                 version=self.version,
                 on_list_tools=on_list_tools,
@@ -463,6 +464,9 @@ class GuardedServer:
                 get_tool_input_schema=lambda _name: None,
                 **handlers,
             )
+        # R14: our MCP server spans (the runtime's tracer) in place of the SDK's.
+        server.middleware[:] = [ServerSpans(tracer_for(self.runtime))]
+        return server
 
     def _federated(
         self, caller: Callable[[ServerRequestContext[Any, Any]], Subject]
