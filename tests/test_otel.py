@@ -271,6 +271,7 @@ def test_observed_read_gives_call_and_attempt_spans(world: World):
     assert attrs["toolbound.state_path"] == tuple(s.value for s in out.path)
     assert str(attrs["toolbound.digest"]).startswith("sha256:")
     assert attrs["toolbound.commit_status"] == "committed"
+    assert attrs["toolbound.outcome"] == "observed"
     assert attrs["toolbound.attempts"] == 1
     assert "toolbound.synthetic_parent" not in attrs
     assert [e.attributes["toolbound.state"] for e in call.events if e.name == "transition"] == [

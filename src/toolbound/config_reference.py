@@ -271,13 +271,15 @@ KEYS: dict[str, Described] = {
         "each tool's own budget",
     ),
     "retention.days": Described("days before what the service answered is purged", "90"),
-    "telemetry.exporter": Described("where spans go", '"otlp"'),
+    "telemetry.exporter": Described("where spans and metrics go", '"otlp"'),
     "telemetry.endpoint": Described(
-        "the OTLP/HTTP collector (`/v1/traces` is added)",
+        "the OTLP/HTTP collector (`/v1/traces` and `/v1/metrics` are added)",
         '"http://collector.internal:4318"',
         "the exporter's own default",
     ),
-    "telemetry.service_name": Described("`service.name` on the spans", '"toolbound-eu"'),
+    "telemetry.service_name": Described(
+        "`service.name` on the spans and metrics", '"toolbound-eu"'
+    ),
 }
 
 

@@ -27,34 +27,38 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol
 
-from toolbound._state import REJECTED, TERMINAL, State
-from toolbound.telemetry.propagation import Incoming, extract
+from toolbound._state import OUTCOME_KIND, REJECTED, TERMINAL, State
+from toolbound.telemetry.context import (
+    SCOPE,
+    Scope,
+    incoming_context,
+    propagation_scope,
+    traceparent_scope,
+)
+from toolbound.telemetry.context import remote_span_context as remote_context
 from toolbound.telemetry.w3c import (
     TraceParent,
     context_from_traceparent,
     format_traceparent,
-    new_trace_id,
     parse_traceparent,
     valid_trace_id,
 )
 from toolbound.trace import publish_attempt_span, retract_attempt_span
 
 try:
-    from opentelemetry import baggage, propagate
     from opentelemetry import context as otel_context
     from opentelemetry import metrics as otel_metrics
+    from opentelemetry import propagate
     from opentelemetry import trace as otel_trace
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.otel needs OpenTelemetry: pip install 'toolbound[otel]'"
     raise ImportError(msg) from exc
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.util.types import AttributeValue
@@ -75,78 +79,6 @@ __all__ = [
     "propagation_scope",
     "traceparent_scope",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    trace_id: str
-    parent: TraceParent | None
-    tracestate: str | None = None
-
-
-_SCOPE: ContextVar[_Scope | None] = ContextVar("toolbound_otel_scope", default=None)
-
-
-@contextmanager
-def traceparent_scope(header: str | None, tracestate: str | None = None) -> Iterator[str]:
-    """Within the block, calls get the caller's trace; yields the id for ``CallContext``.
-
-    A valid ``header`` yields its trace id, and the call spans of proposals made in
-    the block become children of the caller's span (carrying its ``tracestate``); an
-    absent or invalid one yields a fresh trace id (a new trace). Pass the yielded id
-    as ``CallContext.trace_id`` so toolbound's trace, its HTTP tools' ``traceparent``
-    and the spans agree::
-
-        with traceparent_scope(request.headers.get("traceparent")) as trace_id:
-            runtime.run(proposal, CallContext(subject=..., tools=..., trace_id=trace_id))
-    """
-    carrier = {"traceparent": header or ""}
-    if tracestate is not None:
-        carrier["tracestate"] = tracestate
-    with propagation_scope(carrier) as trace_id:
-        yield trace_id
-
-
-@contextmanager
-def propagation_scope(carrier: Mapping[str, str]) -> Iterator[str]:
-    """:func:`traceparent_scope` from a request's headers, through the global propagator.
-
-    The deployment's OpenTelemetry propagators read ``carrier`` (``traceparent`` and
-    ``tracestate``, baggage, or whatever ``OTEL_PROPAGATORS`` names); a ``traceparent``
-    must still pass the W3C rules. The caller's span and baggage are the active
-    OpenTelemetry context inside the block, so an HTTP tool's request carries them on.
-    """
-    incoming = extract(carrier)
-    trace_id = incoming.trace_id or new_trace_id()
-    token = _SCOPE.set(_Scope(trace_id, incoming.parent, incoming.tracestate))
-    attached = otel_context.attach(incoming_context(incoming))
-    try:
-        yield trace_id
-    finally:
-        otel_context.detach(attached)
-        _SCOPE.reset(token)
-
-
-def incoming_context(incoming: Incoming) -> otel_context.Context:
-    """The active context with the caller's span (if valid) and baggage in it."""
-    context = otel_context.get_current()
-    if incoming.parent is not None:
-        remote = _remote(incoming.parent, incoming.tracestate)
-        context = otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(remote), context)
-    for key, value in incoming.baggage.items():
-        context = baggage.set_baggage(key, value, context)
-    return context
-
-
-def _remote(parent: TraceParent, tracestate: str | None) -> otel_trace.SpanContext:
-    """The caller's span, as a remote OpenTelemetry span context."""
-    return otel_trace.SpanContext(
-        trace_id=int(parent.trace_id, 16),
-        span_id=int(parent.parent_id, 16),
-        is_remote=True,
-        trace_flags=otel_trace.TraceFlags(parent.trace_flags),
-        trace_state=otel_trace.TraceState.from_header([tracestate]) if tracestate else None,
-    )
 
 
 # -- the sink ------------------------------------------------------------------------
@@ -342,7 +274,7 @@ class OpenTelemetrySink:
         version = data.get("version")
         attributes["toolbound.tool"] = f"{name}@{version}" if isinstance(version, str) else name
         trace_id = data.get("trace_id")
-        caller = _SCOPE.get()
+        caller = SCOPE.get()
         if not isinstance(trace_id, str):
             trace_id = None if caller is None else caller.trace_id
         span = self._tracer.start_span(
@@ -478,6 +410,8 @@ class OpenTelemetrySink:
         span.set_attribute("toolbound.state", state.value)
         span.set_attribute("toolbound.state_path", tuple(call.path))
         span.set_attribute("toolbound.attempts", call.attempt_count)
+        if end is not None:  # an ended call's answer kind, as /metrics counts it
+            span.set_attribute("toolbound.outcome", OUTCOME_KIND.get(state, "cancelled"))
         if state in _COMMITTED:
             span.set_attribute("toolbound.commit_status", "committed")
         elif state is State.OUTCOME_UNKNOWN:
@@ -494,25 +428,29 @@ class OpenTelemetrySink:
             span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, error_type))
         span.end(end_time=end)
         if end is not None:
-            measured: dict[str, AttributeValue] = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": call.name,
-            }
-            if call.tool_type is not None:
-                measured["gen_ai.tool.type"] = call.tool_type
-            if error_type is not None:
-                measured["error.type"] = error_type
-            self._duration.record(max(0.0, (end - _ns(call.started)) / 1e9), measured)
+            self._measure(call, end, error_type)
+
+    def _measure(self, call: _Open, end: int, error_type: str | None) -> None:
+        """Record the call's ``gen_ai.execute_tool.duration``, in seconds."""
+        measured: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+        }
+        if call.tool_type is not None:
+            measured["gen_ai.tool.type"] = call.tool_type
+        if error_type is not None:
+            measured["error.type"] = error_type
+        self._duration.record(max(0.0, (end - _ns(call.started)) / 1e9), measured)
 
 
 def _parent(
-    trace_id: str | None, caller: _Scope | None, attributes: dict[str, AttributeValue]
+    trace_id: str | None, caller: Scope | None, attributes: dict[str, AttributeValue]
 ) -> otel_context.Context | None:
     """The parent context carrying the call's trace id (R14), or ``None`` for a new trace."""
     if trace_id is None or not valid_trace_id(trace_id):
         return None
     if caller is not None and caller.parent is not None and caller.trace_id == trace_id:
-        remote = _remote(caller.parent, caller.tracestate)
+        remote = remote_context(caller.parent, caller.tracestate)
         return otel_trace.set_span_in_context(
             otel_trace.NonRecordingSpan(remote), otel_context.get_current()
         )
