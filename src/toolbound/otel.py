@@ -1,25 +1,28 @@
-"""OpenTelemetry spans for toolbound calls, and W3C Trace Context parsing (R14).
+"""OpenTelemetry spans and metrics for toolbound calls, after the GenAI conventions (R14).
 
 Off by default: nothing here runs unless a user passes an :class:`OpenTelemetrySink`
 to ``Runtime(sinks=[...])``. The sink turns each call's trace events into spans:
 
-* one **call span** per proposal/invocation (``execute_tool {name}``), started at the
-  ``"proposal"`` event and ended at the call's last event — the ``"tool_message"``
-  that follows a terminal state (or OUTCOME_UNKNOWN); a call parked in
-  AWAITING_CONFIRMATION stays open until it resumes;
+* one **call span** per proposal/invocation (``execute_tool {name}``, kind INTERNAL,
+  the GenAI ``execute_tool`` span), started at the ``"proposal"`` event and ended at
+  the call's last event — the ``"tool_message"`` that follows a terminal state (or
+  OUTCOME_UNKNOWN); a call parked in AWAITING_CONFIRMATION stays open until it resumes;
 * one **attempt span** per execution attempt (``toolbound.attempt {name}``), a child of
   the call span, from EXECUTING / ``"attempt_started"`` to its ``"attempt"`` event;
-* a span event per state transition, so the state path reads as a timeline.
+* a span event per state transition, so the state path reads as a timeline;
+
+and records each ended call in the ``gen_ai.execute_tool.duration`` histogram.
 
 The call span's trace id is the invocation's ``trace_id`` (``CallContext.trace_id``), so
 a caller's ``traceparent`` continues in toolbound's spans. Only whitelisted, non-secret
 detail becomes an attribute: never argument bytes, results or tool-message content.
 
-W3C Trace Context level 1 (https://www.w3.org/TR/trace-context/):
+The W3C Trace Context helpers are re-exported here from :mod:`toolbound.telemetry`:
 :func:`parse_traceparent` accepts a header or returns ``None`` ("start a new trace"),
-:func:`format_traceparent` writes version ``00``, and :func:`context_from_traceparent`
-gives the trace id to put in ``CallContext.trace_id``; :func:`traceparent_scope` also
-makes the caller's span the parent of the calls made inside it.
+:func:`format_traceparent` writes version ``00``, :func:`context_from_traceparent`
+gives the trace id to put in ``CallContext.trace_id``; :func:`traceparent_scope` and
+:func:`propagation_scope` (a request's headers, through the global propagator) also
+make the caller's span the parent of the calls made inside them.
 """
 
 from __future__ import annotations
