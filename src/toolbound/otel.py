@@ -185,7 +185,7 @@ class OpenTelemetrySink:
         max_open: int = 10_000,
     ) -> None:
         self._tracer = otel_trace.get_tracer(_TRACER_NAME, tracer_provider=tracer_provider)
-        meter = otel_metrics.get_meter(_TRACER_NAME, meter_provider=meter_provider)
+        meter = self._meter = otel_metrics.get_meter(_TRACER_NAME, meter_provider=meter_provider)
         self._duration = meter.create_histogram(
             "gen_ai.execute_tool.duration",
             unit="s",
@@ -223,6 +223,11 @@ class OpenTelemetrySink:
     def tracer(self) -> otel_trace.Tracer:
         """The tracer the sink's spans come from (for a surface's own spans beside them)."""
         return self._tracer
+
+    @property
+    def meter(self) -> otel_metrics.Meter:
+        """The meter the sink's metrics come from (for a surface's own metrics beside them)."""
+        return self._meter
 
     @property
     def errors(self) -> int:

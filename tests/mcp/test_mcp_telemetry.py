@@ -11,9 +11,11 @@ in ``_meta``; the fault server upstream records the ``_meta`` it received.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import (
@@ -28,6 +30,8 @@ from mcp_support import (
     write_config,
 )
 from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -50,11 +54,31 @@ STATE = "congo=t61rcWkgMzE"
 META = {"traceparent": f"00-{TRACE}-{CALLER}-01", "tracestate": STATE}
 
 
-def _exporting() -> tuple[OpenTelemetrySink, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return OpenTelemetrySink(provider), exporter
+class Exporting:
+    """A sink whose spans and metrics stay in memory for the test to read."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.reader = InMemoryMetricReader()
+        meters = MeterProvider(metric_readers=[self.reader])
+        self.sink = OpenTelemetrySink(provider, meter_provider=meters)
+
+    def spans(self) -> tuple[ReadableSpan, ...]:
+        return self.exporter.get_finished_spans()
+
+    def points(self, name: str) -> list[tuple[dict[str, object], int]]:
+        """Each point of histogram ``name``: its attributes and count."""
+        data = self.reader.get_metrics_data()
+        return [
+            (dict(point.attributes), point.count)
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == name
+            for point in metric.data.data_points
+        ]
 
 
 def _named(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
@@ -62,31 +86,57 @@ def _named(spans: tuple[ReadableSpan, ...], name: str) -> ReadableSpan:
     return span
 
 
-def test_a_gateway_call_is_one_trace_from_the_client_to_the_upstream(tmp_path: Path) -> None:
-    """Server span → execute_tool → attempt → client span, and the upstream gets its context."""
-    state = tmp_path / "state"
+@dataclass(frozen=True)
+class Echoed:
+    """One ``fault.echo`` through a gateway: its spans, metrics and what the upstream got."""
+
+    telemetry: Exporting
+    spans: tuple[ReadableSpan, ...]
+    received: dict[str, object]
+
+
+@pytest.fixture(scope="module")
+def echoed(tmp_path_factory: pytest.TempPathFactory) -> Echoed:
+    folder = tmp_path_factory.mktemp("echoed")
+    state = folder / "state"
     state.mkdir()
-    config = write_config(tmp_path, fault_upstream(state) + grant("mira", "fault:read"))
-    sink, exporter = _exporting()
-    gw = Gateway(config, sinks=[sink], errlog=QUIET)
+    config = write_config(folder, fault_upstream(state) + grant("mira", "fault:read"))
+    telemetry = Exporting()
+    gw = Gateway(config, sinks=[telemetry.sink], errlog=QUIET)
 
     async def scenario() -> types.CallToolResult:
         async with serving(gw) as url, as_(TOKENS["mira"], url) as client:
             return await client.call_tool("fault.echo", {"text": "hi"}, meta=META)
 
-    result = run(scenario())
-    assert result.is_error is False
-    spans = exporter.get_finished_spans()
-    server = _named(spans, "tools/call fault.echo")
-    call = _named(spans, "execute_tool fault.echo")
-    attempt = _named(spans, "toolbound.attempt fault.echo")
-    client = _named(spans, "tools/call echo")
+    assert run(scenario()).is_error is False
+    [received] = [json.loads(line) for line in (state / "calls.txt").read_text().splitlines()]
+    return Echoed(telemetry=telemetry, spans=telemetry.spans(), received=received)
 
-    assert server.kind is otel_trace.SpanKind.SERVER
+
+def test_a_gateway_call_is_one_trace_from_the_client_to_the_upstream(echoed: Echoed) -> None:
+    """Server span → execute_tool → attempt → client span, and the upstream gets its context."""
+    server = _named(echoed.spans, "tools/call fault.echo")
+    call = _named(echoed.spans, "execute_tool fault.echo")
+    attempt = _named(echoed.spans, "toolbound.attempt fault.echo")
+    client = _named(echoed.spans, "tools/call echo")
     assert server.context.trace_id == int(TRACE, 16)
     assert server.parent is not None
     assert server.parent.span_id == int(CALLER, 16)
     assert server.context.trace_state.to_header() == STATE
+    assert call.parent is not None
+    assert call.parent.span_id == server.context.span_id
+    assert attempt.parent is not None
+    assert attempt.parent.span_id == call.context.span_id
+    assert client.parent is not None
+    assert client.parent.span_id == attempt.context.span_id
+    assert echoed.received["traceparent"] == f"00-{TRACE}-{client.context.span_id:016x}-01"
+    assert echoed.received["tracestate"] == STATE
+
+
+def test_the_spans_carry_the_mcp_and_genai_attributes(echoed: Echoed) -> None:
+    """SERVER and CLIENT kinds, the MCP attributes, and an upstream tool's GenAI type."""
+    server = _named(echoed.spans, "tools/call fault.echo")
+    assert server.kind is otel_trace.SpanKind.SERVER
     attrs = server.attributes
     assert attrs["mcp.method.name"] == "tools/call"
     assert attrs["gen_ai.tool.name"] == "fault.echo"
@@ -96,25 +146,40 @@ def test_a_gateway_call_is_one_trace_from_the_client_to_the_upstream(tmp_path: P
     assert attrs["jsonrpc.request.id"]
     assert attrs["mcp.protocol.version"]
     assert "mcp.session.id" not in attrs  # a 2026 connection is sessionless
-
-    assert call.parent is not None
-    assert call.parent.span_id == server.context.span_id
+    call = _named(echoed.spans, "execute_tool fault.echo")
     assert call.attributes["gen_ai.tool.type"] == "extension"
     assert call.attributes["gen_ai.tool.description"]
-    assert attempt.parent is not None
-    assert attempt.parent.span_id == call.context.span_id
-
+    client = _named(echoed.spans, "tools/call echo")
     assert client.kind is otel_trace.SpanKind.CLIENT
-    assert client.parent is not None
-    assert client.parent.span_id == attempt.context.span_id
     assert client.attributes["mcp.method.name"] == "tools/call"
     assert client.attributes["gen_ai.tool.name"] == "echo"
     assert client.attributes["network.transport"] == "pipe"
     assert client.attributes["toolbound.upstream"] == "fault"
 
-    [received] = [json.loads(line) for line in (state / "calls.txt").read_text().splitlines()]
-    assert received["traceparent"] == f"00-{TRACE}-{client.context.span_id:016x}-01"
-    assert received["tracestate"] == STATE
+
+def test_operation_durations_are_recorded_on_both_sides(echoed: Echoed) -> None:
+    """``mcp.server.operation.duration`` and ``mcp.client.operation.duration``, one point each."""
+    version = _named(echoed.spans, "tools/call fault.echo").attributes["mcp.protocol.version"]
+    served = {
+        a["mcp.method.name"]: (a, n)
+        for a, n in echoed.telemetry.points("mcp.server.operation.duration")
+    }
+    assert served["tools/call"] == (
+        {
+            "mcp.method.name": "tools/call",
+            "mcp.protocol.version": version,
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "fault.echo",
+            "network.transport": "tcp",
+            "network.protocol.name": "http",
+        },
+        1,
+    )
+    [(sent, count)] = echoed.telemetry.points("mcp.client.operation.duration")
+    assert count == 1
+    assert sent["gen_ai.tool.name"] == "echo"
+    assert sent["network.transport"] == "pipe"
+    assert "toolbound.upstream" not in sent  # durations keep the conventions' attributes
 
 
 def test_every_request_gets_a_server_span_named_after_its_method(tmp_path: Path) -> None:
@@ -122,8 +187,8 @@ def test_every_request_gets_a_server_span_named_after_its_method(tmp_path: Path)
     state = tmp_path / "state"
     state.mkdir()
     config = write_config(tmp_path, fault_upstream(state) + grant("mira", "fault:read"))
-    sink, exporter = _exporting()
-    gw = Gateway(config, sinks=[sink], errlog=QUIET)
+    telemetry = Exporting()
+    gw = Gateway(config, sinks=[telemetry.sink], errlog=QUIET)
 
     async def scenario() -> types.CallToolResult:
         async with serving(gw) as url, as_(TOKENS["mira"], url) as client:
@@ -132,19 +197,23 @@ def test_every_request_gets_a_server_span_named_after_its_method(tmp_path: Path)
 
     result = run(scenario())
     assert result.is_error is True
-    names = [s.name for s in exporter.get_finished_spans() if s.kind is otel_trace.SpanKind.SERVER]
+    names = [s.name for s in telemetry.spans() if s.kind is otel_trace.SpanKind.SERVER]
     assert "server/discover" in names
     assert "tools/list" in names
-    failed = _named(exporter.get_finished_spans(), "tools/call fault.fail")
+    failed = _named(telemetry.spans(), "tools/call fault.fail")
     assert failed.attributes["error.type"] == "tool_error"
     assert failed.status.status_code is otel_trace.StatusCode.ERROR
-    client = _named(exporter.get_finished_spans(), "tools/call fail")
+    client = _named(telemetry.spans(), "tools/call fail")
     assert client.attributes["error.type"] == "tool_error"
+    failures = [
+        a for a, _ in telemetry.points("mcp.server.operation.duration") if "error.type" in a
+    ]
+    assert [a["gen_ai.tool.name"] for a in failures] == ["fault.fail"]
 
 
 def test_mcp_serve_nests_the_execute_tool_span_under_its_server_span() -> None:
     """A local tool served over MCP: its execute_tool span is the server span's child."""
-    sink, exporter = _exporting()
+    telemetry = Exporting()
     registry = Registry()
     registry.register(
         ToolSpec(
@@ -160,22 +229,25 @@ def test_mcp_serve_nests_the_execute_tool_span_under_its_server_span() -> None:
     grant_ = Grant(
         subject=MIRA.id, tenant=MIRA.tenant, capability="notes:read", actions=frozenset({"read"})
     )
-    runtime = Runtime(policy=GrantPolicy([grant_]), sinks=[sink])
+    runtime = Runtime(policy=GrantPolicy([grant_]), sinks=[telemetry.sink])
     instrument(runtime, registry)
     server = GuardedServer(runtime=runtime, catalog=StaticCatalog(registry))
 
-    async def scenario() -> types.CallToolResult:
+    async def scenario() -> list[types.CallToolResult]:
         async with Client(server.lowlevel(MIRA)) as client:
-            return await client.call_tool("notes.echo", {"text": "x"}, meta=META)
+            return [
+                await client.call_tool("notes.echo", {"text": "x"}, meta=META),
+                await client.call_tool("notes.echo", {"text": "y"}),
+            ]
 
     try:
-        result = run(scenario())
+        results = run(scenario())
     finally:
         runtime.close()
-    assert result.is_error is False
-    spans = exporter.get_finished_spans()
-    served = _named(spans, "tools/call notes.echo")
-    call = _named(spans, "execute_tool notes.echo")
+    assert [r.is_error for r in results] == [False, False]
+    spans = telemetry.spans()
+    served, served_fresh = [s for s in spans if s.name == "tools/call notes.echo"]
+    call, call_fresh = [s for s in spans if s.name == "execute_tool notes.echo"]
     assert served.kind is otel_trace.SpanKind.SERVER
     assert served.attributes["network.transport"] == "pipe"
     assert "mcp.session.id" not in served.attributes
@@ -184,6 +256,11 @@ def test_mcp_serve_nests_the_execute_tool_span_under_its_server_span() -> None:
     assert call.context.trace_id == int(TRACE, 16)
     assert call.attributes["gen_ai.tool.type"] == "function"
     assert call.attributes["gen_ai.tool.description"] == "Say it back."
+    # Without a traceparent the call joins the server span's new trace.
+    assert call_fresh.parent is not None
+    assert call_fresh.parent.span_id == served_fresh.context.span_id
+    assert call_fresh.context.trace_id == served_fresh.context.trace_id != int(TRACE, 16)
+    assert "toolbound.synthetic_parent" not in call_fresh.attributes
 
 
 def test_a_handshake_era_session_is_named_by_a_digest(tmp_path: Path) -> None:
@@ -191,8 +268,8 @@ def test_a_handshake_era_session_is_named_by_a_digest(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
     config = write_config(tmp_path, fault_upstream(state) + grant("mira", "fault:read"))
-    sink, exporter = _exporting()
-    gw = Gateway(config, sinks=[sink], errlog=QUIET)
+    telemetry = Exporting()
+    gw = Gateway(config, sinks=[telemetry.sink], errlog=QUIET)
 
     async def scenario() -> None:
         async with (
@@ -203,7 +280,7 @@ def test_a_handshake_era_session_is_named_by_a_digest(tmp_path: Path) -> None:
             await client.call_tool("fault.echo", {"text": "hi"})
 
     run(scenario())
-    served = [s for s in exporter.get_finished_spans() if s.kind is otel_trace.SpanKind.SERVER]
+    served = [s for s in telemetry.spans() if s.kind is otel_trace.SpanKind.SERVER]
     call = _named(tuple(served), "tools/call fault.echo")
     session = call.attributes["mcp.session.id"]
     assert isinstance(session, str)

@@ -52,8 +52,7 @@ from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary
 from toolbound.mcp.relay import PROGRESS, progress_token
-from toolbound.mcp.telemetry import ServerSpans, tracer_for
-from toolbound.otel import context_from_traceparent
+from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.registry import Registry, ToolSet
@@ -465,7 +464,7 @@ class GuardedServer:
                 **handlers,
             )
         # R14: our MCP server spans (the runtime's tracer) in place of the SDK's.
-        server.middleware[:] = [ServerSpans(tracer_for(self.runtime))]
+        server.middleware[:] = [ServerSpans(telemetry_for(self.runtime))]
         return server
 
     def _federated(
@@ -555,7 +554,7 @@ class GuardedServer:
             tools=tools,
             timeout=self.timeout,
             result_budget=self.result_budget,
-            trace_id=context_from_traceparent(_str_or_none(meta.get("traceparent"))),
+            trace_id=call_trace_id(meta),
         )
         legacy = ctx is not None and _legacy(ctx)
         relayed = PROGRESS.set(_progress_sink(ctx, meta))
@@ -997,10 +996,6 @@ def _digest_of(outcome: Outcome) -> str | None:
 
 def _name(outcome: Outcome) -> str:
     return outcome.tool.partition("@")[0]
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _new_id() -> str:

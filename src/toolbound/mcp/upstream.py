@@ -71,11 +71,10 @@ from toolbound.mcp.telemetry import client_span, continued
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine, Mapping
 
-    from opentelemetry.trace import Tracer
-
     from toolbound._model import JSONObject, JSONValue
     from toolbound.execution.tool import ToolContext
     from toolbound.mcp.config import UpstreamConfig
+    from toolbound.mcp.telemetry import McpTelemetry
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",
@@ -242,8 +241,8 @@ class Upstream:
         self._lock: asyncio.Lock | None = None
         self.connects = 0
         """How many connections were opened (a reconnect adds one)."""
-        self.tracer: Tracer | None = None
-        """Where the client span of each ``tools/call`` goes (R14; set by the gateway)."""
+        self.telemetry: McpTelemetry | None = None
+        """Where each ``tools/call``'s client span and duration go (R14; set by the gateway)."""
 
     @property
     def name(self) -> str:
@@ -525,7 +524,7 @@ class UpstreamTool:
             timeout = min(timeout, self.attempt_timeout)
         upstream = self.upstream
         async with client_span(
-            upstream.tracer,
+            upstream.telemetry,
             upstream=upstream.name,
             url=upstream.config.url,
             tool=self.tool,
