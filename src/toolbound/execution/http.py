@@ -244,15 +244,21 @@ def _propagation(ctx: ToolContext, span_id: str | None) -> Mapping[str, str]:
     """The trace headers of one attempt's request (R14).
 
     The parent is the attempt's span when a telemetry sink opened one: the headers
-    its propagator wrote (``traceparent``, ``tracestate``, baggage) when they carry
-    the invocation's trace, else a built-in ``traceparent`` naming that span.
+    the deployment's propagators wrote for it (``traceparent``, ``tracestate``,
+    baggage, or another format's), with a built-in ``traceparent`` naming that span
+    when they wrote none. A ``traceparent`` of another trace than the invocation's
+    is not sent: the built-in one is.
     """
     trace_id = ctx.invocation.trace_id.lower()
-    carrier = None if span_id is not None else attempt_carrier(ctx.attempt_id)
-    if carrier is not None and f"-{trace_id}-" in carrier.get("traceparent", ""):
-        return carrier
     parent = traceparent(trace_id, span_id or attempt_span(ctx.attempt_id))
-    return {} if parent is None else {"traceparent": parent}
+    built_in = {} if parent is None else {"traceparent": parent}
+    carrier = None if span_id is not None else attempt_carrier(ctx.attempt_id)
+    if carrier is None:
+        return built_in
+    written = carrier.get("traceparent")
+    if written is None:
+        return {**carrier, **built_in}
+    return carrier if f"-{trace_id}-" in written else built_in
 
 
 def _span_id() -> str:
