@@ -42,6 +42,7 @@ from toolbound.otel import (
     propagation_scope,
     traceparent_scope,
 )
+from toolbound.telemetry import propagation
 from toolbound.telemetry.propagation import extract
 from toolbound.telemetry.w3c import parse_tracestate
 from toolbound.testing import FakeTool
@@ -603,3 +604,20 @@ def test_baggage_reaches_the_attempts_propagation_headers(world: World):
     assert sent["traceparent"] == format_traceparent(TID, f"{attempt.context.span_id:016x}")
     assert sent["tracestate"] == "congo=t61rcWkgMzE"
     assert sent["baggage"] == "user=mira"
+
+
+def test_without_the_otel_api_the_builtin_parser_reads_the_headers(monkeypatch):
+    """With no OpenTelemetry propagator, traceparent and tracestate are read by toolbound."""
+    monkeypatch.setattr(propagation, "propagate", None)
+    incoming = extract({"TraceParent": V00, "TraceState": "congo=t61rcWkgMzE", "baggage": "a=b"})
+    assert incoming.parent == parse_traceparent(V00)
+    assert incoming.tracestate == "congo=t61rcWkgMzE"
+    assert dict(incoming.baggage) == {}  # baggage needs the API's propagator
+    assert extract({"traceparent": V00 + "0", "tracestate": "congo=x"}).tracestate is None
+
+
+def test_headers_are_found_whatever_their_case():
+    """A plain dict of headers is read case-insensitively, as HTTP means them."""
+    incoming = extract({"TRACEPARENT": V00, "Tracestate": "congo=t61rcWkgMzE"})
+    assert incoming.trace_id == TID
+    assert incoming.tracestate == "congo=t61rcWkgMzE"
