@@ -492,6 +492,7 @@ def exporting_sink(
     *,
     endpoint: str | None = None,
     service_name: str = "toolbound",
+    metrics: bool = True,
     tools: ToolCatalogue | None = None,
 ) -> OpenTelemetrySink:
     """A sink with its own SDK providers exporting to ``"console"`` or ``"otlp"``.
@@ -500,6 +501,7 @@ def exporting_sink(
     and at shutdown) go to the same place. ``otlp`` sends OTLP/HTTP to ``endpoint``
     (``/v1/traces`` and ``/v1/metrics`` under it; default: the exporters' own
     default, ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``http://localhost:4318``).
+    ``metrics=False`` exports spans only (the metrics go to the global meter provider).
     """
     from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider  # noqa: PLC0415
     from opentelemetry.sdk.metrics.export import (  # noqa: PLC0415
@@ -539,8 +541,12 @@ def exporting_sink(
     resource = Resource.create({"service.name": service_name})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    meters = SdkMeterProvider(
-        resource=resource, metric_readers=[PeriodicExportingMetricReader(metric_exporter)]
+    meters = (
+        SdkMeterProvider(
+            resource=resource, metric_readers=[PeriodicExportingMetricReader(metric_exporter)]
+        )
+        if metrics
+        else None
     )
     sink = OpenTelemetrySink(provider, meter_provider=meters, tools=tools)
     sink._owns_provider = True  # noqa: SLF001 - built here, so shut down with the sink

@@ -126,6 +126,7 @@ def telemetry_sinks(config: ServiceConfig, tools: Registry | None = None) -> lis
             telemetry.exporter,
             endpoint=telemetry.endpoint,
             service_name=telemetry.service_name,
+            metrics=telemetry.metrics,
             tools=tools,
         )
     ]

@@ -92,9 +92,10 @@ def remote():
     server.server_close()
 
 
-def _service(tmp_path, collector, remote=None) -> Service:
+def _service(tmp_path, collector, remote=None, *, metrics: bool = True) -> Service:
     port = collector.server_address[1]
     extra = f'\n[telemetry]\nexporter = "otlp"\nendpoint = "http://127.0.0.1:{port}"\n'
+    extra += f"metrics = {'true' if metrics else 'false'}\n"
     if remote is not None:
         extra += f"""
 [[tools.http]]
@@ -180,6 +181,14 @@ def test_the_duration_metric_reaches_the_collector(tmp_path, effects_path, colle
         "gen_ai.tool.name": "notes.shout",
         "gen_ai.tool.type": "function",
     }
+
+
+def test_metrics_false_exports_spans_only(tmp_path, effects_path, collector):
+    """``[telemetry] metrics = false``: a traces-only collector is sent no metrics."""
+    with TestClient(create_app(_service(tmp_path, collector, metrics=False))) as client:
+        assert _propose(client, "notes.shout", '{"text": "hi"}').json()["status"] == "observed"
+    paths = {path for path, _ in collector.received}
+    assert paths == {"/v1/traces"}
 
 
 def test_tracestate_and_baggage_travel_from_the_caller_to_an_http_tool(tmp_path, collector, remote):
