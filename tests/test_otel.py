@@ -14,6 +14,8 @@ import threading
 
 import pytest
 from opentelemetry import trace as otel_trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -37,10 +39,14 @@ from toolbound.otel import (
     context_from_traceparent,
     format_traceparent,
     parse_traceparent,
+    propagation_scope,
     traceparent_scope,
 )
+from toolbound.telemetry import propagation
+from toolbound.telemetry.propagation import extract
+from toolbound.telemetry.w3c import parse_tracestate
 from toolbound.testing import FakeTool
-from toolbound.trace import TraceEvent
+from toolbound.trace import TraceEvent, attempt_carrier
 
 TID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PID = "00f067aa0ba902b7"
@@ -189,8 +195,12 @@ class World:
         if console is not None:
             exporter = ConsoleSpanExporter(out=console)
             self.provider.add_span_processor(SimpleSpanProcessor(exporter))
-        self.sink = OpenTelemetrySink(self.provider)
         self.registry = Registry()
+        self.metrics = InMemoryMetricReader()
+        self.meters = MeterProvider(metric_readers=[self.metrics])
+        self.sink = OpenTelemetrySink(
+            self.provider, meter_provider=self.meters, tools=self.registry
+        )
         grant = Grant(
             subject=MIRA.id,
             tenant=MIRA.tenant,
@@ -213,9 +223,22 @@ class World:
         attempts = [s for s in spans if s.name.startswith("toolbound.attempt")]
         return calls, attempts
 
+    def durations(self) -> list[tuple[dict[str, object], int, float]]:
+        """Each ``gen_ai.execute_tool.duration`` point: attributes, count and sum."""
+        data = self.metrics.get_metrics_data()
+        return [
+            (dict(point.attributes), point.count, point.sum)
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "gen_ai.execute_tool.duration"
+            for point in metric.data.data_points
+        ]
+
     def close(self) -> None:
         self.runtime.close()
         self.provider.shutdown()
+        self.meters.shutdown()
 
 
 @pytest.fixture
@@ -249,6 +272,7 @@ def test_observed_read_gives_call_and_attempt_spans(world: World):
     assert attrs["toolbound.state_path"] == tuple(s.value for s in out.path)
     assert str(attrs["toolbound.digest"]).startswith("sha256:")
     assert attrs["toolbound.commit_status"] == "committed"
+    assert attrs["toolbound.outcome"] == "observed"
     assert attrs["toolbound.attempts"] == 1
     assert "toolbound.synthetic_parent" not in attrs
     assert [e.attributes["toolbound.state"] for e in call.events if e.name == "transition"] == [
@@ -448,3 +472,152 @@ def test_console_exporter_prints_spans():
     printed = out.getvalue()
     assert '"name": "execute_tool echo"' in printed
     assert '"name": "toolbound.attempt echo"' in printed
+
+
+# -- GenAI semantic conventions ------------------------------------------------------
+
+
+def test_call_span_follows_the_genai_execute_tool_conventions(world: World):
+    """The call span is an INTERNAL ``execute_tool {name}`` span with the GenAI attributes."""
+    world.registry.register(_spec(), FakeTool(returns={"text": "hi"}))
+    world.run({"text": "x"})
+    [call], _ = world.spans()
+    assert call.name == "execute_tool echo"
+    assert call.kind is otel_trace.SpanKind.INTERNAL
+    attrs = call.attributes
+    assert attrs["gen_ai.operation.name"] == "execute_tool"
+    assert attrs["gen_ai.tool.name"] == "echo"
+    assert attrs["gen_ai.tool.call.id"] == "call_1"
+    assert attrs["gen_ai.tool.type"] == "function"
+    assert attrs["gen_ai.tool.description"] == "Echo some text."
+    assert "error.type" not in attrs
+    # toolbound's own attributes keep their prefix.
+    assert {k for k in attrs if not k.startswith(("gen_ai.", "error."))} <= {
+        k for k in attrs if k.startswith("toolbound.")
+    }
+
+
+def test_failed_call_names_its_error_type(world: World):
+    """A failure sets ``error.type`` to its problem code (else its final state)."""
+    world.registry.register(_spec(), FakeTool(returns={"text": "hi"}))
+    world.run({"text": "x", "admin": True})
+    [call], _ = world.spans()
+    assert call.attributes["error.type"] == "additional_properties"
+    assert call.status.status_code is otel_trace.StatusCode.ERROR
+
+
+def test_an_unknown_tool_has_no_type_or_description(world: World):
+    """A name the model made up is not described: nothing to look up."""
+    world.run({"text": "x"})
+    [call], _ = world.spans()
+    assert call.attributes["gen_ai.tool.name"] == "echo"
+    assert "gen_ai.tool.type" not in call.attributes
+    assert "gen_ai.tool.description" not in call.attributes
+    assert call.attributes["error.type"] == "unknown_tool"
+
+
+def test_duration_histogram_is_recorded_per_call(world: World):
+    """``gen_ai.execute_tool.duration`` gets one point per ended call, in seconds."""
+    world.registry.register(_spec(), FakeTool(returns={"text": "hi"}))
+    world.run({"text": "x"}, call_id="a")
+    world.run({"text": "y"}, call_id="b")
+    world.run({"text": "x", "admin": True}, call_id="c")
+    points = {tuple(sorted(a.items())): (count, total) for a, count, total in world.durations()}
+    ok = (
+        ("gen_ai.operation.name", "execute_tool"),
+        ("gen_ai.tool.name", "echo"),
+        ("gen_ai.tool.type", "function"),
+    )
+    failed = tuple(sorted((*ok, ("error.type", "additional_properties"))))
+    assert set(points) == {ok, failed}
+    assert points[ok][0] == 2
+    assert points[failed][0] == 1
+    [call, *_] = world.spans()[0]
+    assert 0 <= points[ok][1] < 5  # seconds, not nanoseconds
+    assert call.end_time - call.start_time >= 0
+
+
+def test_tracestate_is_kept_on_the_spans(world: World):
+    """The caller's ``tracestate`` travels on the call and attempt spans' contexts."""
+    world.registry.register(_spec(), FakeTool(returns={"text": "hi"}))
+    with traceparent_scope(V00, tracestate="congo=t61rcWkgMzE, rojo=00f067aa0ba902b7") as tid:
+        world.run({"text": "x"}, trace_id=tid)
+    [call], [attempt] = world.spans()
+    assert call.parent is not None
+    assert call.parent.trace_state.to_header() == "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+    assert attempt.context.trace_state.to_header() == "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+
+
+@pytest.mark.parametrize(
+    ("header", "kept"),
+    [
+        ("congo=t61rcWkgMzE", "congo=t61rcWkgMzE"),
+        (" congo=t61rcWkgMzE ,, rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"),
+        ("tenant@vendor=x", "tenant@vendor=x"),
+        ("Congo=t61", None),  # keys are lowercase
+        ("congo=a,congo=b", None),  # a key at most once
+        ("congo=a=b", None),  # '=' is not a value character
+        ("congo=", None),  # a value has at least one non-blank character
+        (",".join(f"k{i}=v" for i in range(33)), None),  # at most 32 members
+        ("", None),
+    ],
+)
+def test_tracestate_is_kept_only_when_valid(header, kept):
+    """A valid ``tracestate`` is normalized; an invalid one is dropped whole (W3C 3.3)."""
+    assert parse_tracestate(header) == kept
+
+
+@pytest.mark.parametrize(("header", "expected", "reason"), VALID, ids=[v[2] for v in VALID])
+def test_valid_traceparent_is_extracted_through_the_propagator(header, expected, reason):
+    """The global propagator path keeps the caller's trace for every valid vector."""
+    incoming = extract({"traceparent": header, "tracestate": "congo=t61rcWkgMzE"})
+    assert incoming.trace_id == TID, reason
+    assert incoming.tracestate == "congo=t61rcWkgMzE"
+
+
+@pytest.mark.parametrize(("header", "reason"), INVALID, ids=[v[1] for v in INVALID])
+def test_invalid_traceparent_is_refused_through_the_propagator(header, reason):
+    """The propagator path starts a new trace for every invalid vector, tracestate dropped."""
+    carrier = {"tracestate": "congo=t61rcWkgMzE"}
+    if header is not None:
+        carrier["traceparent"] = header
+    incoming = extract(carrier)
+    assert incoming.parent is None, reason
+    assert incoming.tracestate is None
+
+
+def test_baggage_reaches_the_attempts_propagation_headers(world: World):
+    """Baggage from the caller's headers is injected into an attempt's outgoing headers."""
+    published: list[dict[str, str]] = []
+
+    class Capture(FakeTool):
+        def __call__(self, arguments, ctx):
+            published.append(dict(attempt_carrier(ctx.attempt_id) or {}))
+            return super().__call__(arguments, ctx)
+
+    world.registry.register(_spec(), Capture(returns={"text": "hi"}))
+    carrier = {"traceparent": V00, "tracestate": "congo=t61rcWkgMzE", "baggage": "user=mira"}
+    with propagation_scope(carrier) as tid:
+        world.run({"text": "x"}, trace_id=tid)
+    [sent] = published
+    [_call], [attempt] = world.spans()
+    assert sent["traceparent"] == format_traceparent(TID, f"{attempt.context.span_id:016x}")
+    assert sent["tracestate"] == "congo=t61rcWkgMzE"
+    assert sent["baggage"] == "user=mira"
+
+
+def test_without_the_otel_api_the_builtin_parser_reads_the_headers(monkeypatch):
+    """With no OpenTelemetry propagator, traceparent and tracestate are read by toolbound."""
+    monkeypatch.setattr(propagation, "propagate", None)
+    incoming = extract({"TraceParent": V00, "TraceState": "congo=t61rcWkgMzE", "baggage": "a=b"})
+    assert incoming.parent == parse_traceparent(V00)
+    assert incoming.tracestate == "congo=t61rcWkgMzE"
+    assert dict(incoming.baggage) == {}  # baggage needs the API's propagator
+    assert extract({"traceparent": V00 + "0", "tracestate": "congo=x"}).tracestate is None
+
+
+def test_headers_are_found_whatever_their_case():
+    """A plain dict of headers is read case-insensitively, as HTTP means them."""
+    incoming = extract({"TRACEPARENT": V00, "Tracestate": "congo=t61rcWkgMzE"})
+    assert incoming.trace_id == TID
+    assert incoming.tracestate == "congo=t61rcWkgMzE"

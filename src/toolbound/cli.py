@@ -170,7 +170,8 @@ if _MISSING is None:
         host = host or config.host
         port = config.port if port is None else port
         with console.status("opening the store and loading the tools…"):
-            service = Service(config, sinks=telemetry_sinks(config))
+            registry = config.build_registry()
+            service = Service(config, registry=registry, sinks=telemetry_sinks(config, registry))
         if service.recovered:
             console.print(f"{service.recovered} call(s) interrupted by the last stop, recorded")
         base = f"http://{host}:{port}"

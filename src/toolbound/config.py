@@ -303,6 +303,7 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("exporter", "string", '"none"', choices=_EXPORTERS),
             ConfigKey("endpoint", "URL"),
             ConfigKey("service_name", "string", '"toolbound"'),
+            ConfigKey("metrics", "boolean", "true"),
         ),
     ),
 )
@@ -365,11 +366,12 @@ class HttpToolConfig:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TelemetryConfig:
-    """Where spans go: nowhere (the default), the console, or an OTLP/HTTP endpoint."""
+    """Where spans and metrics go: nowhere (the default), the console, or OTLP/HTTP."""
 
     exporter: Literal["none", "console", "otlp"] = "none"
     endpoint: str | None = None
     service_name: str = "toolbound"
+    metrics: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1028,10 +1030,15 @@ class _Checker(_ToolChecks, _IdentityChecks):
         if endpoint is not None and not isinstance(endpoint, str):
             self.fail("telemetry.endpoint", _expected("a URL", endpoint))
             endpoint = None
+        metrics = raw.get("metrics", True)
+        if not isinstance(metrics, bool):
+            self.fail("telemetry.metrics", _expected("true or false", metrics))
+            metrics = True
         return TelemetryConfig(
             exporter=cast("Literal['none', 'console', 'otlp']", exporter),
             endpoint=endpoint,
             service_name=str(raw.get("service_name", "toolbound")),
+            metrics=metrics,
         )
 
 

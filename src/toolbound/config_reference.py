@@ -68,7 +68,7 @@ TABLE_NOTES: dict[str, str] = {
     "service": "The HTTP service and its console.",
     "budgets": "Bounds on every call the service runs.",
     "retention": "How long the service keeps what it answered (its journal).",
-    "telemetry": "Where OpenTelemetry spans go; see [telemetry](telemetry.md).",
+    "telemetry": "Where OpenTelemetry spans and metrics go; see [telemetry](telemetry.md).",
 }
 
 KEYS: dict[str, Described] = {
@@ -271,13 +271,20 @@ KEYS: dict[str, Described] = {
         "each tool's own budget",
     ),
     "retention.days": Described("days before what the service answered is purged", "90"),
-    "telemetry.exporter": Described("where spans go", '"otlp"'),
+    "telemetry.exporter": Described("where spans and metrics go", '"otlp"'),
     "telemetry.endpoint": Described(
-        "the OTLP/HTTP collector (`/v1/traces` is added)",
+        "the OTLP/HTTP collector (`/v1/traces` and `/v1/metrics` are added)",
         '"http://collector.internal:4318"',
         "the exporter's own default",
     ),
-    "telemetry.service_name": Described("`service.name` on the spans", '"toolbound-eu"'),
+    "telemetry.metrics": Described(
+        "export the metrics (`gen_ai.execute_tool.duration`, the MCP durations) beside the "
+        "spans; `false` for a collector that takes traces only",
+        "false",
+    ),
+    "telemetry.service_name": Described(
+        "`service.name` on the spans and metrics", '"toolbound-eu"'
+    ),
 }
 
 

@@ -1,187 +1,106 @@
-"""OpenTelemetry spans for toolbound calls, and W3C Trace Context parsing (R14).
+"""OpenTelemetry spans and metrics for toolbound calls, after the GenAI conventions (R14).
 
 Off by default: nothing here runs unless a user passes an :class:`OpenTelemetrySink`
 to ``Runtime(sinks=[...])``. The sink turns each call's trace events into spans:
 
-* one **call span** per proposal/invocation (``execute_tool {name}``), started at the
-  ``"proposal"`` event and ended at the call's last event — the ``"tool_message"``
-  that follows a terminal state (or OUTCOME_UNKNOWN); a call parked in
-  AWAITING_CONFIRMATION stays open until it resumes;
+* one **call span** per proposal/invocation (``execute_tool {name}``, kind INTERNAL,
+  the GenAI ``execute_tool`` span), started at the ``"proposal"`` event and ended at
+  the call's last event — the ``"tool_message"`` that follows a terminal state (or
+  OUTCOME_UNKNOWN); a call parked in AWAITING_CONFIRMATION stays open until it resumes;
 * one **attempt span** per execution attempt (``toolbound.attempt {name}``), a child of
   the call span, from EXECUTING / ``"attempt_started"`` to its ``"attempt"`` event;
-* a span event per state transition, so the state path reads as a timeline.
+* a span event per state transition, so the state path reads as a timeline;
+
+and records each ended call in the ``gen_ai.execute_tool.duration`` histogram.
 
 The call span's trace id is the invocation's ``trace_id`` (``CallContext.trace_id``), so
 a caller's ``traceparent`` continues in toolbound's spans. Only whitelisted, non-secret
 detail becomes an attribute: never argument bytes, results or tool-message content.
 
-W3C Trace Context level 1 (https://www.w3.org/TR/trace-context/):
+The W3C Trace Context helpers are re-exported here from :mod:`toolbound.telemetry`:
 :func:`parse_traceparent` accepts a header or returns ``None`` ("start a new trace"),
-:func:`format_traceparent` writes version ``00``, and :func:`context_from_traceparent`
-gives the trace id to put in ``CallContext.trace_id``; :func:`traceparent_scope` also
-makes the caller's span the parent of the calls made inside it.
+:func:`format_traceparent` writes version ``00``, :func:`context_from_traceparent`
+gives the trace id to put in ``CallContext.trace_id``; :func:`traceparent_scope` and
+:func:`propagation_scope` (a request's headers, through the global propagator) also
+make the caller's span the parent of the calls made inside them.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import OrderedDict
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
-from toolbound._state import REJECTED, TERMINAL, State
+from toolbound._state import OUTCOME_KIND, REJECTED, TERMINAL, State
+from toolbound.telemetry.context import (
+    SCOPE,
+    Scope,
+    incoming_context,
+    propagation_scope,
+    traceparent_scope,
+)
+from toolbound.telemetry.context import remote_span_context as remote_context
+from toolbound.telemetry.w3c import (
+    TraceParent,
+    context_from_traceparent,
+    format_traceparent,
+    parse_traceparent,
+    valid_trace_id,
+)
 from toolbound.trace import publish_attempt_span, retract_attempt_span
 
 try:
     from opentelemetry import context as otel_context
+    from opentelemetry import metrics as otel_metrics
+    from opentelemetry import propagate
     from opentelemetry import trace as otel_trace
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.otel needs OpenTelemetry: pip install 'toolbound[otel]'"
     raise ImportError(msg) from exc
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
+    from opentelemetry.metrics import MeterProvider
     from opentelemetry.util.types import AttributeValue
 
     from toolbound._model import Attempt
+    from toolbound.registry import RegisteredTool
     from toolbound.trace import TraceEvent
 
 __all__ = [
     "OpenTelemetrySink",
+    "ToolCatalogue",
     "TraceParent",
     "context_from_traceparent",
     "exporting_sink",
     "format_traceparent",
+    "incoming_context",
     "parse_traceparent",
+    "propagation_scope",
     "traceparent_scope",
 ]
-
-# -- W3C Trace Context level 1 ------------------------------------------------------
-
-_VERSION_00_LENGTH: Final = 55  # "00-" + 32 + "-" + 16 + "-" + 2
-_HEADER: Final = re.compile(
-    r"(?P<version>[0-9a-f]{2})-(?P<trace_id>[0-9a-f]{32})-"
-    r"(?P<parent_id>[0-9a-f]{16})-(?P<flags>[0-9a-f]{2})"
-)
-_TRACE_ID: Final = re.compile(r"[0-9a-f]{32}")
-_SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
-_OWS: Final = " \t"  # RFC 9110 optional whitespace around a field value
-_SAMPLED: Final = 0x01
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TraceParent:
-    """A parsed W3C ``traceparent``: lowercase hex ids and the flags byte."""
-
-    version: str
-    trace_id: str
-    parent_id: str
-    trace_flags: int
-
-    @property
-    def sampled(self) -> bool:
-        """Whether the caller may have recorded its span (the ``sampled`` flag)."""
-        return bool(self.trace_flags & _SAMPLED)
-
-    @property
-    def header(self) -> str:
-        """The header to propagate: always version ``00`` (W3C: send your own version)."""
-        return format_traceparent(self.trace_id, self.parent_id, trace_flags=self.trace_flags)
-
-
-def parse_traceparent(header: str | None) -> TraceParent | None:
-    """Parse a ``traceparent`` header; ``None`` if absent or invalid (start a new trace).
-
-    Follows Trace Context level 1: lowercase hex only; version ``ff`` is invalid;
-    version ``00`` is exactly 55 characters; a higher version is parsed by its first
-    55 characters, and anything after them must begin with ``-``; an all-zero trace
-    id or parent id is invalid. Optional whitespace around the value is ignored.
-    """
-    value = "" if header is None else header.strip(_OWS)
-    found = _HEADER.match(value)  # the first 55 characters, whatever follows
-    if found is None:
-        return None
-    version, trace_id, parent_id = found["version"], found["trace_id"], found["parent_id"]
-    rest = value[_VERSION_00_LENGTH:]
-    if (
-        version == "ff"  # forbidden version
-        or (rest and (version == "00" or not rest.startswith("-")))
-        or trace_id == "0" * 32
-        or parent_id == "0" * 16
-    ):
-        return None
-    return TraceParent(
-        version=version,
-        trace_id=trace_id,
-        parent_id=parent_id,
-        trace_flags=int(found["flags"], 16),
-    )
-
-
-def format_traceparent(trace_id: str, parent_id: str, *, trace_flags: int = _SAMPLED) -> str:
-    """A version-``00`` ``traceparent``; raise :class:`ValueError` on ids the spec forbids."""
-    if not _TRACE_ID.fullmatch(trace_id) or trace_id == "0" * 32:
-        msg = f"trace id must be 32 lowercase hex digits, not all zero: {trace_id!r}"
-        raise ValueError(msg)
-    if not _SPAN_ID.fullmatch(parent_id) or parent_id == "0" * 16:
-        msg = f"parent id must be 16 lowercase hex digits, not all zero: {parent_id!r}"
-        raise ValueError(msg)
-    if not 0 <= trace_flags <= 0xFF:  # noqa: PLR2004 - one byte
-        msg = f"trace flags must fit in one byte: {trace_flags!r}"
-        raise ValueError(msg)
-    return f"00-{trace_id}-{parent_id}-{trace_flags:02x}"
-
-
-def context_from_traceparent(header: str | None) -> str | None:
-    """The trace id for ``CallContext.trace_id``; ``None`` lets toolbound start a new trace."""
-    parsed = parse_traceparent(header)
-    return None if parsed is None else parsed.trace_id
-
-
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    trace_id: str
-    parent: TraceParent | None
-
-
-_SCOPE: ContextVar[_Scope | None] = ContextVar("toolbound_otel_scope", default=None)
-
-
-@contextmanager
-def traceparent_scope(header: str | None) -> Iterator[str]:
-    """Within the block, calls get the caller's trace; yields the id for ``CallContext``.
-
-    A valid ``header`` yields its trace id, and the call spans of proposals made in
-    the block become children of the caller's span; an absent or invalid one yields a
-    fresh trace id (a new trace). Pass the yielded id as ``CallContext.trace_id`` so
-    toolbound's trace, its HTTP tools' ``traceparent`` and the spans agree::
-
-        with traceparent_scope(request.headers.get("traceparent")) as trace_id:
-            runtime.run(proposal, CallContext(subject=..., tools=..., trace_id=trace_id))
-    """
-    parent = parse_traceparent(header)
-    trace_id = parent.trace_id if parent is not None else _new_trace_id()
-    token = _SCOPE.set(_Scope(trace_id, parent))
-    try:
-        yield trace_id
-    finally:
-        _SCOPE.reset(token)
-
-
-def _new_trace_id() -> str:
-    while (trace_id := os.urandom(16).hex()) == "0" * 32:
-        pass  # pragma: no cover - one chance in 2**128
-    return trace_id
 
 
 # -- the sink ------------------------------------------------------------------------
 
 _TRACER_NAME: Final = "toolbound"
+# The GenAI conventions' advice for operation durations, in seconds.
+_DURATION_BUCKETS: Final = (
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+)  # fmt: skip
+
+
+class ToolCatalogue(Protocol):
+    """Where the sink looks a tool up to describe it (a :class:`~toolbound.Registry`)."""
+
+    def get(self, name: str, version: str) -> RegisteredTool | None:
+        """The registered tool ``name@version``, if any."""
+        ...
+
+
 _COMMITTED: Final = frozenset({State.COMMITTED, State.OBSERVED, State.FAILED_AFTER_COMMIT})
 _FAILED: Final = REJECTED | {
     State.FAILED_BEFORE_COMMIT,
@@ -230,6 +149,8 @@ class _Open:
     attempt_count: int = 0
     error_code: str | None = None
     ended: bool = False
+    started: float = 0.0
+    tool_type: str | None = None
 
 
 class OpenTelemetrySink:
@@ -248,16 +169,32 @@ class OpenTelemetrySink:
     synthetic remote parent that carries the trace id (``toolbound.synthetic_parent``).
     Outside any scope, with no trace id in the event, the call span simply nests under
     the active OpenTelemetry span (or starts a new trace).
+
+    ``tools`` (a :class:`~toolbound.Registry`, or anything with its ``get``; settable
+    later as :attr:`tools`) lets the span name each tool's description and type
+    (``gen_ai.tool.description``, ``gen_ai.tool.type``). ``meter_provider`` (default:
+    the global one) receives the ``gen_ai.execute_tool.duration`` histogram.
     """
 
     def __init__(
         self,
         tracer_provider: otel_trace.TracerProvider | None = None,
         *,
+        meter_provider: MeterProvider | None = None,
+        tools: ToolCatalogue | None = None,
         max_open: int = 10_000,
     ) -> None:
         self._tracer = otel_trace.get_tracer(_TRACER_NAME, tracer_provider=tracer_provider)
+        meter = self._meter = otel_metrics.get_meter(_TRACER_NAME, meter_provider=meter_provider)
+        self._duration = meter.create_histogram(
+            "gen_ai.execute_tool.duration",
+            unit="s",
+            description="Duration of tool execution: proposal to the call's ending.",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
+        self.tools = tools
         self._provider = tracer_provider
+        self._meter_provider = meter_provider
         self._owns_provider = False
         self._max_open = max_open
         self._lock = threading.Lock()
@@ -266,16 +203,31 @@ class OpenTelemetrySink:
         self._last_error: str | None = None
 
     def flush(self, timeout_millis: int = 5_000) -> bool:
-        """Export what the tracer provider has batched (if it can flush); ``True`` if done."""
-        flush = getattr(self._provider, "force_flush", None)
-        return True if flush is None else bool(flush(timeout_millis))
+        """Export what the providers have batched (if they can flush); ``True`` if done."""
+        done = True
+        for provider in (self._provider, self._meter_provider):
+            flush = getattr(provider, "force_flush", None)
+            if flush is not None:
+                done = bool(flush(timeout_millis)) and done
+        return done
 
     def shutdown(self) -> None:
-        """Flush and shut down a provider this sink owns (see :func:`exporting_sink`)."""
+        """Flush and shut down the providers this sink owns (see :func:`exporting_sink`)."""
         if self._owns_provider:
-            shutdown = getattr(self._provider, "shutdown", None)
-            if shutdown is not None:
-                shutdown()
+            for provider in (self._provider, self._meter_provider):
+                shutdown = getattr(provider, "shutdown", None)
+                if shutdown is not None:
+                    shutdown()
+
+    @property
+    def tracer(self) -> otel_trace.Tracer:
+        """The tracer the sink's spans come from (for a surface's own spans beside them)."""
+        return self._tracer
+
+    @property
+    def meter(self) -> otel_metrics.Meter:
+        """The meter the sink's metrics come from (for a surface's own metrics beside them)."""
+        return self._meter
 
     @property
     def errors(self) -> int:
@@ -330,16 +282,19 @@ class OpenTelemetrySink:
         version = data.get("version")
         attributes["toolbound.tool"] = f"{name}@{version}" if isinstance(version, str) else name
         trace_id = data.get("trace_id")
-        caller = _SCOPE.get()
+        caller = SCOPE.get()
         if not isinstance(trace_id, str):
             trace_id = None if caller is None else caller.trace_id
         span = self._tracer.start_span(
             f"execute_tool {name}",
             context=_parent(trace_id, caller, attributes),
+            kind=otel_trace.SpanKind.INTERNAL,
             attributes=attributes,
             start_time=_ns(event.at),
         )
-        call = _Open(call=span, name=name)
+        call = _Open(call=span, name=name, started=event.at)
+        if isinstance(version, str):
+            self._describe(call, name, version)
         evicted: list[_Open] = []
         with self._lock:
             self._open[invocation_id] = call
@@ -390,6 +345,9 @@ class OpenTelemetrySink:
         spec = data.get("spec")
         if isinstance(spec, str):
             call.call.set_attribute("toolbound.tool", spec)
+            if call.tool_type is None:
+                name, _, version = spec.rpartition("@")
+                self._describe(call, name, version)
         digest = data.get("digest")
         if isinstance(digest, str):
             call.call.set_attribute("toolbound.digest", digest)
@@ -414,8 +372,13 @@ class OpenTelemetrySink:
         )
         context = span.get_span_context()
         if context.is_valid:
-            # An HTTP tool names this span as its traceparent's parent.
-            publish_attempt_span(attempt_id, f"{context.span_id:016x}")
+            # An HTTP tool names this span as its traceparent's parent, and sends the
+            # headers the deployment's propagator writes for it (tracestate, baggage).
+            carrier: dict[str, str] = {}
+            propagate.inject(
+                carrier, context=otel_trace.set_span_in_context(span, otel_context.get_current())
+            )
+            publish_attempt_span(attempt_id, f"{context.span_id:016x}", carrier)
 
     def _close_attempt(self, call: _Open, attempt: object, at: float) -> None:
         attempt_id = getattr(attempt, "attempt_id", None)
@@ -430,6 +393,15 @@ class OpenTelemetrySink:
         if done.outcome != "committed":
             span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, done.outcome))
         span.end(end_time=_ns(at))
+
+    def _describe(self, call: _Open, name: str, version: str) -> None:
+        """Name the tool's type and description on the call span, once it is known."""
+        tool = None if self.tools is None else self.tools.get(name, version)
+        if tool is None:
+            return
+        call.tool_type = str(getattr(tool.function, "telemetry_tool_type", "function"))
+        call.call.set_attribute("gen_ai.tool.type", call.tool_type)
+        call.call.set_attribute("gen_ai.tool.description", tool.spec.description)
 
     def _current_attempt(self, call: _Open) -> otel_trace.Span | None:
         return next(reversed(call.attempts.values()), None)
@@ -446,36 +418,50 @@ class OpenTelemetrySink:
         span.set_attribute("toolbound.state", state.value)
         span.set_attribute("toolbound.state_path", tuple(call.path))
         span.set_attribute("toolbound.attempts", call.attempt_count)
+        if end is not None:  # an ended call's answer kind, as /metrics counts it
+            span.set_attribute("toolbound.outcome", OUTCOME_KIND.get(state, "cancelled"))
         if state in _COMMITTED:
             span.set_attribute("toolbound.commit_status", "committed")
         elif state is State.OUTCOME_UNKNOWN:
             span.set_attribute("toolbound.commit_status", "unknown")
         elif state in TERMINAL:
             span.set_attribute("toolbound.commit_status", "not_committed")
+        error_type = None
         if call.error_code is not None:
             span.set_attribute("toolbound.error_code", call.error_code)
-            span.set_attribute("error.type", call.error_code)
         if state in _FAILED:
-            description = call.error_code or state.value
-            span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, description))
+            # GenAI conventions: error.type names the failure, low-cardinality.
+            error_type = call.error_code or state.value
+            span.set_attribute("error.type", error_type)
+            span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, error_type))
         span.end(end_time=end)
+        if end is not None:
+            self._measure(call, end, error_type)
+
+    def _measure(self, call: _Open, end: int, error_type: str | None) -> None:
+        """Record the call's ``gen_ai.execute_tool.duration``, in seconds."""
+        measured: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+        }
+        if call.tool_type is not None:
+            measured["gen_ai.tool.type"] = call.tool_type
+        if error_type is not None:
+            measured["error.type"] = error_type
+        self._duration.record(max(0.0, (end - _ns(call.started)) / 1e9), measured)
 
 
 def _parent(
-    trace_id: str | None, caller: _Scope | None, attributes: dict[str, AttributeValue]
+    trace_id: str | None, caller: Scope | None, attributes: dict[str, AttributeValue]
 ) -> otel_context.Context | None:
     """The parent context carrying the call's trace id (R14), or ``None`` for a new trace."""
-    if trace_id is None or not _TRACE_ID.fullmatch(trace_id) or trace_id == "0" * 32:
+    if trace_id is None or not valid_trace_id(trace_id):
         return None
     if caller is not None and caller.parent is not None and caller.trace_id == trace_id:
-        parent = caller.parent
-        remote = otel_trace.SpanContext(
-            trace_id=int(parent.trace_id, 16),
-            span_id=int(parent.parent_id, 16),
-            is_remote=True,
-            trace_flags=otel_trace.TraceFlags(parent.trace_flags),
+        remote = remote_context(caller.parent, caller.tracestate)
+        return otel_trace.set_span_in_context(
+            otel_trace.NonRecordingSpan(remote), otel_context.get_current()
         )
-        return otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(remote))
     current = otel_trace.get_current_span().get_span_context()
     if current.is_valid and current.trace_id == int(trace_id, 16):
         return otel_context.get_current()
@@ -502,13 +488,27 @@ def _safe(data: Mapping[str, object]) -> dict[str, AttributeValue]:
 
 
 def exporting_sink(
-    exporter: str, *, endpoint: str | None = None, service_name: str = "toolbound"
+    exporter: str,
+    *,
+    endpoint: str | None = None,
+    service_name: str = "toolbound",
+    metrics: bool = True,
+    tools: ToolCatalogue | None = None,
 ) -> OpenTelemetrySink:
-    """A sink with its own SDK tracer provider exporting to ``"console"`` or ``"otlp"``.
+    """A sink with its own SDK providers exporting to ``"console"`` or ``"otlp"``.
 
-    ``otlp`` sends OTLP/HTTP to ``endpoint`` (default: the exporter's own default,
-    ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``http://localhost:4318``). Spans are batched.
+    Spans (batched) and metrics (``gen_ai.execute_tool.duration``, read periodically
+    and at shutdown) go to the same place. ``otlp`` sends OTLP/HTTP to ``endpoint``
+    (``/v1/traces`` and ``/v1/metrics`` under it; default: the exporters' own
+    default, ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``http://localhost:4318``).
+    ``metrics=False`` exports spans only (the metrics go to the global meter provider).
     """
+    from opentelemetry.sdk.metrics import MeterProvider as SdkMeterProvider  # noqa: PLC0415
+    from opentelemetry.sdk.metrics.export import (  # noqa: PLC0415
+        ConsoleMetricExporter,
+        MetricExporter,
+        PeriodicExportingMetricReader,
+    )
     from opentelemetry.sdk.resources import Resource  # noqa: PLC0415 - SDK only when exporting
     from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
     from opentelemetry.sdk.trace.export import (  # noqa: PLC0415
@@ -518,21 +518,36 @@ def exporting_sink(
     )
 
     span_exporter: SpanExporter
+    metric_exporter: MetricExporter
     if exporter == "console":
         span_exporter = ConsoleSpanExporter()
+        metric_exporter = ConsoleMetricExporter()
     elif exporter == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # noqa: PLC0415
+            OTLPMetricExporter,
+        )
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
             OTLPSpanExporter,
         )
 
-        span_exporter = OTLPSpanExporter(
-            endpoint=endpoint.rstrip("/") + "/v1/traces" if endpoint else None
+        base = endpoint.rstrip("/") if endpoint else None
+        span_exporter = OTLPSpanExporter(endpoint=None if base is None else f"{base}/v1/traces")
+        metric_exporter = OTLPMetricExporter(
+            endpoint=None if base is None else f"{base}/v1/metrics"
         )
     else:
         msg = f"unknown exporter {exporter!r}: use console or otlp"
         raise ValueError(msg)
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    resource = Resource.create({"service.name": service_name})
+    provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    sink = OpenTelemetrySink(provider)
+    meters = (
+        SdkMeterProvider(
+            resource=resource, metric_readers=[PeriodicExportingMetricReader(metric_exporter)]
+        )
+        if metrics
+        else None
+    )
+    sink = OpenTelemetrySink(provider, meter_provider=meters, tools=tools)
     sink._owns_provider = True  # noqa: SLF001 - built here, so shut down with the sink
     return sink

@@ -161,21 +161,34 @@ def _jsonable(value: object) -> object:  # noqa: PLR0911 - one return per JSON s
 # A telemetry sink that opens a span for each attempt publishes its id here, so that a
 # tool calling another service (HttpTool) can name that span as the ``traceparent``
 # parent: the remote side's spans then nest under the attempt that made the request.
+# With the id it may publish the headers its propagator writes for that span
+# (``traceparent``, ``tracestate``, baggage), which the tool then sends as they are.
 # Keyed by attempt id (random, unique); a plain dict is safe under the GIL.
 
 _ATTEMPT_SPANS: dict[str, str] = {}
+_ATTEMPT_CARRIERS: dict[str, dict[str, str]] = {}
 
 
-def publish_attempt_span(attempt_id: str, span_id: str) -> None:
-    """Record the (16 hex digit) span id of the span for ``attempt_id``."""
+def publish_attempt_span(
+    attempt_id: str, span_id: str, carrier: Mapping[str, str] | None = None
+) -> None:
+    """Record the (16 hex digit) span id of the span for ``attempt_id``, and its headers."""
     _ATTEMPT_SPANS[attempt_id] = span_id
+    if carrier:
+        _ATTEMPT_CARRIERS[attempt_id] = dict(carrier)
 
 
 def retract_attempt_span(attempt_id: str) -> None:
     """The attempt ended: forget its span."""
     _ATTEMPT_SPANS.pop(attempt_id, None)
+    _ATTEMPT_CARRIERS.pop(attempt_id, None)
 
 
 def attempt_span(attempt_id: str) -> str | None:
     """The span id a sink published for ``attempt_id``, if any."""
     return _ATTEMPT_SPANS.get(attempt_id)
+
+
+def attempt_carrier(attempt_id: str) -> Mapping[str, str] | None:
+    """The propagation headers a sink published for ``attempt_id``'s span, if any."""
+    return _ATTEMPT_CARRIERS.get(attempt_id)

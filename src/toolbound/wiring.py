@@ -111,8 +111,11 @@ def load_registry(spec: str) -> Registry:
     return registry
 
 
-def telemetry_sinks(config: ServiceConfig) -> list[TraceSink]:
-    """The trace sinks the configuration's ``[telemetry]`` asks for (none by default)."""
+def telemetry_sinks(config: ServiceConfig, tools: Registry | None = None) -> list[TraceSink]:
+    """The trace sinks the configuration's ``[telemetry]`` asks for (none by default).
+
+    ``tools`` (the registry the surface serves) lets the spans describe each tool.
+    """
     telemetry = config.telemetry
     if telemetry.exporter == "none":
         return []
@@ -123,5 +126,7 @@ def telemetry_sinks(config: ServiceConfig) -> list[TraceSink]:
             telemetry.exporter,
             endpoint=telemetry.endpoint,
             service_name=telemetry.service_name,
+            metrics=telemetry.metrics,
+            tools=tools,
         )
     ]

@@ -15,7 +15,8 @@ steered by files in ``DIR``, so a test changes it while it runs:
 
 ``append`` honours the idempotency key in ``_meta["io.toolbound/idempotency-key"]``: a
 key it has seen gets the first answer again and appends nothing. ``log.txt`` holds
-what was appended, ``calls.txt`` one line per call received. With ``--proxy-git``, the
+what was appended, ``calls.txt`` one line per call received (with the trace context
+of its ``_meta``). With ``--proxy-git``, the
 tools of ``mcp-server-git --repository REPO`` are listed and forwarded as well.
 """
 
@@ -190,7 +191,8 @@ def build(state: Path, repo: Path | None) -> Server[Any]:
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         meta = dict(params.meta or {})
         args = params.arguments or {}
-        record(state, json.dumps({"tool": params.name, "key": meta.get(KEY)}))
+        trace = {k: meta[k] for k in ("traceparent", "tracestate") if k in meta}
+        record(state, json.dumps({"tool": params.name, "key": meta.get(KEY), **trace}))
         answer = await own_tool(state, params.name, args, meta)
         if answer is not None:
             return answer

@@ -74,7 +74,7 @@ from toolbound.execution.retry import (
 )
 from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolContext, ToolOutput
 from toolbound.results.redact import Redactor
-from toolbound.trace import attempt_span
+from toolbound.trace import attempt_carrier, attempt_span
 
 try:
     import anyio
@@ -238,6 +238,27 @@ def traceparent(trace_id: str, span_id: str | None = None) -> str | None:
         return None
     span = span_id or _span_id()
     return f"00-{trace_id}-{span}-01"
+
+
+def _propagation(ctx: ToolContext, span_id: str | None) -> Mapping[str, str]:
+    """The trace headers of one attempt's request (R14).
+
+    The parent is the attempt's span when a telemetry sink opened one: the headers
+    the deployment's propagators wrote for it (``traceparent``, ``tracestate``,
+    baggage, or another format's), with a built-in ``traceparent`` naming that span
+    when they wrote none. A ``traceparent`` of another trace than the invocation's
+    is not sent: the built-in one is.
+    """
+    trace_id = ctx.invocation.trace_id.lower()
+    parent = traceparent(trace_id, span_id or attempt_span(ctx.attempt_id))
+    built_in = {} if parent is None else {"traceparent": parent}
+    carrier = None if span_id is not None else attempt_carrier(ctx.attempt_id)
+    if carrier is None:
+        return built_in
+    written = carrier.get("traceparent")
+    if written is None:
+        return {**carrier, **built_in}
+    return carrier if f"-{trace_id}-" in written else built_in
 
 
 def _span_id() -> str:
@@ -665,10 +686,7 @@ class HttpTool:
         headers.update(self._credentials(ctx.secrets))
         if ctx.idempotency_key is not None:
             headers[self.idempotency_header] = ctx.idempotency_key  # R8: the key travels
-        # The parent is the attempt's span when a telemetry sink opened one (R14).
-        parent = traceparent(ctx.invocation.trace_id, span_id or attempt_span(ctx.attempt_id))
-        if parent is not None:
-            headers["traceparent"] = parent
+        headers.update(_propagation(ctx, span_id))
         request = HttpRequest(
             method=self.method,
             url=_fill(self.url, arguments, path, host=self.host_argument),

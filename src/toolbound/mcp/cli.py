@@ -413,11 +413,14 @@ def _serve(
         StaticCatalog,
         holds_capabilities,
     )
+    from toolbound.mcp.telemetry import instrument  # noqa: PLC0415
     from toolbound.wiring import load_registry  # noqa: PLC0415
 
+    registry = load_registry(tools)
+    instrument(runtime, registry)  # R14: the spans describe the served tools
     server = GuardedServer(
         runtime=runtime,
-        catalog=StaticCatalog(load_registry(tools), holds_capabilities(config.grant_holders())),
+        catalog=StaticCatalog(registry, holds_capabilities(config.grant_holders())),
         name=config.gateway.name,
         confirm="console" if config.service.four_eyes else config.gateway.confirm,
         timeout=config.service.timeout,

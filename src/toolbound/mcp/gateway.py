@@ -62,6 +62,7 @@ from toolbound.mcp.server import (
     holds_capabilities,
     holds_capability,
 )
+from toolbound.mcp.telemetry import instrument
 from toolbound.mcp.upstream import (
     Upstream,
     UpstreamTool,
@@ -171,6 +172,7 @@ class Gateway:
         self.approvals = ApprovalStore(config.approvals_path)
         self.upstreams = {u.name: Upstream(u, errlog=errlog) for u in config.upstreams}
         self.registry = Registry()
+        instrument(self.runtime, self.registry, self.upstreams.values())  # R14
         self._served: dict[str, RegisteredTool] = {}
         self._status: dict[str, ToolStatus] = {}
         self._refreshed: dict[str, float] = {}

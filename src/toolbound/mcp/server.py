@@ -52,7 +52,7 @@ from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary
 from toolbound.mcp.relay import PROGRESS, progress_token
-from toolbound.otel import context_from_traceparent
+from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.registry import Registry, ToolSet
@@ -452,7 +452,7 @@ class GuardedServer:
             # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
             # 2025-era connection still send logging/setLevel when they connect.
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            return Server(
+            server = Server(
                 self.name,
                 version=self.version,
                 on_list_tools=on_list_tools,
@@ -463,6 +463,9 @@ class GuardedServer:
                 get_tool_input_schema=lambda _name: None,
                 **handlers,
             )
+        # R14: our MCP server spans (the runtime's tracer) in place of the SDK's.
+        server.middleware[:] = [ServerSpans(telemetry_for(self.runtime))]
+        return server
 
     def _federated(
         self, caller: Callable[[ServerRequestContext[Any, Any]], Subject]
@@ -551,7 +554,7 @@ class GuardedServer:
             tools=tools,
             timeout=self.timeout,
             result_budget=self.result_budget,
-            trace_id=context_from_traceparent(_str_or_none(meta.get("traceparent"))),
+            trace_id=call_trace_id(meta),
         )
         legacy = ctx is not None and _legacy(ctx)
         relayed = PROGRESS.set(_progress_sink(ctx, meta))
@@ -993,10 +996,6 @@ def _digest_of(outcome: Outcome) -> str | None:
 
 def _name(outcome: Outcome) -> str:
     return outcome.tool.partition("@")[0]
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _new_id() -> str:

@@ -40,7 +40,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TextIO, TypeVar, cast
 
 from toolbound._errors import Rejection
 from toolbound.execution.retry import (
@@ -66,12 +66,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
     raise ImportError(msg) from exc
 
+from toolbound.mcp.telemetry import client_span, continued
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine, Mapping
 
     from toolbound._model import JSONObject, JSONValue
     from toolbound.execution.tool import ToolContext
     from toolbound.mcp.config import UpstreamConfig
+    from toolbound.mcp.telemetry import McpTelemetry
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",
@@ -238,6 +241,8 @@ class Upstream:
         self._lock: asyncio.Lock | None = None
         self.connects = 0
         """How many connections were opened (a reconnect adds one)."""
+        self.telemetry: McpTelemetry | None = None
+        """Where each ``tools/call``'s client span and duration go (R14; set by the gateway)."""
 
     @property
     def name(self) -> str:
@@ -392,9 +397,10 @@ class Upstream:
             async with asyncio.timeout(timeout):
                 # Not Client.call_tool: it would check the result against the upstream's
                 # own output schema, and the runtime checks it against the closed one (R11).
-                return await client.session.send_request(
-                    request, types.CallToolResult, progress_callback=PROGRESS.get()
-                )
+                with continued(meta):
+                    return await client.session.send_request(
+                        request, types.CallToolResult, progress_callback=PROGRESS.get()
+                    )
         except Exception as exc:
             if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
                 await self._disconnect()
@@ -497,6 +503,10 @@ class UpstreamTool:
     (a later answer counts as lost, so the retry matrix decides what follows).
     """
 
+    telemetry_tool_type: ClassVar[str] = "extension"
+    """``gen_ai.tool.type`` on its spans: the GenAI conventions' name for a tool run
+    outside the agent, through an API it reaches."""
+
     upstream: Upstream
     tool: str
     write: bool
@@ -512,9 +522,19 @@ class UpstreamTool:
         timeout = ctx.deadline_in
         if self.attempt_timeout is not None:
             timeout = min(timeout, self.attempt_timeout)
-        result = await self.upstream.call(
-            self.tool, arguments, meta=meta or None, timeout=timeout, write=self.write
-        )
+        upstream = self.upstream
+        async with client_span(
+            upstream.telemetry,
+            upstream=upstream.name,
+            url=upstream.config.url,
+            tool=self.tool,
+            ctx=ctx,
+            meta=meta,
+        ) as sent:
+            result = await upstream.call(
+                self.tool, arguments, meta=sent.meta or None, timeout=timeout, write=self.write
+            )
+            sent.answered(result)
         if result.is_error:
             # The tool's own word that it failed: its text reaches the model whole,
             # and no output contract applies to it.

@@ -100,6 +100,11 @@ class Runtime:
         """Where a person's decisions on this runtime's parked calls are checked (R7)."""
 
     @property
+    def sinks(self) -> tuple[TraceSink, ...]:
+        """The trace sinks every call's events go to (R14)."""
+        return self._env.sinks
+
+    @property
     def policy(self) -> Policy:
         """The policy every call is authorized under (R6)."""
         return self._env.policy

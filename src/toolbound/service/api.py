@@ -37,7 +37,7 @@ from toolbound.adapters.http import (
 )
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.identity import TokenRefused
-from toolbound.otel import traceparent_scope
+from toolbound.otel import propagation_scope
 from toolbound.service.core import Submission, fingerprint
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 
@@ -246,7 +246,7 @@ class _Api:
             earlier = journal.peek_request(principal.tenant, key, print_)
             if earlier is not None:
                 return _answer_earlier(earlier)
-            with traceparent_scope(request.headers.get("traceparent")) as trace_id:
+            with propagation_scope(request.headers) as trace_id:
                 status, text, lost = await self.service.submit(
                     principal, submission, trace_id=trace_id, request_key=key, fingerprint=print_
                 )
@@ -263,7 +263,7 @@ class _Api:
             )
             raise refused
         try:
-            with traceparent_scope(request.headers.get("traceparent")) as trace_id:
+            with propagation_scope(request.headers) as trace_id:
                 status, text, _ = await self.service.submit(
                     principal, submission, trace_id=trace_id, request_key=key
                 )
