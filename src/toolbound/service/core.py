@@ -44,7 +44,7 @@ from toolbound.ledger.store import LedgerError, result_to_json
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
-from toolbound.wiring import journal_for, ledger_for
+from toolbound.wiring import journal_for, ledger_for, policy_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -172,7 +172,7 @@ class Service:
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
         self.runtime = Runtime(
-            policy=config.build_policy(self.clock),
+            policy=policy_for(config, self.clock, self.registry),
             ledger=self.ledger,
             clock=self.clock,
             secrets=EnvSecrets(),
