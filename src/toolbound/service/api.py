@@ -34,6 +34,7 @@ from toolbound.adapters.http import (
     BodyLimit,
     idempotency_key,
     problem_response,
+    reason_from,
 )
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.identity import TokenRefused
@@ -322,11 +323,15 @@ class _Api:
         if not isinstance(digest, str) or decision not in ("approve", "deny"):
             msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
             raise ApiError(400, "bad_request_body", msg)
+        reason = reason_from(body.get("reason"), code="bad_request_body")
+        if reason is not None and decision != "deny":
+            raise ApiError(400, "bad_request_body", "only a denial takes a reason")
         answer = await self.service.decide(
             principal,
             request.path_params["invocation_id"],
             digest=digest,
             decision="approve" if decision == "approve" else "deny",
+            reason=reason,
         )
         return JSONResponse(answer)
 

@@ -44,6 +44,7 @@ from toolbound.ledger.store import LedgerError, result_to_json
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
+from toolbound.service.decisions import note_denial
 from toolbound.wiring import journal_for, ledger_for, policy_for
 
 if TYPE_CHECKING:
@@ -286,8 +287,12 @@ class Service:
         *,
         digest: str,
         decision: Literal["approve", "deny"],
+        reason: str | None = None,
     ) -> dict[str, object]:
-        """A person decides on a parked call, bound to the digest they were shown."""
+        """A person decides on a parked call, bound to the digest they were shown.
+
+        A denial's ``reason`` is told to the model and kept with the call.
+        """
         _require(principal, "approver")
         self._visible(principal, invocation_id)
         try:
@@ -299,6 +304,7 @@ class Service:
                 ),
                 approve=decision == "approve",
                 at=self.clock.now(),
+                reason=reason,
             )
         except ConfirmationMismatch as exc:
             raise decision_refused(exc) from None
@@ -311,28 +317,9 @@ class Service:
         )
         answer = outcome_json(outcome)
         self._store(call, outcome, request, answer)
+        if approval.reason is not None:
+            note_denial(self, principal, invocation_id, reason=approval.reason)
         return answer
-
-    def note_denial(self, principal: Principal, invocation_id: str, *, reason: str) -> StoredCall:
-        """Keep the reason a person gave for denying a call, beside the decision, once.
-
-        Only the approver who denied the call may give it; the call has ended, so no
-        later write replaces it. (It is not sent to the model: the denial already was.)
-        """
-        _require(principal, "approver")
-        call = self._visible(principal, invocation_id)
-        if call.decision != "denied" or call.approver != principal.name:
-            msg = "only the approver who denied a call can give the reason for it"
-            raise ApiError(403, "forbidden", msg)
-        if "denial" in call.body:
-            # The reason is part of the decision, and a call takes one decision (R7).
-            msg = "the reason for this denial is already recorded"
-            raise ApiError(409, "already_decided", msg)
-        now = self.clock.now()
-        denial = {"reason": reason, "by": principal.name, "at": now.isoformat()}
-        noted = replace(call, updated_at=now, body={**call.body, "denial": denial})
-        self.journal.put_call(noted)
-        return noted
 
     def get(self, principal: Principal, invocation_id: str) -> StoredCall:
         """One invocation of the principal's tenant."""

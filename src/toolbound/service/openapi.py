@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from toolbound.adapters.http import MAX_IDEMPOTENCY_KEY, PROBLEM_JSON
+from toolbound.adapters.http import MAX_IDEMPOTENCY_KEY, PROBLEM_JSON, REASON_INPUT_CHARS
 from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 if TYPE_CHECKING:
@@ -174,6 +174,14 @@ OPENAPI: Final[dict[str, Any]] = {
                 "properties": {
                     "digest": {"type": "string", "description": "the digest the person reviewed"},
                     "decision": {"enum": ["approve", "deny"]},
+                    "reason": {
+                        "type": ["string", "null"],
+                        "maxLength": REASON_INPUT_CHARS,
+                        "description": (
+                            "a denial's reason, in the person's words: the model is told it, "
+                            "attributed to the approver (the first 500 characters)"
+                        ),
+                    },
                 },
             },
             "Finding": {
