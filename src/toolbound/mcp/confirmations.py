@@ -192,15 +192,14 @@ class ConfirmationEndpoint:
         ):
             msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
             raise ApiError(400, "bad_request_body", msg)
+        # A reason sent with an approval is not a denial's: it is not kept.
         reason = reason_from(body.get("reason"))
-        if reason is not None and decision != "deny":
-            raise ApiError(400, "bad_request_body", "only a denial takes a reason")
         outcome = await self.decide(
             principal,
             request.path_params["invocation_id"],
             digest=digest,
             decision="approve" if decision == "approve" else "deny",
-            reason=reason,
+            reason=reason if decision == "deny" else None,
         )
         return JSONResponse(outcome_json(outcome))
 

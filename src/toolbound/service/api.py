@@ -323,15 +323,14 @@ class _Api:
         if not isinstance(digest, str) or decision not in ("approve", "deny"):
             msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
             raise ApiError(400, "bad_request_body", msg)
+        # A reason sent with an approval is not a denial's: it is not kept, as in the console.
         reason = reason_from(body.get("reason"), code="bad_request_body")
-        if reason is not None and decision != "deny":
-            raise ApiError(400, "bad_request_body", "only a denial takes a reason")
         answer = await self.service.decide(
             principal,
             request.path_params["invocation_id"],
             digest=digest,
             decision="approve" if decision == "approve" else "deny",
-            reason=reason,
+            reason=reason if decision == "deny" else None,
         )
         return JSONResponse(answer)
 

@@ -45,6 +45,7 @@ from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.service.decisions import note_denial
+from toolbound.service.sessions import SessionContext, Sessions
 from toolbound.wiring import journal_for, ledger_for, policy_for
 
 if TYPE_CHECKING:
@@ -63,7 +64,17 @@ __all__ = ["Service", "Submission"]
 
 _ENVELOPE_LIMITS = ParseLimits(max_bytes=4 << 20)
 _SUBMISSION_KEYS = frozenset(
-    {"tool", "arguments", "call_id", "model_call_id", "version", "tools", "timezone", "locale"}
+    {
+        "tool",
+        "arguments",
+        "call_id",
+        "model_call_id",
+        "version",
+        "tools",
+        "timezone",
+        "locale",
+        "context",
+    }
 )
 
 
@@ -79,6 +90,8 @@ class Submission:
     tools: tuple[str, ...] | None = None
     timezone: str = "UTC"
     locale: str = "en"
+    context: SessionContext | None = None
+    """What the model has seen, for the flow rules (:mod:`toolbound.service.sessions`)."""
 
     @classmethod
     def from_body(cls, body: bytes) -> Submission:
@@ -119,6 +132,7 @@ class Submission:
             tools=None if tools is None else tuple(str(t) for t in tools),
             timezone=optional["timezone"] or "UTC",
             locale=optional["locale"] or "en",
+            context=SessionContext.from_json(raw.get("context")),
         )
 
     def proposal(self, *, received_at: datetime) -> Proposal:
@@ -144,6 +158,7 @@ class Submission:
             "timezone": self.timezone,
             "locale": self.locale,
             "reference_time": now.isoformat(),
+            "context": None if self.context is None else self.context.as_json(),
         }
 
 
@@ -196,6 +211,7 @@ class Service:
         )
         """The one confirmation desk, over the calls parked in the journal (R7)."""
         self.metrics.count_pending(self.desk)
+        self.sessions = Sessions(self.journal, self.registry, config.provenance, self.clock)
         self.recovered = self.recover()
 
     def close(self) -> None:
@@ -241,6 +257,7 @@ class Service:
             result_budget=self.config.result_budget,
             invocation_id=invocation_id,
             trace_id=trace_id,
+            provenance=self.sessions.index(principal.tenant, submission.context),
         )
         proposal = submission.proposal(received_at=now)
         request = submission.record(tools, now)
@@ -271,6 +288,7 @@ class Service:
             with contextlib.suppress(JournalError):
                 self.journal.put_call(_interrupted(running, self.clock.now(), "the runtime raised"))
             raise
+        self.sessions.learn(principal.tenant, submission.context, outcome)
         answer = outcome_json(outcome)
         status = 202 if outcome.kind == "awaiting_confirmation" else 200
         text = dumps(answer)
@@ -315,6 +333,7 @@ class Service:
             _proposal(request),
             self._context(call, request, approval),
         )
+        self.sessions.learn_stored(call.tenant, request, outcome)
         answer = outcome_json(outcome)
         self._store(call, outcome, request, answer)
         if approval.reason is not None:
@@ -420,8 +439,9 @@ class Service:
         return call is not None and self._take_over(call.invocation_id)
 
     def purge(self) -> int:
-        """Apply the retention period to the journal."""
-        return self.journal.purge(before=self.clock.now() - self.config.retention)
+        """Apply the retention period to the journal and the sessions' values."""
+        before = self.clock.now() - self.config.retention
+        return self.journal.purge(before=before) + self.sessions.purge(before=before)
 
     # -- internals -----------------------------------------------------------------
 
@@ -540,7 +560,8 @@ class Service:
     ) -> CallContext:
         names = request.get("tools")
         tools = self._toolset(tuple(str(n) for n in names) if isinstance(names, list) else None)
-        return _stored_context(call, request, approval, tools, self.config)
+        context = _stored_context(call, request, approval, tools, self.config)
+        return replace(context, provenance=self.sessions.stored(call.tenant, request))
 
     def _store(
         self,
