@@ -526,6 +526,7 @@ class Service:
             else waiting.deny(approver=call.approver, at=call.updated_at)
         )
         outcome = self.runtime.run(_proposal(request), self._context(call, request, decision))
+        self.sessions.learn_stored(call.tenant, request, outcome)
         self._store(call, outcome, request, outcome_json(outcome))
 
     def _tenants(self) -> set[str]:
