@@ -327,6 +327,9 @@ class Service:
         except ConfirmationMismatch as exc:
             raise decision_refused(exc) from None
         call = self._visible(principal, invocation_id)
+        if approval.reason is not None:
+            # Kept before the call runs on: a process taking it over tells the model too.
+            call = note_denial(self, principal, invocation_id, reason=approval.reason)
         request = call.body["request"]
         assert isinstance(request, dict)  # noqa: S101 - written by submit
         outcome = await self.runtime.arun(
@@ -336,8 +339,6 @@ class Service:
         self.sessions.learn_stored(call.tenant, request, outcome)
         answer = outcome_json(outcome)
         self._store(call, outcome, request, answer)
-        if approval.reason is not None:
-            note_denial(self, principal, invocation_id, reason=approval.reason)
         return answer
 
     def get(self, principal: Principal, invocation_id: str) -> StoredCall:
@@ -523,7 +524,7 @@ class Service:
                 ttl=waiting.expires_at - call.updated_at,
             )
             if call.decision == "approved"
-            else waiting.deny(approver=call.approver, at=call.updated_at)
+            else waiting.deny(approver=call.approver, at=call.updated_at, reason=_reason(call))
         )
         outcome = self.runtime.run(_proposal(request), self._context(call, request, decision))
         self.sessions.learn_stored(call.tenant, request, outcome)
@@ -587,6 +588,8 @@ class Service:
             body["confirmation"] = outcome.request.as_json()
         elif "confirmation" in call.body:
             body["confirmation"] = call.body["confirmation"]
+        if "denial" in call.body:
+            body["denial"] = call.body["denial"]
         stored = replace(
             call,
             tool=outcome.tool or call.tool,
@@ -680,6 +683,12 @@ def _stored_context(
         trace_id=None if trace_id is None else str(trace_id),
         approval=approval,
     )
+
+
+def _reason(call: StoredCall) -> str | None:
+    """The reason kept with a call's denial, if the person gave one."""
+    denial = call.body.get("denial")
+    return str(denial["reason"]) if isinstance(denial, dict) and "reason" in denial else None
 
 
 def _proposal(request: dict[str, object]) -> Proposal:

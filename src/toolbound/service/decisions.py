@@ -41,5 +41,8 @@ def note_denial(
     now = service.clock.now()
     denial = {"reason": reason, "by": principal.name, "at": now.isoformat()}
     noted = replace(call, updated_at=now, body={**call.body, "denial": denial})
-    service.journal.put_call(noted)
+    # A call decided and not yet run on stays this process's (its lease kept), so that
+    # another takes it over, reason and all, should this one die before it ends.
+    running_on = call.status == "awaiting_confirmation"
+    service.journal.put_call(noted, lease=service.lease.total_seconds() if running_on else None)
     return noted
