@@ -12,9 +12,11 @@ The table lives in the journal's database (SQLite or PostgreSQL,
 :meth:`toolbound.journal.Journal.transaction`), one row per labelled value::
 
     toolbound_session_values(id, tenant, session, origin, tool, version, invocation_id,
-                             untrusted, private, note, content, size, created_at)
+                             untrusted, private, note, content, size, created_at, digest)
 
-Rows are tenant-scoped: a session id names a session of one tenant only. A session
+Rows are tenant-scoped: a session id names a session of one tenant only. A value the
+session already holds under the same label is kept once (``digest``): an application
+may send the whole history with every proposal. A session
 is **bounded** (:data:`MAX_VALUES` rows, :data:`MAX_BYTES` bytes of content): a value
 that would pass the bound is not kept, and the session is marked overflowed instead —
 from then on :meth:`~SessionValues.index` answers ``None`` (nothing tracked), so the
@@ -25,6 +27,7 @@ record. Retention removes whole sessions idle since before the cut-off
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -61,16 +64,24 @@ _SCHEMA = (
         note TEXT,
         content TEXT NOT NULL,
         size INTEGER NOT NULL,
-        created_at TEXT NOT NULL
+        created_at TEXT NOT NULL,
+        digest TEXT NOT NULL
     )""",
     """CREATE INDEX IF NOT EXISTS toolbound_session_values_by_session
         ON toolbound_session_values (tenant, session, created_at)""",
+    # A value seen again under the same label is kept once: clients resend the history.
+    """CREATE UNIQUE INDEX IF NOT EXISTS toolbound_session_values_once
+        ON toolbound_session_values (tenant, session, digest)""",
 )
 _OVERFLOW = "overflow"  # the origin of the row that marks a session past its bound
 _COLUMNS = (
     "id, tenant, session, origin, tool, version, invocation_id, untrusted, private, note,"
-    " content, size, created_at"
+    " content, size, created_at, digest"
 )
+
+
+class _Overflow(Exception):  # noqa: N818 - a signal inside one transaction, never raised out
+    """The values being added would pass the session's bound: roll them back."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,24 +113,31 @@ class SessionValues:
         """Keep ``values`` in the session; ``False`` if they would pass its bound.
 
         Then none of them is kept and the session is marked overflowed (its index is
-        ``None`` from now on). Values are kept in order, all or none.
+        ``None`` from now on). Values are kept in order, all or none; a value already
+        kept under the same label (a user message sent again with the history) once.
         """
         rows = [(v.label, json.dumps(v.content, ensure_ascii=False)) for v in values]
         if not rows:
             return True
         stamp = now.astimezone(UTC).isoformat()
-        with self.journal.transaction() as cur:
-            count, size, overflowed = self._measure(cur, tenant, session)
-            added = sum(len(text.encode()) for _, text in rows)
-            if overflowed:
-                return False
-            if count + len(rows) > self.max_values or size + added > self.max_bytes:
-                marker = Label(origin="runtime", note=_OVERFLOW)
-                self._insert(cur, (tenant, session), marker, "null", stamp=stamp)
-                return False
-            for i, (label, text) in enumerate(rows):
-                # One instant per batch, in order: the id's prefix keeps the batch's order.
-                self._insert(cur, (tenant, session), label, text, stamp=stamp, order=i)
+        where = (tenant, session)
+        try:
+            with self.journal.transaction() as cur:
+                count, size, overflowed = self._measure(cur, tenant, session)
+                if overflowed:
+                    return False
+                for i, (label, text) in enumerate(rows):
+                    # One instant per batch: the id's prefix keeps the batch's order.
+                    if self._insert(cur, where, label, text, stamp=stamp, order=i):
+                        count, size = count + 1, size + len(text.encode())
+                        if count > self.max_values or size > self.max_bytes:
+                            raise _Overflow  # noqa: TRY301 - rolls this batch back
+        except _Overflow:
+            with self.journal.transaction() as cur:
+                self._insert(
+                    cur, where, Label(origin="runtime", note=_OVERFLOW), "null", stamp=stamp
+                )
+            return False
         return True
 
     def index(
@@ -193,12 +211,25 @@ class SessionValues:
         *,
         stamp: str,
         order: int = 0,
-    ) -> None:
+    ) -> bool:
+        """Insert one value; ``False`` if the session already holds it under that label."""
         tenant, session = where
+        fields = (
+            label.origin,
+            label.tool,
+            label.version,
+            label.invocation_id,
+            label.untrusted,
+            label.private,
+            label.note,
+            content,
+        )
+        digest = hashlib.sha256(json.dumps(fields).encode()).hexdigest()
         cur.execute(
             self._q(
                 f"INSERT INTO toolbound_session_values ({_COLUMNS})"  # noqa: S608 - fixed columns
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (tenant, session, digest) DO NOTHING"
             ),
             (
                 f"{order:06d}-{os.urandom(8).hex()}",
@@ -214,5 +245,7 @@ class SessionValues:
                 content,
                 len(content.encode()),
                 stamp,
+                digest,
             ),
         )
+        return cur.rowcount == 1

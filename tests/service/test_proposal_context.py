@@ -211,14 +211,17 @@ def _store_tests(store: SessionValues) -> None:
     assert index is not None
     assert [label.origin for label in index.labels] == ["user"]
     assert store.index("globex", "s1").labels == ()  # type: ignore[union-attr]
-    # Past its bound a session keeps nothing more and is no longer tracked at all.
-    assert store.add("acme", "s1", [user], now=NOW)
-    assert not store.add("acme", "s1", [user], now=NOW)
+    # The history sent again is kept once.
+    assert store.add("acme", "s1", [user, user], now=NOW)
+    assert len(store.index("acme", "s1").labels) == 1  # type: ignore[union-attr]
+    # Past its bound a session keeps none of the batch, and is no longer tracked at all.
+    two = [Value(Label.user(), "x"), Value(Label.user(), "y")]
+    assert not store.add("acme", "s1", two, now=NOW)
     assert store.index("acme", "s1") is None
-    assert not store.add("acme", "s1", [Value(Label.user(), "x")], now=NOW)
+    assert not store.add("acme", "s1", [Value(Label.user(), "z")], now=NOW)
     # Retention removes whole sessions idle since the cut-off, never part of one.
     assert store.add("acme", "s2", [user], now=NOW + timedelta(days=2))
-    assert store.purge(before=NOW + timedelta(days=1)) == 3
+    assert store.purge(before=NOW + timedelta(days=1)) == 2  # s1's value and its mark
     assert store.index("acme", "s1").labels == ()  # type: ignore[union-attr]
     assert len(store.index("acme", "s2").labels) == 1  # type: ignore[union-attr]
 
