@@ -288,7 +288,6 @@ class Service:
             with contextlib.suppress(JournalError):
                 self.journal.put_call(_interrupted(running, self.clock.now(), "the runtime raised"))
             raise
-        self.sessions.learn(principal.tenant, submission.context, outcome)
         answer = outcome_json(outcome)
         status = 202 if outcome.kind == "awaiting_confirmation" else 200
         text = dumps(answer)
@@ -296,6 +295,8 @@ class Service:
         if request_key is not None:
             finish = Finish(principal.tenant, request_key, status, text, fingerprint)
         lost = self._store(running, outcome, request, answer, finish)
+        # After the answer is durable: a session that cannot be written never loses it.
+        self.sessions.learn(principal.tenant, submission.context, outcome)
         return status, text, lost
 
     async def decide(
@@ -336,9 +337,9 @@ class Service:
             _proposal(request),
             self._context(call, request, approval),
         )
-        self.sessions.learn_stored(call.tenant, request, outcome)
         answer = outcome_json(outcome)
         self._store(call, outcome, request, answer)
+        self.sessions.learn_stored(call.tenant, request, outcome)
         return answer
 
     def get(self, principal: Principal, invocation_id: str) -> StoredCall:

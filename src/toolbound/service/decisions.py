@@ -25,8 +25,8 @@ def note_denial(
 ) -> StoredCall:
     """Keep the reason a person gave for denying a call, beside the decision, once.
 
-    Only the approver who denied the call may give it; the call has ended, so no
-    later write replaces it.
+    Only the approver who denied the call may give it, and once. The service keeps it
+    as it records the denial, before the call runs on (and the model is told it).
     """
     call = service.get(principal, invocation_id)
     if "approver" not in principal.roles:
