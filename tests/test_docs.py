@@ -81,6 +81,7 @@ WHERE = {
     "grant": "grant[0]",
     "grant.scope": "grant[0].scope",
     "grant.limits": "grant[0].limits[0]",
+    "provenance.rule": "provenance.rule[0]",
 }
 
 
@@ -132,12 +133,14 @@ def _minimal() -> dict[str, Any]:
     }
 
 
-def _section(raw: dict[str, Any], table: ConfigTable) -> dict[str, Any]:
+def _section(raw: dict[str, Any], table: ConfigTable) -> dict[str, Any]:  # noqa: PLR0911 - one per nesting
     """Where ``table``'s keys go in ``raw`` (made if absent)."""
     if table.path == "tools.http":
         return raw["tools"]["http"][0]
     if table.path == "identity.jwt":
         return raw["identity"]["jwt"][0]
+    if table.path == "provenance.rule":
+        return raw.setdefault("provenance", {}).setdefault("rule", [_required(table)])[0]
     if table.array:
         return raw[table.path][0]
     if table.path == "grant.scope":

@@ -18,6 +18,8 @@ decides from, budgets, retention and telemetry::
     input_schema = { type = "object", properties = { email = { type = "string" } },
                      required = ["email"], additionalProperties = false }
     # allow_destinations = ["10.20.0.0/16", "crm.internal"]   # internal addresses it may reach
+    reads_untrusted = false              # its results are the service's own data, not web text
+    roles = { "/email" = "destination" } # what each parameter does (else read from the schema)
 
     [[principal]]
     name = "agent"
@@ -41,6 +43,16 @@ decides from, budgets, retention and telemetry::
     confirm = true
     scope = { kind = "owner" }
     limits = [{ kind = "number", pointer = "/amount", maximum = 100 }]
+
+    [provenance]                         # flow rules: untrusted data cannot steer a write
+    preset = "guard_writes"              # rules for every write, from its parameters' roles
+    trust = ["crm.lookup"]               # tools whose results count as trusted
+
+    [[provenance.rule]]                  # a rule by hand, beside the preset
+    tool = "crm.create_contact"
+    parameter = "/email"
+    kind = "trusted_source"              # or "no_private_data"
+    otherwise = "refuse"                 # or "confirm" (the default)
 
     [service]
     host = "127.0.0.1"
@@ -94,12 +106,17 @@ from toolbound.identity import (
     TokenRefused,
     hash_key,
 )
+from toolbound.provenance import FlowPolicy, NoPrivateData, TrustedSource, guard_writes
+from toolbound.provenance.roles import ROLES as PARAMETER_ROLES
+from toolbound.provenance.roles import plan
 from toolbound.registry import Registry, check_spec
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from toolbound._clock import Clock
+    from toolbound.provenance import FlowRule
+    from toolbound.provenance.roles import RoleName
 
 __all__ = [
     "ROLES",
@@ -110,6 +127,7 @@ __all__ = [
     "ConfigTable",
     "HttpToolConfig",
     "Principal",
+    "ProvenanceConfig",
     "ServiceConfig",
     "TelemetryConfig",
     "check_tables",
@@ -131,6 +149,9 @@ _CONFIRMATION_TTL = timedelta(minutes=15)
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
 _EXPORTERS: frozenset[str] = frozenset({"none", "console", "otlp"})
+_PRESETS: frozenset[str] = frozenset({"none", "guard_writes"})
+_RULE_KINDS: frozenset[str] = frozenset({"trusted_source", "no_private_data"})
+_OTHERWISE: frozenset[str] = frozenset({"confirm", "refuse"})
 
 
 # ---------------------------------------------------------------------------
@@ -197,6 +218,11 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("bearer_secret", "secret name"),
             ConfigKey("host_argument", "argument name"),
             ConfigKey("allow_destinations", _STRINGS, "[]"),
+            ConfigKey("reads_untrusted", "boolean", "true"),
+            ConfigKey("reads_private", "boolean", "true"),
+            ConfigKey(
+                "roles", "table of JSON pointer → role", "{}", choices=frozenset(PARAMETER_ROLES)
+            ),
         ),
     ),
     ConfigTable(
@@ -298,6 +324,27 @@ TABLES: tuple[ConfigTable, ...] = (
     ),
     ConfigTable(path="retention", keys=(ConfigKey("days", _COUNT, "30"),)),
     ConfigTable(
+        path="provenance",
+        keys=(
+            ConfigKey("preset", "string", '"none"', choices=_PRESETS),
+            ConfigKey("trust", _STRINGS, "[]"),
+            ConfigKey("min_length", "table of role → integer ≥ 1", "{}"),
+            ConfigKey("rule", "array of tables", "[]"),
+        ),
+    ),
+    ConfigTable(
+        path="provenance.rule",
+        array=True,
+        keys=(
+            ConfigKey("tool", "string", required=True),
+            ConfigKey("parameter", "JSON pointer", '""'),
+            ConfigKey("kind", "string", required=True, choices=_RULE_KINDS),
+            ConfigKey("strict", "boolean", "true"),
+            ConfigKey("trust", _STRINGS, "[]"),
+            ConfigKey("otherwise", "string", '"confirm"', choices=_OTHERWISE),
+        ),
+    ),
+    ConfigTable(
         path="telemetry",
         keys=(
             ConfigKey("exporter", "string", '"none"', choices=_EXPORTERS),
@@ -362,6 +409,10 @@ class HttpToolConfig:
     host_argument: str | None = None
     # Internal networks and host names the tool may connect to (all refused otherwise).
     allow_destinations: tuple[str, ...] = ()
+    # What its results are, for the flow rules: text others wrote, data not public.
+    reads_untrusted: bool = True
+    reads_private: bool = True
+    roles: Mapping[str, RoleName] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -372,6 +423,61 @@ class TelemetryConfig:
     endpoint: str | None = None
     service_name: str = "toolbound"
     metrics: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlowRuleConfig:
+    """One ``[[provenance.rule]]``: a flow rule on one tool's parameter."""
+
+    tool: str
+    parameter: str = ""
+    kind: Literal["trusted_source", "no_private_data"] = "trusted_source"
+    strict: bool = True
+    trust: tuple[str, ...] = ()
+    otherwise: Literal["confirm", "refuse"] = "confirm"
+
+    def build(self) -> FlowRule:
+        """The :mod:`toolbound.provenance` rule this table declares."""
+        otherwise: Literal["confirm", "deny"] = "deny" if self.otherwise == "refuse" else "confirm"
+        if self.kind == "no_private_data":
+            return NoPrivateData(self.tool, self.parameter, otherwise=otherwise)
+        return TrustedSource(
+            self.tool,
+            self.parameter,
+            trust=frozenset(self.trust),
+            strict=self.strict,
+            otherwise=otherwise,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProvenanceConfig:
+    """``[provenance]``: the role preset and flow rules every surface applies (R6)."""
+
+    preset: Literal["none", "guard_writes"] = "none"
+    trust: tuple[str, ...] = ()
+    min_length: Mapping[RoleName, int] = field(default_factory=dict)
+    rules: tuple[FlowRuleConfig, ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any flow rule applies: calls then need to carry their provenance."""
+        return self.preset != "none" or bool(self.rules)
+
+    def build(self, tools: Registry | None = None) -> FlowPolicy | None:
+        """The flow policy, or ``None`` when nothing is configured.
+
+        With the preset, ``tools`` are planned now, so a bad role fails at start-up.
+        """
+        rules = tuple(rule.build() for rule in self.rules)
+        if self.preset == "guard_writes":
+            return guard_writes(
+                () if tools is None else tools,
+                trust=frozenset(self.trust),
+                min_length=self.min_length,
+                rules=rules,
+            )
+        return FlowPolicy(*rules) if rules else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -398,6 +504,7 @@ class ServiceConfig:
     result_budget: int | None = None
     retention: timedelta = timedelta(days=30)
     telemetry: TelemetryConfig = TelemetryConfig()
+    provenance: ProvenanceConfig = ProvenanceConfig()
 
     def console_secret(self) -> bytes | None:
         """The console's session-signing secret, from ``[service] console_secret_env``.
@@ -575,11 +682,13 @@ class _Primitives:
             return default
         return value
 
-    def flag(self, raw: Mapping[str, object], path: str, key: str) -> bool:
-        value = raw.get(key, False)
+    def flag(
+        self, raw: Mapping[str, object], path: str, key: str, *, default: bool = False
+    ) -> bool:
+        value = raw.get(key, default)
         if not isinstance(value, bool):
             self.fail(f"{path}.{key}", _expected("true or false", value))
-            return False
+            return default
         return value
 
     def optional(self, raw: Mapping[str, object], path: str, key: str) -> str | None:
@@ -645,13 +754,35 @@ class _ToolChecks(_Primitives):
             bearer_secret=bearer,
             host_argument=host_argument,
             allow_destinations=allow,
+            reads_untrusted=self.flag(raw, path, "reads_untrusted", default=True),
+            reads_private=self.flag(raw, path, "reads_private", default=True),
+            roles=self.roles(raw.get("roles", {}), f"{path}.roles"),
         )
         if tool.name and schema:
             try:
                 check_spec(_http_spec(tool))
+                plan(_http_spec(tool))
             except (SpecError, SchemaError) as exc:
                 self.fail(path, str(exc))
         return tool
+
+    def roles(self, raw: object, path: str) -> dict[str, RoleName]:
+        """``roles``: JSON pointers to parameter roles (``{ "/to" = "destination" }``)."""
+        if not isinstance(raw, dict):
+            self.fail(path, _expected("a table of JSON pointer → role", raw))
+            return {}
+        roles: dict[str, RoleName] = {}
+        for pointer, role in raw.items():
+            if not pointer.startswith("/"):
+                self.fail(f"{path}.{pointer}", "must be a JSON pointer such as '/to'")
+            elif role not in PARAMETER_ROLES:
+                self.fail(
+                    f"{path}.{pointer}",
+                    f"must be one of {', '.join(PARAMETER_ROLES)}, got {role!r}",
+                )
+            else:
+                roles[pointer] = cast("RoleName", role)
+        return roles
 
     def http_destination(
         self, raw: Mapping[str, object], path: str, url: str, schema: Mapping[str, object]
@@ -822,7 +953,70 @@ class _IdentityChecks(_Primitives):
         )
 
 
-class _Checker(_ToolChecks, _IdentityChecks):
+class _ProvenanceChecks(_Primitives):
+    """``[provenance]`` and its ``[[provenance.rule]]`` tables."""
+
+    def provenance(self, raw: Mapping[str, object]) -> ProvenanceConfig:
+        self.known(raw, "provenance", _allowed("provenance"))
+        preset = raw.get("preset", "none")
+        if preset not in _PRESETS:
+            self.fail("provenance.preset", f"must be none or guard_writes, got {preset!r}")
+            preset = "none"
+        lengths = raw.get("min_length", {})
+        min_length: dict[RoleName, int] = {}
+        if not isinstance(lengths, dict):
+            self.fail("provenance.min_length", _expected("a table of role → length", lengths))
+            lengths = {}
+        for role, length in lengths.items():
+            where = f"provenance.min_length.{role}"
+            if role not in PARAMETER_ROLES:
+                self.fail(where, f"not a role (expected one of {', '.join(PARAMETER_ROLES)})")
+            elif isinstance(length, bool) or not isinstance(length, int) or length < 1:
+                self.fail(where, _expected("a positive integer", length))
+            else:
+                min_length[cast("RoleName", role)] = length
+        rules = tuple(
+            self.flow_rule(t, f"provenance.rule[{i}]")
+            for i, t in enumerate(self.tables(raw, "rule"))
+        )
+        return ProvenanceConfig(
+            preset=cast("Literal['none', 'guard_writes']", preset),
+            trust=self.strings(raw, "provenance", "trust"),
+            min_length=min_length,
+            rules=rules,
+        )
+
+    def flow_rule(self, raw: Mapping[str, object], path: str) -> FlowRuleConfig:
+        self.known(raw, path, _allowed("provenance.rule"))
+        kind = raw.get("kind")
+        if kind not in _RULE_KINDS:
+            self.fail(f"{path}.kind", f"must be trusted_source or no_private_data, got {kind!r}")
+            kind = "trusted_source"
+        otherwise = raw.get("otherwise", "confirm")
+        if otherwise not in _OTHERWISE:
+            self.fail(f"{path}.otherwise", f"must be confirm or refuse, got {otherwise!r}")
+            otherwise = "confirm"
+        parameter = raw.get("parameter", "")
+        if not isinstance(parameter, str) or (parameter and not parameter.startswith("/")):
+            self.fail(
+                f"{path}.parameter", _expected("a JSON pointer such as '/to' (or '')", parameter)
+            )
+            parameter = ""
+        if kind == "no_private_data":
+            for key in ("strict", "trust"):
+                if key in raw:
+                    self.fail(f"{path}.{key}", "applies to trusted_source rules only")
+        return FlowRuleConfig(
+            tool=self.string(raw, path, "tool"),
+            parameter=parameter,
+            kind=cast("Literal['trusted_source', 'no_private_data']", kind),
+            strict=self.flag(raw, path, "strict", default=True),
+            trust=self.strings(raw, path, "trust"),
+            otherwise=cast("Literal['confirm', 'refuse']", otherwise),
+        )
+
+
+class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
     """The whole file: every section, then one configuration or the problems."""
 
     # -- sections ---------------------------------------------------------------
@@ -895,6 +1089,7 @@ class _Checker(_ToolChecks, _IdentityChecks):
         self.known(retention, "retention", _allowed("retention"))
         days = self.integer(retention, "retention", "days", 30)
         telemetry = self.telemetry(self.table(raw, "telemetry"))
+        provenance = self.provenance(self.table(raw, "provenance"))
         result_budget = budgets.get("result_budget")
         if result_budget is not None and (
             isinstance(result_budget, bool)
@@ -929,6 +1124,7 @@ class _Checker(_ToolChecks, _IdentityChecks):
             result_budget=result_budget,
             retention=timedelta(days=days),
             telemetry=telemetry,
+            provenance=provenance,
         )
 
     def store_url(self, store: Mapping[str, object], source: Path | None) -> str:
@@ -1055,6 +1251,9 @@ def _http_spec(http: HttpToolConfig) -> ToolSpec:
         max_attempts=http.max_attempts,
         idempotency="native_key" if http.effect not in {"pure", "read"} else "none",
         secrets=(http.bearer_secret,) if http.bearer_secret else (),
+        reads_untrusted=http.reads_untrusted,
+        reads_private=http.reads_private,
+        roles=dict(http.roles),
         resources=(
             None
             if http.host_argument is None

@@ -69,6 +69,11 @@ TABLE_NOTES: dict[str, str] = {
     "budgets": "Bounds on every call the service runs.",
     "retention": "How long the service keeps what it answered (its journal).",
     "telemetry": "Where OpenTelemetry spans and metrics go; see [telemetry](telemetry.md).",
+    "provenance": "Flow rules: where the values steering a write may come from, so that "
+    "text injected into a tool result cannot choose a recipient (R6). The service, "
+    "`mcp-serve` and `mcp-gateway` apply them beside the grants; see "
+    "[provenance](provenance.md#in-a-configuration-file).",
+    "provenance.rule": "One flow rule by hand, on one tool's parameter, beside the preset.",
 }
 
 KEYS: dict[str, Described] = {
@@ -132,6 +137,21 @@ KEYS: dict[str, Described] = {
         "internal networks (CIDR) and host names the tool may connect to; other internal "
         "addresses are refused",
         '["10.20.0.0/16", "crm.internal"]',
+    ),
+    "tools.http.reads_untrusted": Described(
+        "whether its results may hold text others wrote (a web page, an email); `false` "
+        "makes them a trusted source for the flow rules",
+        "false",
+    ),
+    "tools.http.reads_private": Described(
+        "whether its results hold data that must not leave (a mailbox, an account)",
+        "false",
+    ),
+    "tools.http.roles": Described(
+        "what each parameter does for the flow rules: `destination`, `target`, `secret`, "
+        "`content` or `quantity`, by JSON pointer",
+        '{ "/email" = "destination" }',
+        "read from the input schema",
     ),
     "principal.name": Described(
         "the principal's name (in logs and `toolbound revoke-sessions`)", '"agent"'
@@ -284,6 +304,53 @@ KEYS: dict[str, Described] = {
     ),
     "telemetry.service_name": Described(
         "`service.name` on the spans and metrics", '"toolbound-eu"'
+    ),
+    "provenance.preset": Described(
+        "`guard_writes`: rules for every write tool from its parameters' roles "
+        "(destinations, targets and secrets need a trusted source; private data may not "
+        "flow to a destination the user did not name)",
+        '"guard_writes"',
+        "no preset",
+    ),
+    "provenance.trust": Described(
+        "tools whose results count as trusted sources (besides those declared "
+        "`reads_untrusted = false`)",
+        '["crm.lookup"]',
+    ),
+    "provenance.min_length": Described(
+        "the shortest value of a role the preset accepts at all",
+        "{ destination = 5, secret = 6 }",
+        "destination 3, target 1, secret 4",
+    ),
+    "provenance.rule": Described(
+        "flow rules by hand, usually written as `[[provenance.rule]]` tables (below)",
+        '[{ tool = "mail.send", parameter = "/to", kind = "trusted_source" }]',
+        snippet=False,
+    ),
+    "provenance.rule.tool": Described("the tool (`name` or `name@version`)", '"mail.send"'),
+    "provenance.rule.parameter": Described(
+        "a JSON pointer into the arguments; the rule covers everything below it",
+        '"/to"',
+        "every argument",
+    ),
+    "provenance.rule.kind": Described(
+        "`trusted_source`: the value must come from the user, the configuration or a "
+        "trusted tool; `no_private_data`: no private data may flow into it",
+        '"trusted_source"',
+    ),
+    "provenance.rule.strict": Described(
+        "(`trusted_source`) a value found in no trusted source breaks the rule; `false` "
+        "stops only values whose sole sources are untrusted",
+        "false",
+    ),
+    "provenance.rule.trust": Described(
+        "(`trusted_source`) more tools whose results count as trusted for this rule",
+        '["directory.lookup"]',
+    ),
+    "provenance.rule.otherwise": Described(
+        "what a broken rule asks for: `confirm` parks the call for a person, `refuse` "
+        "refuses it with the parameter's pointer",
+        '"refuse"',
     ),
 }
 

@@ -31,7 +31,7 @@ import hashlib
 import json
 import sqlite3
 import threading
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, Protocol, cast
@@ -48,6 +48,7 @@ __all__ = [
     "Journal",
     "JournalError",
     "PostgresJournal",
+    "SQLCursor",
     "SQLiteJournal",
     "StoredCall",
     "Surface",
@@ -294,6 +295,20 @@ class Journal(Protocol):
         """Release connections."""
         ...
 
+    def transaction(self) -> AbstractContextManager[SQLCursor]:
+        """A write transaction on the journal's database, for tables kept beside it.
+
+        Stores with tables of their own in the same database (the service's session
+        index, :mod:`toolbound.session_values`) use it: one connection pool, one file.
+        Placeholders are :attr:`mark` (``?`` or ``%s``).
+        """
+        ...
+
+    @property
+    def mark(self) -> str:
+        """The SQL placeholder of this database's driver."""
+        ...
+
 
 def open_journal(url: str) -> Journal:
     """The journal for a store URL: ``sqlite:///PATH`` or ``postgresql://…``."""
@@ -347,6 +362,15 @@ class _SQLJournal:
 
     def _q(self, sql: str) -> str:
         return sql.replace("?", self._mark)
+
+    def transaction(self) -> AbstractContextManager[SQLCursor]:
+        """A write transaction for a table kept beside the journal's (see :class:`Journal`)."""
+        return self._tx()
+
+    @property
+    def mark(self) -> str:
+        """The SQL placeholder of this database's driver."""
+        return self._mark
 
     def claim_request(
         self, tenant: str, key: str, fingerprint: str, *, now: datetime, stale_after: float
@@ -698,6 +722,10 @@ class _Cursor(Protocol):
     def execute(self, sql: str, params: tuple[object, ...] = ...) -> object: ...
     def fetchone(self) -> tuple[object, ...] | None: ...
     def fetchall(self) -> list[tuple[object, ...]]: ...
+
+
+SQLCursor = _Cursor
+"""A DB-API cursor as the journal's transactions give it (:meth:`Journal.transaction`)."""
 
 
 class SQLiteJournal(_SQLJournal):

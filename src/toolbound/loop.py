@@ -16,7 +16,10 @@ Provenance is tracked by default (R6, R11): each run keeps a
 system text as the runtime's, every tool result the model was shown labelled with
 its tool, version and invocation id — and every call is examined against it, so
 flow rules (:class:`~toolbound.provenance.FlowPolicy`) can see where its argument
-values came from.
+values came from. The phase's tool set is the task scope: unless the index declares a
+scope of its own, the writes visible in the current phase are the writes the task may
+need, so a write the model reached another way (``request_capability``) is confirmed
+by a person as ``out_of_scope`` rather than run.
 """
 
 from __future__ import annotations
@@ -198,6 +201,8 @@ class _Run:
     started: float
     transcript: list[Message]
     index: Provenance | None
+    declared: bool = False
+    """Whether the index came with a task scope of its own (else each phase sets it)."""
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     seen: dict[str, tuple[bytes, int]] = field(default_factory=dict)
@@ -264,11 +269,21 @@ class Loop:
         transcript: list[Message] = (
             [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
         )
-        run = _Run(started=started, transcript=transcript, index=self._index(transcript))
-        while True:
-            ended = self._step(run)
-            if ended is not None:
-                return ended
+        index = self._index(transcript)
+        run = _Run(
+            started=started,
+            transcript=transcript,
+            index=index,
+            declared=index is not None and index.scope is not None,
+        )
+        try:
+            while True:
+                ended = self._step(run)
+                if ended is not None:
+                    return ended
+        finally:
+            if index is not None and not run.declared:
+                index.scope = None  # the phases were this run's; a shared index outlives it
 
     def _step(self, run: _Run) -> LoopOutcome | None:  # noqa: PLR0911 - one exit per ending
         """One model turn and the calls it proposed; how the loop ended, if it did."""
@@ -277,7 +292,11 @@ class Loop:
         exhausted = self._exhausted(run.usage, time.monotonic() - run.started)
         if exhausted is not None:
             return run.end("budget_exhausted", exhausted)
-        toolset = self._visible(len(run.steps))
+        phase = self._tools(len(run.steps)) if callable(self._tools) else self._tools
+        toolset = self._visible(phase)
+        if run.index is not None and not run.declared:
+            # R13: the phase declares the writes the task may need now (R6: task scope).
+            run.index.scope = _writes(phase)
         turn = self.model(tuple(run.transcript), toolset.specs)
         run.usage = replace(
             run.usage, model_calls=run.usage.model_calls + 1, cost=run.usage.cost + turn.cost
@@ -367,8 +386,8 @@ class Loop:
 
     # -- visible tools and request_capability ------------------------------------
 
-    def _visible(self, step: int) -> ToolSet:
-        base = self._tools(step) if callable(self._tools) else self._tools
+    def _visible(self, base: ToolSet) -> ToolSet:
+        """The phase's tools, ``request_capability`` and the tools granted through it."""
         extra = []
         if self._request_tool is not None and REQUEST_CAPABILITY not in base:
             extra.append(self._request_tool)
@@ -419,6 +438,16 @@ class Loop:
             ("tool_calls", b.tool_calls is not None and usage.tool_calls >= b.tool_calls),
         )
         return next((name for name, hit in checks if hit), None)
+
+
+def _writes(phase: ToolSet) -> frozenset[str]:
+    """The writes a phase shows, by name and ``name@version``: the task scope (R6, R13).
+
+    Tools granted through ``request_capability`` are not among them: the model asked
+    for those, the phase did not declare them.
+    """
+    specs = [tool.spec for tool in phase if tool.spec.is_write]
+    return frozenset(s.ref for s in specs) | frozenset(s.name for s in specs)
 
 
 def _learn(index: Provenance, toolset: ToolSet, outcome: Outcome) -> None:

@@ -9,6 +9,7 @@ module turns them into objects, one way for all of them::
     journal_for(url)          the journal beside that ledger (:mod:`toolbound.journal`)
     journal_recorder(config, surface)  a trace sink keeping each call in that journal
     load_registry(spec)       the Registry that ``MODULE:FUNCTION`` builds
+    policy_for(config, clock, tools)  the grants, and the ``[provenance]`` flow rules beside them
     telemetry_sinks(config)   the trace sinks ``[telemetry]`` asks for
 
 The rule: surfaces (``toolbound.cli``, ``toolbound.service``, ``toolbound.mcp``) import
@@ -25,13 +26,16 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolbound.gates.authorize import AllOf
 from toolbound.journal import open_journal
 from toolbound.ledger.memory import MemoryLedger
 from toolbound.recording import JournalRecorder
 from toolbound.registry import Registry
 
 if TYPE_CHECKING:
+    from toolbound._clock import Clock
     from toolbound.config import ServiceConfig
+    from toolbound.gates.authorize import Policy
     from toolbound.journal import Journal, Surface
     from toolbound.ledger.store import Ledger
     from toolbound.trace import TraceSink
@@ -42,6 +46,7 @@ __all__ = [
     "ledger_for",
     "load_registry",
     "open_ledger",
+    "policy_for",
     "telemetry_sinks",
 ]
 
@@ -109,6 +114,19 @@ def load_registry(spec: str) -> Registry:
         msg = f"{spec} returned {type(registry).__name__}, not a Registry"
         raise SystemExit(msg)
     return registry
+
+
+def policy_for(config: ServiceConfig, clock: Clock, tools: Registry | None = None) -> Policy:
+    """The policy a surface runs under: the grants and, beside them, the flow rules (R6).
+
+    With ``[provenance]`` configured every call must satisfy both
+    (:class:`~toolbound.AllOf`): the grants say what a subject may do, the flow rules
+    where the values steering a write may come from. ``tools`` are planned now, so
+    a bad role declaration fails at start-up.
+    """
+    grants = config.build_policy(clock)
+    flows = config.provenance.build(tools)
+    return grants if flows is None else AllOf(grants, flows)
 
 
 def telemetry_sinks(config: ServiceConfig, tools: Registry | None = None) -> list[TraceSink]:

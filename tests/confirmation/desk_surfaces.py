@@ -234,6 +234,10 @@ class Surface(Protocol):
         """``approver`` approves or denies the call shown with ``digest``."""
         ...
 
+    def deny_saying(self, invocation_id: str, digest: str, approver: Person, reason: str) -> str:
+        """``approver`` denies the call giving ``reason``; what the model is told of it."""
+        ...
+
     def effects(self) -> int:
         """How many times the write ran."""
         ...
@@ -351,6 +355,17 @@ class RuntimeDesk(_ParkingRuntime):
             return Refused(exc.code)
         return Decided(outcome.kind)
 
+    def deny_saying(self, invocation_id: str, digest: str, approver: Person, reason: str) -> str:
+        confirmation = self.runtime.desk.decide(
+            invocation_id,
+            digest=digest,
+            approver=approver.approver(),
+            approve=False,
+            at=self.runtime.clock.now(),
+            reason=reason,
+        )
+        return self.runtime.confirm(confirmation).message.text
+
 
 class RuntimeApprove(_ParkingRuntime):
     """``runtime.approve`` / ``runtime.deny``: the library's own person, by name only."""
@@ -373,6 +388,12 @@ class RuntimeApprove(_ParkingRuntime):
         except ConfirmationMismatch as exc:
             return Refused(exc.code)
         return Decided(outcome.kind)
+
+    def deny_saying(self, invocation_id: str, digest: str, approver: Person, reason: str) -> str:
+        outcome = self.runtime.deny(
+            invocation_id, digest=digest, approver=approver.name, reason=reason
+        )
+        return outcome.message.text
 
 
 # -- (2) the Service in process -----------------------------------------------------------
@@ -440,6 +461,17 @@ class InProcessService:
         except ApiError as error:
             return Refused(error.code, error.status)
         return Decided(str(answer["status"]))
+
+    def deny_saying(self, invocation_id: str, digest: str, approver: Person, reason: str) -> str:
+        asyncio.run(
+            self.service.decide(
+                approver.principal(), invocation_id, digest=digest, decision="deny", reason=reason
+            )
+        )
+        # What the agent reads back for the call, from the journal.
+        return str(
+            self.service.get(MIRA.principal(), invocation_id).body["response"]["message"]["content"]
+        )  # type: ignore[index]
 
     def effects(self) -> int:
         return len(self.tool.calls)
@@ -512,6 +544,21 @@ class HttpApi:
             return _refused(r)
         return Decided(r.json()["status"])
 
+    def deny_saying(self, invocation_id: str, digest: str, approver: Person, reason: str) -> str:
+        r = self.client.post(
+            f"/v1/invocations/{invocation_id}/decision",
+            json={"digest": digest, "decision": "deny", "reason": reason},
+            headers=_bearer(approver),
+        )
+        assert r.status_code == 200, r.text
+        return self.told(invocation_id)
+
+    def told(self, invocation_id: str) -> str:
+        """What the agent reads back for the call: its answer's model message."""
+        r = self.client.get(f"/v1/invocations/{invocation_id}", headers=_bearer(MIRA))
+        assert r.status_code == 200, r.text
+        return str(r.json()["response"]["message"]["content"])
+
     def effects(self) -> int:
         return len(self.tool.calls)
 
@@ -582,6 +629,15 @@ class Console(HttpApi):
         assert ended is not None
         return Decided(ended.group(1))
 
+    def deny_saying(self, invocation_id: str, digest: str, approver: Person, reason: str) -> str:
+        browser, csrf = self.browsers[approver.name]
+        r = browser.post(
+            f"/console/invocations/{invocation_id}/decision",
+            data={"csrf": csrf, "digest": digest, "decision": "deny", "reason": reason},
+        )
+        assert r.status_code == 303, r.text
+        return self.told(invocation_id)
+
     @contextmanager
     def twin(self) -> Iterator[Console]:
         other = Console(self.folder, self.clock, self.tool)
@@ -636,6 +692,15 @@ class McpEndpoint:
         if r.status_code != 200:
             return _refused(r)
         return Decided(r.json()["status"])
+
+    def deny_saying(self, invocation_id: str, digest: str, approver: Person, reason: str) -> str:
+        r = self.client.post(
+            f"/confirmations/{invocation_id}",
+            json={"digest": digest, "decision": "deny", "reason": reason},
+            headers=_bearer(approver),
+        )
+        assert r.status_code == 200, r.text
+        return str(r.json()["message"]["content"])
 
     def effects(self) -> int:
         return self.held.effects()

@@ -87,6 +87,7 @@ def _approver_only_by_name(sdk: str) -> dict[str, str]:
         "four_eyes": f"{by_name}: no subject to compare with the call's",
         "other_tenant": f"{by_name}: no tenant; the application shows whom it will",
         "not_an_approver": f"{by_name}: no roles; whoever the application lets decide, decides",
+        "deny_reason": f"{sdk} takes no reason for a denial: the model is told who denied it",
     }
 
 

@@ -50,6 +50,22 @@ def test_denying_never_runs_the_call(surface):
     assert parked.invocation_id not in surface.pending(ANA)
 
 
+def test_the_reason_for_a_denial_reaches_the_model(request, surface):
+    """A denial's reason is what the model is told: attributed to the person, bounded."""
+    applies(request, surface, "deny_reason")
+    parked = surface.park({"text": "buy milk"})
+    told = surface.deny_saying(parked.invocation_id, parked.digest, ANA, "the shop is closed")
+    assert surface.effects() == 0
+    assert "denied_by_person" in told
+    assert f"denied by a person ({ANA.name}), who said:" in told
+    assert "the shop is closed" in told
+    long = surface.park({"text": "buy bread"})
+    told = surface.deny_saying(long.invocation_id, long.digest, ANA, "why " * 200)
+    assert "why " * 124 + "why…" in told  # the first 500 characters, then a mark
+    assert "why " * 126 not in told
+    assert long.invocation_id not in surface.pending(ANA)
+
+
 @pytest.mark.parametrize("approve", [True, False], ids=["approve", "deny"])
 def test_a_decision_naming_another_digest_is_refused_and_runs_nothing(request, surface, approve):
     """A decision shown another call's digest is refused (digest_mismatch); neither call runs."""

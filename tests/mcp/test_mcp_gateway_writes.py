@@ -146,6 +146,34 @@ def test_a_declined_write_does_nothing(tmp_path: Path, repo: Path) -> None:
     assert commits(repo) == ["initial"]
 
 
+def test_the_configured_flow_rules_apply_to_the_gateways_writes(tmp_path: Path, repo: Path) -> None:
+    """[provenance] in the gateway's file: a write it cannot trace asks a person, who says no."""
+    config = write_config(
+        tmp_path,
+        git_upstream(repo)
+        + grant("mira", "git:read", root=tmp_path)
+        + grant("mira", "git:write", "modify", "create", root=tmp_path)
+        + '\n[provenance]\npreset = "guard_writes"\n',
+    )
+    person = Person("decline")
+
+    async def scenario() -> types.CallToolResult:
+        async with (
+            gateway(config).running() as gw,
+            Client(gw.server.lowlevel(MIRA), elicitation_callback=person) as client,
+        ):
+            return await client.call_tool(
+                "git.git_add", {"repo_path": str(repo), "files": ["notes.txt"]}
+            )
+
+    result = run(scenario())
+    # No grant asks for confirmation: the flow rules did, for want of any provenance.
+    (asked,) = person.asked
+    assert "provenance: /: no provenance was tracked for this call" in asked
+    assert envelope(result)["error"]["code"] == "denied_by_person"  # type: ignore[index]
+    assert commits(repo) == ["initial"]
+
+
 def test_a_2025_client_is_asked_through_an_elicitation_request(tmp_path: Path, repo: Path) -> None:
     """On a handshake-era connection the question travels as elicitation/create."""
     config = git_config(tmp_path, repo)

@@ -188,6 +188,32 @@ def test_a_confirmed_write_runs_once_and_its_repeat_replays_without_asking(
     assert person.asked == 1
 
 
+def test_a_person_who_denies_through_elicitation_tells_the_model_why(
+    tmp_path: Path, serve: Callable[..., GuardedServer]
+) -> None:
+    """The form's optional reason reaches the model's tool result, attributed to the person."""
+    server = serve()
+    asked: list[dict[str, object]] = []
+
+    async def deny(_ctx: object, params: types.ElicitRequestFormParams) -> types.ElicitResult:
+        asked.append(params.requested_schema)
+        return types.ElicitResult(
+            action="accept", content={"approve": False, "reason": "we are out of milk already"}
+        )
+
+    async def scenario() -> types.CallToolResult:
+        async with Client(server.lowlevel(MIRA), elicitation_callback=deny) as client:
+            return await client.call_tool("notes.add", {"title": "buy milk"})
+
+    result = run(scenario())
+    assert result.is_error is True
+    assert "reason" in asked[0]["properties"]  # type: ignore[operator]
+    error = envelope(result)["error"]  # type: ignore[index]
+    assert error["code"] == "denied_by_person"
+    assert 'who said: "we are out of milk already"' in error["message"]
+    assert not (tmp_path / "notes.txt").exists()
+
+
 def test_a_forged_request_state_is_never_taken_as_an_answer(
     tmp_path: Path, serve: Callable[..., GuardedServer]
 ) -> None:

@@ -29,6 +29,7 @@ from toolbound.service import console
 from toolbound.service.api import create_app
 from toolbound.service.console import _expires_in, console_middleware, console_routes
 from toolbound.service.core import Service
+from toolbound.service.decisions import note_denial
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -371,6 +372,9 @@ def test_a_denial_keeps_its_reason_and_the_trace_shows_it(client, service):
     assert stored.decision == "denied"
     assert stored.body["denial"]["reason"] == "recipient came from an <email>\u202e"
     assert stored.body["denial"]["by"] == "ana"
+    # The model is told it too, quoted and attributed to the approver (R7, R11).
+    told = stored.body["response"]["message"]["content"]
+    assert 'denied by a person (ana), who said: \\"recipient came from an <email>' in told
     page = client.get(f"/console/invocations/{call['invocation_id']}").text
     shown = '&lt;email&gt;<mark class="hidden-char" title="U+202E">\\u202e</mark>'
     assert f'<dd id="denial-reason">recipient came from an {shown}</dd>' in page
@@ -416,9 +420,9 @@ def test_only_the_approver_who_denied_gives_the_reason_once(client, service):
     decide(client, csrf, denied, "deny")
     for who, call in ((ana, approved), (ops, denied)):
         with pytest.raises(ApiError) as refused:
-            service.note_denial(who, call["invocation_id"], reason="why")
+            note_denial(service, who, call["invocation_id"], reason="why")
         assert refused.value.code == "forbidden"
-    service.note_denial(ana, denied["invocation_id"], reason="why")
+    note_denial(service, ana, denied["invocation_id"], reason="why")
     with pytest.raises(ApiError) as again:
-        service.note_denial(ana, denied["invocation_id"], reason="another")
+        note_denial(service, ana, denied["invocation_id"], reason="another")
     assert again.value.code == "already_decided"

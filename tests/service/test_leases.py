@@ -207,6 +207,29 @@ def test_a_denied_call_whose_owner_died_ends_rejected(services):
     assert effects() == []
 
 
+def test_a_denials_reason_reaches_the_model_when_another_process_ends_the_call(services):
+    """The reason is kept with the decision before the call runs on: a taker tells it too."""
+    first = services()
+    call_id = park(first, "no")
+    first.journal.decide(
+        call_id,
+        decision="denied",
+        approver="ana",
+        now=first.clock.now(),
+        owner="dead-process",
+        lease=EXPIRED,
+    )
+    stored = first.journal.get_call(call_id)
+    denial = {"reason": "not today", "by": "ana", "at": first.clock.now().isoformat()}
+    first.journal.put_call(replace(stored, body={**stored.body, "denial": denial}), lease=EXPIRED)
+    second = services()
+    ended = second.journal.get_call(call_id)
+    assert ended.status == "rejected"
+    assert 'who said: \\"not today\\"' in ended.body["response"]["message"]["content"]
+    assert ended.body["denial"] == denial
+    assert effects() == []
+
+
 def test_an_approved_calls_trace_starts_with_the_proposal_and_keeps_every_event(services):
     """R14: approving appends the decision and the re-run to the parked call's trace."""
     service = services()

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_IDEMPOTENCY_KEY",
     "PROBLEM_JSON",
+    "REASON_INPUT_CHARS",
     "ApiError",
     "BodyLimit",
     "BodyTooLarge",
@@ -42,6 +43,7 @@ __all__ = [
     "outcome_digest",
     "outcome_json",
     "problem_response",
+    "reason_from",
     "send_problem",
 ]
 
@@ -265,6 +267,26 @@ _REFUSED: dict[str, tuple[int, str | None]] = {
     "four_eyes": (403, "ask another approver"),
     "confirmation_expired": (409, "the call can no longer run; the model must propose it again"),
 }
+
+
+REASON_INPUT_CHARS = 1000
+"""The longest reason for a denial a person may send (the model is told the first
+:data:`~toolbound.gates.confirm.REASON_CHARS` characters of it)."""
+
+
+def reason_from(value: object, *, code: str = "bad_request_body") -> str | None:
+    """A denial's reason as a request gives it: a string of bounded length, or none.
+
+    Blank is none; anything but a string, or a longer one, is refused with ``code``.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ApiError(400, code, "reason must be a string")
+    reason = value.strip()
+    if len(reason) > REASON_INPUT_CHARS:
+        raise ApiError(400, code, f"a reason is at most {REASON_INPUT_CHARS} characters")
+    return reason or None
 
 
 def decision_refused(exc: ConfirmationMismatch) -> ApiError:

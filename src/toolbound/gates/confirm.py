@@ -10,6 +10,7 @@ digest, and so need a new confirmation.
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
     from toolbound._model import JSONObject
     from toolbound.provenance import Finding
 
-__all__ = ["Confirmation", "ConfirmationRequest", "check_confirmation"]
+__all__ = ["REASON_CHARS", "Confirmation", "ConfirmationRequest", "check_confirmation", "denial"]
+
+REASON_CHARS = 500
+"""The most of a person's reason for a denial that the model is told (the rest is cut)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,8 +60,8 @@ class ConfirmationRequest:
             expires_at=min(at + ttl, self.expires_at),
         )
 
-    def deny(self, *, approver: str, at: datetime) -> Confirmation:
-        """A person's refusal of this request."""
+    def deny(self, *, approver: str, at: datetime, reason: str | None = None) -> Confirmation:
+        """A person's refusal of this request, with the reason they gave, if any."""
         return Confirmation(
             confirmation_id=secrets.token_hex(8),
             invocation_id=self.invocation_id,
@@ -66,6 +70,7 @@ class ConfirmationRequest:
             approver=approver,
             at=at,
             expires_at=at,
+            reason=(reason or "").strip() or None,
         )
 
     @classmethod
@@ -117,10 +122,12 @@ class Confirmation:
     approver: str
     at: datetime
     expires_at: datetime
+    reason: str | None = None
+    """Why the person said no, in their words (a denial only); the model is told it."""
 
     def as_json(self) -> dict[str, object]:
         """The record as the trace keeps it."""
-        return {
+        record: dict[str, object] = {
             "confirmation_id": self.confirmation_id,
             "invocation_id": self.invocation_id,
             "digest": self.digest,
@@ -129,6 +136,23 @@ class Confirmation:
             "at": self.at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
         }
+        if self.reason is not None:
+            record["reason"] = self.reason
+        return record
+
+
+def denial(approver: str, reason: str | None) -> str:
+    """What the model is told of a person's refusal: who said no and, bounded, why.
+
+    The reason is quoted and attributed, so the model reads it as the approver's
+    words about this call, not as the runtime's.
+    """
+    text = " ".join((reason or "").split())
+    if not text:
+        return f"{approver} denied the call"
+    if len(text) > REASON_CHARS:
+        text = text[: REASON_CHARS - 1] + "…"
+    return f"denied by a person ({approver}), who said: {json.dumps(text, ensure_ascii=False)}"
 
 
 def check_confirmation(
@@ -153,7 +177,7 @@ def check_confirmation(
             )
         )
     if not confirmation.approved:
-        msg = f"{confirmation.approver} denied the call"
+        msg = denial(confirmation.approver, confirmation.reason)
         raise Rejection(make_problem("denied_by_person", msg))
     if now > confirmation.expires_at or now > request.expires_at:
         raise Rejection(

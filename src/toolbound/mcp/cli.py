@@ -374,6 +374,7 @@ def mcp_serve(
     from toolbound.wiring import (  # noqa: PLC0415
         journal_recorder,
         ledger_for,
+        policy_for,
         telemetry_sinks,
     )
 
@@ -382,7 +383,7 @@ def mcp_serve(
     durable = config.service.store_url != "memory"
     recorder = journal_recorder(config.service, "mcp-serve") if durable else None
     runtime = Runtime(
-        policy=config.service.build_policy(clock),
+        policy=policy_for(config.service, clock),
         ledger=ledger_for(config.service.store_url),
         clock=clock,
         sinks=(*telemetry_sinks(config.service), *(() if recorder is None else (recorder,))),

@@ -6,8 +6,11 @@ a call that needs confirmation waits in the server's :class:`~toolbound.Runtime`
 process, beside the MCP endpoint and with the same bearer tokens::
 
     GET  /confirmations                   {"confirmations": [request, …]}
-    POST /confirmations/{invocation_id}   {"digest": "sha256:…", "decision": "approve" | "deny"}
+    POST /confirmations/{invocation_id}   {"digest": "sha256:…", "decision": "approve" | "deny",
+                                           "reason": "…"}   (a denial's, optional)
                                           → the outcome: status, state, message, problem
+
+A denial's ``reason`` is told to the model as the approver's words (``denied_by_person``).
 
 Who may decide: a ``[[principal]]`` with the ``approver`` role, only calls of its own
 tenant (another tenant's calls are neither listed nor found), and — with
@@ -36,7 +39,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from toolbound._errors import ConfirmationMismatch, Rejection
-from toolbound.adapters.http import ApiError, decision_refused, outcome_json, problem_response
+from toolbound.adapters.http import (
+    ApiError,
+    decision_refused,
+    outcome_json,
+    problem_response,
+    reason_from,
+)
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.identity import TokenRefused
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
@@ -104,7 +113,13 @@ class ConfirmationEndpoint:
         return self.desk.pending(_approver(principal))
 
     async def decide(
-        self, principal: Principal, invocation_id: str, *, digest: str, decision: Decision
+        self,
+        principal: Principal,
+        invocation_id: str,
+        *,
+        digest: str,
+        decision: Decision,
+        reason: str | None = None,
     ) -> Outcome:
         """Approve (the call runs now, once) or deny the parked call shown by ``digest``.
 
@@ -123,6 +138,7 @@ class ConfirmationEndpoint:
                 approve=decision == "approve",
                 at=self.runtime.clock.now(),
                 ttl=self.runtime.confirmation_ttl,
+                reason=reason,
             )
             # Decided elsewhere (another approver, the client's own elicitation)
             # meanwhile: the desk or the runtime refuses, and the call stays as it is.
@@ -170,17 +186,20 @@ class ConfirmationEndpoint:
             raise ApiError(400, "bad_request_body", r.problem.message) from None
         digest, decision = body.get("digest"), body.get("decision")
         if (
-            set(body) != {"digest", "decision"}
+            not {"digest", "decision"} <= set(body) <= {"digest", "decision", "reason"}
             or not isinstance(digest, str)
             or decision not in {"approve", "deny"}
         ):
             msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
             raise ApiError(400, "bad_request_body", msg)
+        # A reason sent with an approval is not a denial's: it is not kept.
+        reason = reason_from(body.get("reason"))
         outcome = await self.decide(
             principal,
             request.path_params["invocation_id"],
             digest=digest,
             decision="approve" if decision == "approve" else "deny",
+            reason=reason if decision == "deny" else None,
         )
         return JSONResponse(outcome_json(outcome))
 

@@ -74,7 +74,7 @@ from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.runtime import Runtime
 from toolbound.registry import RegisteredTool, Registry, ToolSet
-from toolbound.wiring import journal_recorder, ledger_for, telemetry_sinks
+from toolbound.wiring import journal_recorder, ledger_for, policy_for, telemetry_sinks
 
 try:
     from starlette.responses import Response
@@ -159,7 +159,7 @@ class Gateway:
             if config.service.store_url != "memory":  # a journal nobody else could read
                 self.recorder = journal_recorder(config.service, "mcp-gateway")
             runtime = Runtime(
-                policy=config.service.build_policy(self.clock),
+                policy=policy_for(config.service, self.clock),
                 ledger=ledger if ledger is not None else ledger_for(config.service.store_url),
                 clock=self.clock,
                 sinks=(

@@ -123,7 +123,13 @@ _CONFIRM_SCHEMA: Final[dict[str, Any]] = {
             "type": "boolean",
             "title": "Approve this call",
             "description": "Run it once, exactly as shown.",
-        }
+        },
+        "reason": {
+            "type": "string",
+            "title": "Reason (if you deny it)",
+            "description": "Told to the model as your words.",
+            "maxLength": 1000,
+        },
     },
     "required": ["approve"],
 }
@@ -357,6 +363,8 @@ class _Answer:
     """What a person said through elicitation."""
 
     verdict: str  # "approve" | "deny" | "cancel"
+    reason: str | None = None
+    """A denial's reason, in the person's words: the model is told it."""
 
 
 class GuardedServer:
@@ -649,7 +657,10 @@ class GuardedServer:
                 )
             if answer.verdict == "deny":
                 return self.runtime.deny(
-                    parked.invocation_id, digest=parked.digest, approver=approver
+                    parked.invocation_id,
+                    digest=parked.digest,
+                    approver=approver,
+                    reason=answer.reason,
                 )
             return self.runtime.cancel_pending(parked.invocation_id)
         except ConfirmationMismatch:
@@ -970,8 +981,11 @@ def _can_elicit(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 def _verdict(result: types.ElicitResult) -> _Answer:
     if result.action == "accept":
-        approved = (result.content or {}).get("approve") is True
-        return _Answer("approve" if approved else "deny")
+        content = result.content or {}
+        if content.get("approve") is True:
+            return _Answer("approve")
+        reason = content.get("reason")
+        return _Answer("deny", reason[:1000] if isinstance(reason, str) else None)
     return _Answer("deny" if result.action == "decline" else "cancel")
 
 

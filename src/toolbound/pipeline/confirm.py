@@ -134,8 +134,11 @@ class ConfirmationDesk:
         approve: bool,
         at: datetime,
         ttl: timedelta | None = None,
+        reason: str | None = None,
     ) -> Confirmation:
         """Record ``approver``'s decision on the call they were shown by ``digest``.
+
+        A denial keeps the ``reason`` the person gave: the model is told it.
 
         An approval holds for ``ttl`` (never past the request's own window; by
         default until it closes). Whoever holds the call runs it with the returned
@@ -163,7 +166,7 @@ class ConfirmationDesk:
                 ttl=request.expires_at - at if ttl is None else ttl,
             )
             if approve
-            else request.deny(approver=approver.name, at=at)
+            else request.deny(approver=approver.name, at=at, reason=reason)
         )
         self.calls.record(confirmation)
         return confirmation

@@ -200,6 +200,7 @@ class Runtime:
         approver: str,
         approved: bool = True,
         ttl: timedelta | None = None,
+        reason: str | None = None,
     ) -> Confirmation:
         """Record a person's decision on the call they were shown, by its digest.
 
@@ -219,6 +220,7 @@ class Runtime:
                 approve=approved,
                 at=now,
                 ttl=ttl or self._env.confirmation_ttl,
+                reason=reason,
             )
         except ConfirmationMismatch as exc:
             if exc.code == "confirmation_expired":
@@ -251,10 +253,19 @@ class Runtime:
         confirmation = self.issue(invocation_id, digest=digest, approver=approver, ttl=ttl)
         return await self.aconfirm(confirmation, timeout=timeout)
 
-    def deny(self, invocation_id: str, *, digest: str, approver: str) -> Outcome:
-        """A person refuses the call: it ends AUTHORIZATION_REJECTED."""
+    def deny(
+        self, invocation_id: str, *, digest: str, approver: str, reason: str | None = None
+    ) -> Outcome:
+        """A person refuses the call: it ends AUTHORIZATION_REJECTED.
+
+        The ``reason`` they give is traced with the decision and told to the model
+        (``denied_by_person``, quoted and attributed, at most
+        :data:`~toolbound.gates.confirm.REASON_CHARS` characters).
+        """
         return self.confirm(
-            self.issue(invocation_id, digest=digest, approver=approver, approved=False)
+            self.issue(
+                invocation_id, digest=digest, approver=approver, approved=False, reason=reason
+            )
         )
 
     def confirm(self, confirmation: Confirmation, *, timeout: float | None = None) -> Outcome:

@@ -34,6 +34,7 @@ from toolbound.adapters.http import (
     BodyLimit,
     idempotency_key,
     problem_response,
+    reason_from,
 )
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.identity import TokenRefused
@@ -322,11 +323,14 @@ class _Api:
         if not isinstance(digest, str) or decision not in ("approve", "deny"):
             msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
             raise ApiError(400, "bad_request_body", msg)
+        # A reason sent with an approval is not a denial's: it is not kept, as in the console.
+        reason = reason_from(body.get("reason"), code="bad_request_body")
         answer = await self.service.decide(
             principal,
             request.path_params["invocation_id"],
             digest=digest,
             decision="approve" if decision == "approve" else "deny",
+            reason=reason if decision == "deny" else None,
         )
         return JSONResponse(answer)
 

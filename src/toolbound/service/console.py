@@ -62,7 +62,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from toolbound._errors import ConfigurationError
-from toolbound.adapters.http import ApiError
+from toolbound.adapters.http import ApiError, reason_from
 from toolbound.provenance.labels import Label, Source
 
 if TYPE_CHECKING:
@@ -92,7 +92,6 @@ _MIN_SECRET = 16
 _PAGE_SIZES = (25, 50, 100)
 _SEARCHED = 1000
 _FILTERS = ("status", "tool", "subject", "since", "until", "q")
-_REASON_CHARS = 1000
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _HOUR_MINUTES = 60
 # The statuses a call in the journal can have: the outcome kinds, and the service's own.
@@ -409,20 +408,16 @@ class _Console:
             msg = "send the digest you reviewed and a decision, approve or deny"
             raise ApiError(400, "bad_form", msg)
         decision: Literal["approve", "deny"] = "approve" if choice == "approve" else "deny"
-        given = form.get("reason")
-        reason = given.strip() if isinstance(given, str) else ""
-        if len(reason) > _REASON_CHARS:
-            msg = f"a reason is at most {_REASON_CHARS} characters"
-            raise ApiError(400, "bad_form", msg)
+        # A reason typed before an approval is not a denial's.
+        given = reason_from(form.get("reason"), code="bad_form")
         invocation_id = request.path_params["invocation_id"]
         answer = await self.service.decide(
-            principal, invocation_id, digest=digest, decision=decision
+            principal,
+            invocation_id,
+            digest=digest,
+            decision=decision,
+            reason=given if decision == "deny" else None,
         )
-        if decision == "deny" and reason:
-            # Kept with the decision; a reason typed before an approval is not a denial's.
-            await run_in_threadpool(
-                self.service.note_denial, principal, invocation_id, reason=reason
-            )
         verb = "Approved" if decision == "approve" else "Denied"
         _flash(request, "ok", f"{verb}. The call ended {answer['status']} ({answer['state']}).")
         return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")

@@ -44,7 +44,9 @@ from toolbound.ledger.store import LedgerError, result_to_json
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
-from toolbound.wiring import journal_for, ledger_for
+from toolbound.service.decisions import note_denial
+from toolbound.service.sessions import SessionContext, Sessions
+from toolbound.wiring import journal_for, ledger_for, policy_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -62,7 +64,17 @@ __all__ = ["Service", "Submission"]
 
 _ENVELOPE_LIMITS = ParseLimits(max_bytes=4 << 20)
 _SUBMISSION_KEYS = frozenset(
-    {"tool", "arguments", "call_id", "model_call_id", "version", "tools", "timezone", "locale"}
+    {
+        "tool",
+        "arguments",
+        "call_id",
+        "model_call_id",
+        "version",
+        "tools",
+        "timezone",
+        "locale",
+        "context",
+    }
 )
 
 
@@ -78,6 +90,8 @@ class Submission:
     tools: tuple[str, ...] | None = None
     timezone: str = "UTC"
     locale: str = "en"
+    context: SessionContext | None = None
+    """What the model has seen, for the flow rules (:mod:`toolbound.service.sessions`)."""
 
     @classmethod
     def from_body(cls, body: bytes) -> Submission:
@@ -118,6 +132,7 @@ class Submission:
             tools=None if tools is None else tuple(str(t) for t in tools),
             timezone=optional["timezone"] or "UTC",
             locale=optional["locale"] or "en",
+            context=SessionContext.from_json(raw.get("context")),
         )
 
     def proposal(self, *, received_at: datetime) -> Proposal:
@@ -143,6 +158,7 @@ class Submission:
             "timezone": self.timezone,
             "locale": self.locale,
             "reference_time": now.isoformat(),
+            "context": None if self.context is None else self.context.as_json(),
         }
 
 
@@ -172,7 +188,7 @@ class Service:
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
         self.runtime = Runtime(
-            policy=config.build_policy(self.clock),
+            policy=policy_for(config, self.clock, self.registry),
             ledger=self.ledger,
             clock=self.clock,
             secrets=EnvSecrets(),
@@ -195,6 +211,7 @@ class Service:
         )
         """The one confirmation desk, over the calls parked in the journal (R7)."""
         self.metrics.count_pending(self.desk)
+        self.sessions = Sessions(self.journal, self.registry, config.provenance, self.clock)
         self.recovered = self.recover()
 
     def close(self) -> None:
@@ -240,6 +257,7 @@ class Service:
             result_budget=self.config.result_budget,
             invocation_id=invocation_id,
             trace_id=trace_id,
+            provenance=self.sessions.index(principal.tenant, submission.context),
         )
         proposal = submission.proposal(received_at=now)
         request = submission.record(tools, now)
@@ -277,6 +295,8 @@ class Service:
         if request_key is not None:
             finish = Finish(principal.tenant, request_key, status, text, fingerprint)
         lost = self._store(running, outcome, request, answer, finish)
+        # After the answer is durable: a session that cannot be written never loses it.
+        self.sessions.learn(principal.tenant, submission.context, outcome)
         return status, text, lost
 
     async def decide(
@@ -286,8 +306,12 @@ class Service:
         *,
         digest: str,
         decision: Literal["approve", "deny"],
+        reason: str | None = None,
     ) -> dict[str, object]:
-        """A person decides on a parked call, bound to the digest they were shown."""
+        """A person decides on a parked call, bound to the digest they were shown.
+
+        A denial's ``reason`` is told to the model and kept with the call.
+        """
         _require(principal, "approver")
         self._visible(principal, invocation_id)
         try:
@@ -299,10 +323,14 @@ class Service:
                 ),
                 approve=decision == "approve",
                 at=self.clock.now(),
+                reason=reason,
             )
         except ConfirmationMismatch as exc:
             raise decision_refused(exc) from None
         call = self._visible(principal, invocation_id)
+        if approval.reason is not None:
+            # Kept before the call runs on: a process taking it over tells the model too.
+            call = note_denial(self, principal, invocation_id, reason=approval.reason)
         request = call.body["request"]
         assert isinstance(request, dict)  # noqa: S101 - written by submit
         outcome = await self.runtime.arun(
@@ -311,28 +339,8 @@ class Service:
         )
         answer = outcome_json(outcome)
         self._store(call, outcome, request, answer)
+        self.sessions.learn_stored(call.tenant, request, outcome)
         return answer
-
-    def note_denial(self, principal: Principal, invocation_id: str, *, reason: str) -> StoredCall:
-        """Keep the reason a person gave for denying a call, beside the decision, once.
-
-        Only the approver who denied the call may give it; the call has ended, so no
-        later write replaces it. (It is not sent to the model: the denial already was.)
-        """
-        _require(principal, "approver")
-        call = self._visible(principal, invocation_id)
-        if call.decision != "denied" or call.approver != principal.name:
-            msg = "only the approver who denied a call can give the reason for it"
-            raise ApiError(403, "forbidden", msg)
-        if "denial" in call.body:
-            # The reason is part of the decision, and a call takes one decision (R7).
-            msg = "the reason for this denial is already recorded"
-            raise ApiError(409, "already_decided", msg)
-        now = self.clock.now()
-        denial = {"reason": reason, "by": principal.name, "at": now.isoformat()}
-        noted = replace(call, updated_at=now, body={**call.body, "denial": denial})
-        self.journal.put_call(noted)
-        return noted
 
     def get(self, principal: Principal, invocation_id: str) -> StoredCall:
         """One invocation of the principal's tenant."""
@@ -433,8 +441,9 @@ class Service:
         return call is not None and self._take_over(call.invocation_id)
 
     def purge(self) -> int:
-        """Apply the retention period to the journal."""
-        return self.journal.purge(before=self.clock.now() - self.config.retention)
+        """Apply the retention period to the journal and the sessions' values."""
+        before = self.clock.now() - self.config.retention
+        return self.journal.purge(before=before) + self.sessions.purge(before=before)
 
     # -- internals -----------------------------------------------------------------
 
@@ -516,9 +525,10 @@ class Service:
                 ttl=waiting.expires_at - call.updated_at,
             )
             if call.decision == "approved"
-            else waiting.deny(approver=call.approver, at=call.updated_at)
+            else waiting.deny(approver=call.approver, at=call.updated_at, reason=_reason(call))
         )
         outcome = self.runtime.run(_proposal(request), self._context(call, request, decision))
+        self.sessions.learn_stored(call.tenant, request, outcome)
         self._store(call, outcome, request, outcome_json(outcome))
 
     def _tenants(self) -> set[str]:
@@ -553,7 +563,8 @@ class Service:
     ) -> CallContext:
         names = request.get("tools")
         tools = self._toolset(tuple(str(n) for n in names) if isinstance(names, list) else None)
-        return _stored_context(call, request, approval, tools, self.config)
+        context = _stored_context(call, request, approval, tools, self.config)
+        return replace(context, provenance=self.sessions.stored(call.tenant, request))
 
     def _store(
         self,
@@ -578,6 +589,8 @@ class Service:
             body["confirmation"] = outcome.request.as_json()
         elif "confirmation" in call.body:
             body["confirmation"] = call.body["confirmation"]
+        if "denial" in call.body:
+            body["denial"] = call.body["denial"]
         stored = replace(
             call,
             tool=outcome.tool or call.tool,
@@ -671,6 +684,12 @@ def _stored_context(
         trace_id=None if trace_id is None else str(trace_id),
         approval=approval,
     )
+
+
+def _reason(call: StoredCall) -> str | None:
+    """The reason kept with a call's denial, if the person gave one."""
+    denial = call.body.get("denial")
+    return str(denial["reason"]) if isinstance(denial, dict) and "reason" in denial else None
 
 
 def _proposal(request: dict[str, object]) -> Proposal:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from toolbound.adapters.http import MAX_IDEMPOTENCY_KEY, PROBLEM_JSON
+from toolbound.adapters.http import MAX_IDEMPOTENCY_KEY, PROBLEM_JSON, REASON_INPUT_CHARS
 from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 
 if TYPE_CHECKING:
@@ -131,6 +131,44 @@ OPENAPI: Final[dict[str, Any]] = {
                     },
                     "timezone": {"type": ["string", "null"], "default": "UTC"},
                     "locale": {"type": ["string", "null"], "default": "en"},
+                    "context": {
+                        "oneOf": [{"type": "null"}, _ref("Context")],
+                        "description": (
+                            "what the model has seen, for the flow rules ([provenance])"
+                        ),
+                    },
+                },
+            },
+            "Context": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "session": {
+                        "type": ["string", "null"],
+                        "minLength": 1,
+                        "maxLength": 200,
+                        "description": (
+                            "the session the call belongs to: its user messages and results "
+                            "are kept (per tenant), and later calls are examined against them"
+                        ),
+                    },
+                    "user": {
+                        "type": "array",
+                        "description": "the user's messages (trusted: the caller vouches)",
+                    },
+                    "results": {
+                        "type": "array",
+                        "description": "earlier tool results the model saw (untrusted)",
+                        "items": {
+                            "type": "object",
+                            "required": ["tool", "content"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "tool": {"type": "string", "minLength": 1},
+                                "content": {},
+                            },
+                        },
+                    },
                 },
             },
             "Outcome": {
@@ -174,6 +212,15 @@ OPENAPI: Final[dict[str, Any]] = {
                 "properties": {
                     "digest": {"type": "string", "description": "the digest the person reviewed"},
                     "decision": {"enum": ["approve", "deny"]},
+                    "reason": {
+                        "type": ["string", "null"],
+                        "maxLength": REASON_INPUT_CHARS,
+                        "description": (
+                            "a denial's reason, in the person's words: the model is told it, "
+                            "attributed to the approver (the first 500 characters); an "
+                            "approval's is ignored"
+                        ),
+                    },
                 },
             },
             "Finding": {
