@@ -21,8 +21,8 @@ from mcp_support import MIRA, fault_upstream, gateway, grant, run, write_config
 from toolbound.approvals import ApprovalStore
 from toolbound.mcp import ToolVersionMismatch
 from toolbound.mcp.cli import mcp_gateway
-from toolbound.mcp.review import definition_diff
 from toolbound.mcp.upstream import definition_digest
+from toolbound.tool_review import definition_diff
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -206,7 +206,7 @@ def review_command(
     from rich.console import Console  # noqa: PLC0415 - the cli extra, as the other commands
 
     from toolbound.mcp.gateway import Gateway, ToolVersionMismatch  # noqa: PLC0415
-    from toolbound.mcp.review import review  # noqa: PLC0415
+    from toolbound.tool_review import review  # noqa: PLC0415
 
     console = Console(highlight=False)
 
