@@ -236,7 +236,8 @@ def review_command(
                     click.echo(f"Error: {exc} (run review again)", err=True)
                     continue
                 click.echo(f"{status.name}\t{status.state}\t{status.digest}")
-                left -= status.state != "quarantined"
+                if status.state != "quarantined":
+                    left -= 1
             console.print(f"{left} tool(s) waiting for a person's approval")
             return 2 if gateway.unreachable else int(left > 0)
 
