@@ -134,7 +134,8 @@ def mcp_gateway(
 def tools_command(config: GatewayConfig) -> None:
     """List every upstream tool: served, quarantined, broken or hidden, with its digest.
 
-    Exits 1 when a tool waits for a person's approval, 2 when an upstream is unreachable.
+    Exits 1 when a tool waits for a person's approval (``review`` shows what changed),
+    2 when an upstream is unreachable.
     """
     from toolbound.mcp.gateway import Gateway  # noqa: PLC0415
 
