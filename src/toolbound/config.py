@@ -61,6 +61,7 @@ decides from, budgets, retention and telemetry::
     console_secret_env = "TOOLBOUND_CONSOLE_SECRET"   # replicas share the console's sessions
     max_body_bytes = 4194304             # larger request bodies are refused with 413
     confirmation_ttl = 900               # seconds a parked call waits for a person
+    tool_approvals = "gateway.approvals.json"   # the console reviews the gateway's quarantine
 
 :func:`load_config` reads and validates the whole file and raises one
 :class:`ConfigError` listing every problem, each with the key path it is about
@@ -315,6 +316,7 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("four_eyes", "boolean", "false"),
             ConfigKey("console_secret_env", "environment variable name"),
             ConfigKey("console_trace_url", "http(s) URL with {trace_id}"),
+            ConfigKey("tool_approvals", "path (relative to this file)"),
             ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
             ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
         ),
@@ -498,6 +500,8 @@ class ServiceConfig:
     console_secret_env: str | None = None
     console_trace_url: str | None = None
     """A tracing UI's page for a trace, with ``{trace_id}``: the console links to it."""
+    tool_approvals: Path | None = None
+    """The MCP gateway's approvals file: the console reviews its quarantined tools."""
     max_body_bytes: int = _MAX_BODY_BYTES
     confirmation_ttl: timedelta = _CONFIRMATION_TTL
     timeout: float | None = None
@@ -1078,6 +1082,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             )
             secret_env = None
         trace_url = self.trace_url(service.get("console_trace_url"))
+        approvals = self.file_path(service, "service.tool_approvals", source)
         host = self.string(service, "service", "host", default="127.0.0.1")
         port = service.get("port", 8780)
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:  # noqa: PLR2004
@@ -1118,6 +1123,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             four_eyes=self.flag(service, "service", "four_eyes"),
             console_secret_env=secret_env,
             console_trace_url=trace_url,
+            tool_approvals=approvals,
             max_body_bytes=max_body,
             confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
             timeout=self.number(budgets, "budgets", "timeout"),
@@ -1126,6 +1132,19 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             telemetry=telemetry,
             provenance=provenance,
         )
+
+    def file_path(self, raw: Mapping[str, object], path: str, source: Path | None) -> Path | None:
+        """A file named relative to the configuration file's folder (unset: ``None``)."""
+        value = raw.get(path.rpartition(".")[2])
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            self.fail(path, _expected("a path", value))
+            return None
+        found = Path(value)
+        if not found.is_absolute() and source is not None:
+            found = source.resolve().parent / found
+        return found
 
     def store_url(self, store: Mapping[str, object], source: Path | None) -> str:
         url = store.get("url", "sqlite:///toolbound.db")

@@ -273,6 +273,13 @@ KEYS: dict[str, Described] = {
         '"https://jaeger.example/trace/{trace_id}"',
         "trace ids are shown, not linked",
     ),
+    "service.tool_approvals": Described(
+        "the MCP gateway's approvals file, relative to this file: the console reviews "
+        "its quarantined tools (/console/tools) and the gateway keeps its approvals there "
+        "unless [gateway] approvals names another file",
+        '"gateway.approvals.json"',
+        "no tool review in the console",
+    ),
     "service.max_body_bytes": Described(
         "the largest request body, API and console; a larger one is answered 413", "1048576"
     ),

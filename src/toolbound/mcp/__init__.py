@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from toolbound.mcp.approvals import Approval, ApprovalStore
+    from toolbound.approvals import Approval, ApprovalStore
     from toolbound.mcp.config import GatewayConfig, load_gateway_config, parse_gateway_config
     from toolbound.mcp.confirmations import ConfirmationEndpoint
     from toolbound.mcp.gateway import Gateway, ToolStatus, ToolVersionMismatch
@@ -53,8 +53,8 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Approval": "approvals",
-    "ApprovalStore": "approvals",
+    "Approval": "toolbound.approvals",
+    "ApprovalStore": "toolbound.approvals",
     "ConfirmationEndpoint": "confirmations",
     "GatewayConfig": "config",
     "load_gateway_config": "config",
@@ -79,4 +79,5 @@ def __getattr__(name: str) -> object:
     if module is None:
         msg = f"module 'toolbound.mcp' has no attribute {name!r}"
         raise AttributeError(msg)
-    return getattr(importlib.import_module(f"toolbound.mcp.{module}"), name)
+    where = module if "." in module else f"toolbound.mcp.{module}"
+    return getattr(importlib.import_module(where), name)

@@ -5,6 +5,7 @@
     toolbound mcp-gateway --config FILE                      # serve over stdio
     toolbound mcp-gateway --config FILE --http [--port N]    # serve over streamable HTTP
     toolbound mcp-gateway --config FILE tools                # every upstream tool, its state
+    toolbound mcp-gateway --config FILE review [NAME] [--approve]  # quarantined: the diff
     toolbound mcp-gateway --config FILE approve-tool NAME --digest D --approver WHO
     toolbound mcp-gateway --config FILE pending [--url URL] [--token-env NAME]
     toolbound mcp-gateway --config FILE confirm INVOCATION_ID --digest D [--deny] [--url URL]
@@ -133,7 +134,8 @@ def mcp_gateway(
 def tools_command(config: GatewayConfig) -> None:
     """List every upstream tool: served, quarantined, broken or hidden, with its digest.
 
-    Exits 1 when a tool waits for a person's approval, 2 when an upstream is unreachable.
+    Exits 1 when a tool waits for a person's approval (``review`` shows what changed),
+    2 when an upstream is unreachable.
     """
     from toolbound.mcp.gateway import Gateway  # noqa: PLC0415
 
@@ -179,6 +181,88 @@ def approve_tool(config: GatewayConfig, name: str, digest: str, approver: str) -
         asyncio.run(approve())
     except ToolVersionMismatch as exc:
         raise click.ClickException(str(exc)) from None
+
+
+@mcp_gateway.command("review")
+@click.argument("name", required=False)
+@click.option(
+    "--approve", is_flag=True, help="After each diff, ask whether to approve that definition."
+)
+@click.option(
+    "--approver",
+    default=lambda: os.environ.get("USER", "operator"),
+    show_default="$USER",
+    help="Who approves.",
+)
+@click.pass_obj
+def review_command(
+    config: GatewayConfig, name: str | None, approver: str, *, approve: bool
+) -> None:
+    """Show each quarantined tool's definition against the approved one, as a diff.
+
+    With --approve, each definition shown may be approved by its digest: one that the
+    upstream changed again meanwhile is refused. Exits 0 when no tool waits for a
+    person (any more), 1 when one does, 2 when an upstream is unreachable.
+    """
+    from rich.console import Console  # noqa: PLC0415 - the cli extra, as the other commands
+
+    from toolbound.mcp.gateway import Gateway, ToolVersionMismatch  # noqa: PLC0415
+    from toolbound.tool_review import review  # noqa: PLC0415
+
+    console = Console(highlight=False)
+
+    async def show() -> int:
+        gateway = Gateway(config)
+        async with gateway.running():
+            for upstream in sorted(gateway.unreachable):
+                click.echo(f"upstream {upstream}\tunreachable", err=True)
+            waiting = {s.name for s in gateway.status() if s.state == "quarantined"}
+            if name is not None and name not in waiting:
+                click.echo(f"Error: {name} is not quarantined", err=True)
+                return 1
+            chosen = {n for n in waiting if name in {None, n}}
+            held = {n: q for n, q in gateway.approvals.quarantined().items() if n in chosen}
+            left = len(held)
+            for item in review(held, gateway.approvals.all()):
+                _print_review(console, item)
+                if not approve or not click.confirm(
+                    f"Approve {item.name} at {item.held.digest}?", default=False
+                ):
+                    continue
+                try:
+                    status = await gateway.approve_tool(
+                        item.name, digest=item.held.digest, approver=approver
+                    )
+                except ToolVersionMismatch as exc:
+                    click.echo(f"Error: {exc} (run review again)", err=True)
+                    continue
+                click.echo(f"{status.name}\t{status.state}\t{status.digest}")
+                if status.state != "quarantined":
+                    left -= 1
+            console.print(f"{left} tool(s) waiting for a person's approval")
+            return 2 if gateway.unreachable else int(left > 0)
+
+    sys.exit(asyncio.run(show()))
+
+
+def _print_review(console: Any, item: Any) -> None:  # noqa: ANN401 - rich and review load lazily
+    """One quarantined tool: what it is, why it waits, and the diff — text, never markup."""
+    from rich.text import Text  # noqa: PLC0415
+
+    styles = {"header": "bold", "hunk": "cyan", "added": "green", "removed": "red"}
+    approved = item.approved
+    console.print(Text(f"{item.name}  (upstream {item.held.upstream})", style="bold"))
+    for key, value in (
+        ("digest now", item.held.digest),
+        ("seen", item.held.seen_at.isoformat()),
+        ("approved", "never" if approved is None else approved.digest),
+        ("approved by", "-" if approved is None else approved.approved_by),
+        ("reason", item.held.reason),
+    ):
+        console.print(Text(f"  {key}: {value}"))
+    for line in item.diff:
+        console.print(Text(line.text, style=styles.get(line.kind, "")))
+    console.print()
 
 
 _REMOTE = [

@@ -9,7 +9,8 @@ exactly as the service reads them; this module adds two::
     name = "toolbound-gateway"        # the server name downstream clients see
     stdio_principal = "local"         # who a stdio client is (a [[principal]] name)
     confirm = "elicitation"           # or "console": never ask through the client
-    approvals = "gateway.approvals.json"   # approved tool versions (default: beside this file)
+    approvals = "gateway.approvals.json"   # approved tool versions (default: [service]
+                                           # tool_approvals, else beside this file)
     http_path = "/mcp"
 
     [gateway.protected_resource]      # RFC 9728 metadata, named in every 401 (optional)
@@ -246,6 +247,8 @@ class GatewayConfig:
         """Where approved tool versions are kept (a JSON file beside the configuration)."""
         if self.gateway.approvals is not None:
             return self.gateway.approvals
+        if self.service.tool_approvals is not None:  # the file the console reviews
+            return self.service.tool_approvals
         source = self.service.source
         if source is None:
             return Path("toolbound-gateway.approvals.json").resolve()

@@ -22,7 +22,7 @@ An upstream is untrusted (:mod:`toolbound.mcp.upstream`): its annotations are hi
 no decision reads; each tool's effect class comes from the configuration and is
 ``irreversible_write`` when unset. A tool's version is the digest of its definition,
 and a tool is served only while that digest is the approved one
-(:mod:`toolbound.mcp.approvals`); a changed definition is quarantined — neither
+(:mod:`toolbound.approvals`); a changed definition is quarantined — neither
 listed nor callable — until a person approves it (:meth:`Gateway.approve_tool`,
 ``toolbound mcp-gateway --config FILE approve-tool NAME --digest D``).
 
@@ -52,10 +52,11 @@ from toolbound._clock import Clock, SystemClock
 from toolbound._errors import ConfigurationError, ToolboundError
 from toolbound._model import Resource, Subject, ToolSpec
 from toolbound.adapters.http import ApiError, problem_response
+from toolbound.approvals import ApprovalStore, ToolVersionMismatch
 from toolbound.identity import TokenRefused
-from toolbound.mcp.approvals import ApprovalStore
 from toolbound.mcp.confirmations import ConfirmationEndpoint
 from toolbound.mcp.federation import Federation
+from toolbound.mcp.review import held, shown_definition
 from toolbound.mcp.server import (
     GuardedServer,
     HttpEndpoint,
@@ -106,12 +107,6 @@ current definition, refused for a definition that cannot be enforced, or hidden 
 the configuration."""
 
 _FIRST_SIGHT = "trust on first use"
-
-
-class ToolVersionMismatch(ToolboundError):  # noqa: N818 - names the event
-    """An approval named a digest that is not the tool's current definition."""
-
-    code = "version_mismatch"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -401,6 +396,12 @@ class Gateway:
                 self._served[status.name] = registered
             elif status.state != "hidden":
                 _LOG.warning("%s is not served: %s (%s)", status.name, status.state, status.reason)
+        waiting = [
+            (s.name, s.digest, s.reason, s.definition)
+            for s in self._status.values()
+            if s.upstream == cfg.name and s.state == "quarantined" and s.digest is not None
+        ]
+        self.approvals.hold(cfg.name, held(cfg.name, waiting, now=self.clock.now()))
         after = {n: t.spec.key for n, t in self._served.items() if self._owner(n) == cfg.name}
         return before != after
 
@@ -428,8 +429,8 @@ class Gateway:
     ) -> tuple[ToolStatus, RegisteredTool | None]:
         cfg = upstream.config
         name = cfg.served_name(tool.name)
-        definition = definition_of(tool)
-        found = digest_or_none(definition)
+        found = digest_or_none(definition_of(tool))
+        definition = shown_definition(tool)  # what a person reviews (R18)
 
         def status(state: ToolState, reason: str = "") -> ToolStatus:
             approval = self.approvals.get(name)

@@ -908,18 +908,42 @@ def _strict(body: bytes) -> Problem | None:
 
 
 def _parse_error(body: bytes, problem: Problem) -> dict[str, object]:
-    request_id: object = None
-    with contextlib.suppress(ValueError, AttributeError):
-        request_id = json.loads(body).get("id")
     return {
         "jsonrpc": "2.0",
-        "id": request_id if isinstance(request_id, str | int) else None,
+        "id": _request_id(body),
         "error": {
             "code": types.PARSE_ERROR,
             "message": f"the request is not strict JSON: {problem.message}",
             "data": {"code": problem.code, "pointer": problem.pointer},
         },
     }
+
+
+def _request_id(body: bytes) -> str | int | None:
+    """The id of a refused request, when the request states it once; else ``None``.
+
+    JSON-RPC 2.0 answers ``"id": null`` when the id cannot be told. A request object
+    with a key twice (two ids, or two methods or params beside one id) reads two
+    ways, and answering either id would pick one reading: it gets ``null``. A
+    duplicate deeper down (in the arguments) leaves the request itself unambiguous.
+    """
+    objects: list[list[tuple[str, object]]] = []
+
+    def keep(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        objects.append(pairs)  # innermost first: the request object comes last
+        return dict(pairs)
+
+    try:
+        request = json.loads(body, object_pairs_hook=keep)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(request, dict) or not objects:
+        return None
+    keys = [key for key, _ in objects[-1]]
+    if len(keys) != len(set(keys)):
+        return None
+    found = request.get("id")
+    return found if isinstance(found, str | int) and not isinstance(found, bool) else None
 
 
 async def _respond(

@@ -114,9 +114,11 @@ def create_app(
     if console:
         # Imported here: the console needs jinja2, the API alone does not.
         from toolbound.service.console import console_middleware, console_routes  # noqa: PLC0415
+        from toolbound.service.console_tools import tool_review_routes  # noqa: PLC0415
 
         # The front door is the console, where people sign in.
         routes += [Route("/", _to_console, methods=["GET"]), *console_routes(service)]
+        routes += tool_review_routes(service)
         middleware += console_middleware(service.config.console_secret())
     app = Starlette(
         routes=routes,

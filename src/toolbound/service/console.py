@@ -299,6 +299,10 @@ class _Console:
             "csrf": _csrf_token(request),
             "flash": flash,
             "section": "",
+            # The gateway's quarantined tools, for operators when the file is named.
+            "reviews_tools": principal is not None
+            and "operator" in principal.roles
+            and self.service.config.tool_approvals is not None,
         }
         response = self.templates.TemplateResponse(
             request, template, {**base, **context}, status_code=status
