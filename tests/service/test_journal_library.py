@@ -7,6 +7,7 @@ with surface "library", so ``toolbound trace ID`` shows it like any other.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -114,7 +115,8 @@ def test_a_framework_integration_given_such_a_runtime_keeps_its_calls(
     tool = FakeTool(returns={"text": "hi"})
     h.registry.register(spec(), tool)
     toolset: ToolboundToolset[None] = ToolboundToolset(h.runtime, h.context())
-    agents.Agent(TestModel(), toolsets=[toolset]).run_sync("echo something")
+    # asyncio.run closes its loop (run_sync would leave one open to the end of the session).
+    asyncio.run(agents.Agent(TestModel(), toolsets=[toolset]).run("echo something"))
     h.close()
     try:
         [call] = journal.list_calls("acme")

@@ -96,6 +96,9 @@ def test_a_second_start_leaves_a_live_owners_running_call_alone(services):
         running = first.journal.list_calls("acme", status="running")
         time.sleep(0.02)
     assert running, "the slow call was never recorded running"
+    # Recorded as it opened, with its proposal: what a dead owner would leave.
+    [proposed] = first.journal.events(running[0].invocation_id)
+    assert (proposed["kind"], proposed["data"]["name"]) == ("proposal", "notes.add")
     second = services()
     assert second.recovered == 0
     assert second.recover() == 0
@@ -105,6 +108,12 @@ def test_a_second_start_leaves_a_live_owners_running_call_alone(services):
     assert stored.status == "observed"
     assert stored.owner == first.instance_id
     assert effects() == ["slow"]
+    # The ending appended the rest of the run: one proposal, then every step, in order.
+    trace = first.journal.events(stored.invocation_id)
+    assert [e["kind"] for e in trace].count("proposal") == 1
+    assert trace[0] == proposed
+    assert trace[-1]["kind"] == "tool_message"
+    assert [e["seq"] for e in trace] == list(range(len(trace)))
 
 
 def test_a_live_owners_lease_renewal_keeps_its_call(services):
@@ -129,6 +138,24 @@ def test_a_dead_owners_call_that_never_reached_the_ledger_is_interrupted(service
     assert stored.status == "interrupted"
     assert stored.owner == second.instance_id
     assert stored.body["response"]["taken_over"]["ledger_phase"] is None
+
+
+def test_a_call_whose_owner_died_after_the_proposal_keeps_it_then_its_recovery(services):
+    """R14: the trace of a call settled by another process: its proposal, then recovery."""
+    first = services()
+    done = first.journal.get_call(invocation(submit(first, "gone")))
+    proposal = first.journal.events(done.invocation_id)[0]
+    first.journal.put_call(
+        replace(done, invocation_id="e" * 32, status="running", owner="dead-process"),
+        events=[proposal],
+        lease=EXPIRED,
+    )
+    second = services()
+    trace = second.journal.events("e" * 32)
+    assert [e["kind"] for e in trace] == ["proposal", "recovery"]
+    assert trace[1]["data"]["taken_over_from"] == "dead-process"
+    assert trace[1]["data"]["ledger_phase"] is None
+    assert trace[1]["state"] == second.journal.get_call("e" * 32).state == "proposed"
 
 
 def test_a_dead_owners_committed_call_ends_with_the_ledgers_result(services):

@@ -42,6 +42,7 @@ from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.service.records import (
+    RunningCalls,
     decision_of,
     dumps,
     note,
@@ -175,12 +176,13 @@ class Service:
         self.metrics = CallMetrics()
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
+        self._running = RunningCalls(self.journal, lease=lease.total_seconds())
         self.runtime = Runtime(
             policy=config.build_policy(self.clock),
             ledger=self.ledger,
             clock=self.clock,
             secrets=EnvSecrets(),
-            sinks=(*sinks, self.metrics),
+            sinks=(*sinks, self.metrics, self._running),
             confirmation_ttl=(
                 config.confirmation_ttl if confirmation_ttl is None else confirmation_ttl
             ),
@@ -247,7 +249,6 @@ class Service:
         )
         proposal = submission.proposal(received_at=now)
         request = submission.record(tools, now)
-        # Recorded before it runs: a process that dies mid-call leaves a truthful trace.
         running = StoredCall(
             invocation_id=invocation_id,
             tenant=principal.tenant,
@@ -267,21 +268,26 @@ class Service:
             surface="service",
         )
         if self._is_write(submission):
-            self.journal.put_call(running, lease=self.lease.total_seconds())
+            # Recorded with its proposal as it opens, before it runs: a process that
+            # dies mid-call leaves a truthful trace.
+            self._running.expect(running)
         try:
             outcome = await self.runtime.arun(proposal, context)
         except Exception:
             with contextlib.suppress(JournalError):
                 _interrupted(self.journal, running, self.clock.now(), "the runtime raised")
             raise
+        finally:
+            written = self._running.written(invocation_id)
         answer = outcome_json(outcome)
         status = 202 if outcome.kind == "awaiting_confirmation" else 200
         text = dumps(answer)
         finish = None
         if request_key is not None:
             finish = Finish(principal.tenant, request_key, status, text, fingerprint)
+        now = self.clock.now()
         lost = store_outcome(
-            self.journal, running, outcome, request, answer, now=self.clock.now(), finish=finish
+            self.journal, running, outcome, request, answer, now=now, finish=finish, written=written
         )
         return status, text, lost
 
@@ -426,7 +432,7 @@ class Service:
         """
         count = 0
         for seen in self.journal.expired(limit=1000):
-            if self._take_over(seen.invocation_id):
+            if self._take_over(seen):
                 count += 1
         return count
 
@@ -436,7 +442,7 @@ class Service:
         Then the key has the settled call's answer, not ``request_in_progress``.
         """
         call = self.journal.call_for_request(tenant, key)
-        return call is not None and self._take_over(call.invocation_id)
+        return call is not None and self._take_over(call)
 
     def purge(self) -> int:
         """Apply the retention period to the journal."""
@@ -444,14 +450,15 @@ class Service:
 
     # -- internals -----------------------------------------------------------------
 
-    def _take_over(self, invocation_id: str) -> bool:
+    def _take_over(self, seen: StoredCall) -> bool:
         call = self.journal.take_over(
-            invocation_id, self.instance_id, lease=self.lease.total_seconds()
+            seen.invocation_id, self.instance_id, lease=self.lease.total_seconds()
         )
         if call is None:
             return False
         if call.status == "running":
-            settle_running(self.journal, self.ledger, call, now=self.clock.now())
+            now = self.clock.now()
+            settle_running(self.journal, self.ledger, call, now=now, dead=seen.owner)
         else:
             self._resume_decided(call)
         return True

@@ -13,6 +13,7 @@ import contextlib
 import json
 from dataclasses import replace
 from datetime import datetime
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from toolbound.adapters.http import outcome_digest
@@ -28,8 +29,10 @@ if TYPE_CHECKING:
     from toolbound.gates.confirm import Confirmation
     from toolbound.journal import ClaimedRequest, Journal, StoredCall
     from toolbound.ledger.store import Ledger
+    from toolbound.trace import TraceEvent
 
 __all__ = [
+    "RunningCalls",
     "decision_of",
     "dumps",
     "note",
@@ -48,8 +51,13 @@ def store_outcome(
     *,
     now: datetime,
     finish: Finish | None = None,
+    written: int = 0,
 ) -> ClaimedRequest | None:
-    """Append the run's trace to the call's and project its ending onto the head."""
+    """Append the run's trace to the call's and project its ending onto the head.
+
+    ``written``: how many of the run's first events are in the journal already (the
+    proposal of a write, see :class:`RunningCalls`).
+    """
     body: dict[str, object] = {
         "request": request,
         "response": answer,
@@ -71,13 +79,51 @@ def store_outcome(
     try:
         # R14: append-only — a resumed call's run follows its events up to the parking.
         return journal.put_call(
-            stored, events=[event.as_json() for event in outcome.trace], finish=finish
+            stored,
+            events=[event.as_json() for event in islice(outcome.trace, written, None)],
+            finish=finish,
         )
     except JournalError as exc:
         if exc.code != "not_owner":
             raise
         # Taken over while this process looked dead: the taker's ending stands.
         return None
+
+
+class RunningCalls:
+    """A trace sink recording a write's head, owned and leased, as its run opens.
+
+    The head goes into the journal with the run's first event, its proposal, before
+    any gate runs: a process that dies mid-call leaves a call another one settles,
+    whose trace starts with what was proposed. A failure to write it fails the call
+    before anything ran.
+    """
+
+    def __init__(self, journal: Journal, *, lease: float) -> None:
+        self._journal = journal
+        self._lease = lease
+        self._expected: dict[str, StoredCall] = {}
+        self._written: set[str] = set()
+
+    def expect(self, call: StoredCall) -> None:
+        """Write ``call`` when its run opens."""
+        self._expected[call.invocation_id] = call
+
+    def written(self, invocation_id: str) -> int:
+        """How many of the run's events were written with the head; forget the call."""
+        self._expected.pop(invocation_id, None)
+        if invocation_id in self._written:
+            self._written.discard(invocation_id)
+            return 1
+        return 0
+
+    def emit(self, invocation_id: str, event: TraceEvent) -> None:
+        """At a proposal of an expected call, write its head and the proposal."""
+        call = self._expected.pop(invocation_id, None) if event.kind == "proposal" else None
+        if call is None:
+            return
+        self._journal.put_call(call, events=[event.as_json()], lease=self._lease)
+        self._written.add(invocation_id)
 
 
 def note(
@@ -126,10 +172,15 @@ _TAKEN_OVER: dict[str, tuple[str, str, str, bool]] = {
 """How a dead owner's running call ends, by what the ledger recorded (R9)."""
 
 
-def settle_running(journal: Journal, ledger: Ledger, call: StoredCall, *, now: datetime) -> None:
-    """End a dead owner's running call as the ledger knows it (R9), with a ``recovery`` event."""
+def settle_running(
+    journal: Journal, ledger: Ledger, call: StoredCall, *, now: datetime, dead: str | None
+) -> None:
+    """End a dead owner's running call as the ledger knows it (R9), with a ``recovery`` event.
+
+    ``call`` is held by its taker now; ``dead`` is the owner it was taken from.
+    """
     record = ledger.find(call.invocation_id)
-    evidence = {"taken_over_from": call.owner or "unknown"}
+    evidence = {"taken_over_from": dead or "unknown"}
     if record is not None and record.phase in ABANDONED:
         # The owner is gone: intent → failed (never started), executing → unknown.
         with contextlib.suppress(LedgerError):
