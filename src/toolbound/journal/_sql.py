@@ -143,8 +143,26 @@ class SQLJournal(RequestsSQL, SessionsSQL):
                 (invocation_id,),
             )
             rows = cur.fetchall()
+            if not rows:
+                rows = self._kept_in_body(cur, invocation_id)
         # Numbered by their place in the call's one trace, a resumed run's after the first.
         return [{**json.loads(str(event)), "seq": int(cast("int", seq))} for seq, event in rows]
+
+    def _kept_in_body(self, cur: Cursor, invocation_id: str) -> list[tuple[object, ...]]:
+        """A trace an older release wrote into the head after the database was moved on.
+
+        (A replica of that release, still running while others were upgraded.)
+        """
+        cur.execute(
+            self._q("SELECT body FROM toolbound_service_calls WHERE invocation_id = ?"),
+            (invocation_id,),
+        )
+        row = cur.fetchone()
+        body = json.loads(str(row[0])) if row is not None else None
+        trace = body.get("trace") if isinstance(body, dict) else None
+        if not isinstance(trace, list):
+            return []
+        return [(n, dumps(e)) for n, e in enumerate(e for e in trace if isinstance(e, dict))]
 
     def renew(self, owner: str, *, lease: float) -> int:
         with self._tx() as cur:

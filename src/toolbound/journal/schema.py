@@ -86,6 +86,10 @@ SCHEMA: list[str] = [
         created_at TEXT NOT NULL,
         PRIMARY KEY (tenant, key)
     )""",
+    # Data migrations done once per database (a schema change is idempotent DDL).
+    """CREATE TABLE IF NOT EXISTS toolbound_journal_migrations (
+        name TEXT PRIMARY KEY
+    )""",
     """CREATE TABLE IF NOT EXISTS toolbound_console_sessions (
         session_hash TEXT PRIMARY KEY,
         principal TEXT NOT NULL,
@@ -141,15 +145,19 @@ def create(cur: Cursor, present: Callable[[Cursor], set[str]], mark: str) -> Non
         cur.execute(f"UPDATE toolbound_service_calls SET lease_until = 0 WHERE {UNFINISHED}")  # noqa: S608 - fixed SQL
     for statement in _LATE_INDEXES:
         cur.execute(statement)
-    migrate_traces(cur, mark)
+    cur.execute("SELECT name FROM toolbound_journal_migrations WHERE name = 'trace_events'")
+    if cur.fetchone() is None:
+        # Once: opening scans every head, which a CLI run should not pay each time.
+        migrate_traces(cur, mark)
+        cur.execute("INSERT INTO toolbound_journal_migrations (name) VALUES ('trace_events')")
 
 
 def migrate_traces(cur: Cursor, mark: str) -> int:
     """Move traces an older release kept in ``body["trace"]`` into the event table.
 
     Each such call's events are inserted in their order and the trace is taken out
-    of its body, in the opening transaction; a call already moved is not matched
-    again. How many calls were moved.
+    of its body, in the opening transaction of the first journal to open the
+    database; a call already moved is not matched again. How many calls were moved.
     """
     # `"trace":` never occurs inside a JSON string value (its quotes would be escaped).
     cur.execute(
