@@ -224,6 +224,7 @@ if _MISSING is None:
         journal = journal_for(config.store_url)
         try:
             call = journal.get_call(invocation_id)
+            events = journal.events(invocation_id)
         finally:
             journal.close()
         if call is None:
@@ -240,9 +241,9 @@ if _MISSING is None:
         if call.digest:
             console.print(f"digest {call.digest}")
         table = Table("#", "at", "event", "state", "detail")
-        events = call.body.get("trace", [])
-        for event in events if isinstance(events, list) else []:
-            data = event.get("data", {})
+        for event in events:
+            data = event.get("data")
+            data = data if isinstance(data, dict) else {}
             detail = ", ".join(f"{k}={_short(v)}" for k, v in data.items())
             table.add_row(
                 str(event.get("seq")),

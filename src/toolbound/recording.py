@@ -1,23 +1,24 @@
 """Every call kept in the journal, whichever surface ran it (R14, R19).
 
-The HTTP service writes its own journal rows as it answers. The other surfaces — the
-MCP gateway, ``mcp-serve``, a program using the library — run calls through a
-:class:`~toolbound.Runtime` and answer their callers directly; a
-:class:`JournalRecorder` among that runtime's trace sinks keeps each of those calls
-in the same journal, so ``toolbound trace ID`` and the console find it whoever ran
-it: reads, rejections, denials, parked calls and outcomes alike.
+The HTTP service writes its own journal records as it answers. The other surfaces —
+the MCP gateway, ``mcp-serve``, a program using the library (``Runtime(journal=…)``)
+— run calls through a :class:`~toolbound.Runtime` and answer their callers directly;
+a :class:`JournalRecorder` among that runtime's trace sinks keeps each of those
+calls in the same journal, so ``toolbound trace ID`` and the console find it
+whoever ran it: reads, rejections, denials, parked calls and outcomes alike.
 
-A row is built from the call's trace alone — the events *are* the record (R14) —
-so the recorder sees every call the runtime runs, however it was driven (a
-``tools/call``, a console approval, an expired confirmation window). Events are
-buffered per call in memory; when the call ends (its ``tool_message``, the bytes
-sent back), or parks for a person, one row is handed to a writer thread, which
-writes whatever has queued since its last round. The caller never waits for the
-database: a failure to record is logged and counted (:attr:`JournalRecorder.failures`)
-and never fails the call. A parked call keeps its buffer, so the row written when it
-ends carries its whole trace, the events before the parking first.
+A call's record is its trace — the events *are* the record (R14) — and a head row
+projected from it, so the recorder sees every call the runtime runs, however it was
+driven (a ``tools/call``, a console approval, an expired confirmation window).
+Events are buffered per call in memory; when the call ends (its ``tool_message``,
+the bytes sent back), or parks for a person, the events not yet written are handed
+to a writer thread with the head they lead to, and written in one transaction. The
+writer writes whatever has queued since its last round. The caller never waits for
+the database: a failure to record is logged and counted
+(:attr:`JournalRecorder.failures`) and never fails the call. A parked call keeps its
+buffer, so when it ends the events after the parking follow those written before.
 
-A row written here has no owner and no lease (the service's recovery never takes it
+A head written here has no owner and no lease (the service's recovery never takes it
 over) and keeps its confirmation request under ``parked``, not where the service's
 confirmation desk looks: a call the gateway parks is decided where it waits, in the
 gateway's runtime.
@@ -71,6 +72,8 @@ class JournalRecorder:
         self._open: OrderedDict[str, list[TraceEvent]] = OrderedDict()
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[str, tuple[TraceEvent, ...]] | None] = queue.Queue()
+        self._written: OrderedDict[str, int] = OrderedDict()
+        """Per call still open, how many of its events are in the journal (writer thread)."""
         self.recorded = 0
         """Rows written."""
         self.failures = 0
@@ -85,12 +88,15 @@ class JournalRecorder:
     def emit(self, invocation_id: str, event: TraceEvent) -> None:
         """Follow one call; at its ending (or parking) queue its row. Never raises."""
         with self._lock:
-            if event.kind == "proposal":
-                self._open[invocation_id] = [event]
-                while len(self._open) > _OPEN_MAX:
-                    self._open.popitem(last=False)
-                return
             events = self._open.get(invocation_id)
+            if event.kind == "proposal":
+                if events is None:
+                    self._open[invocation_id] = [event]
+                    while len(self._open) > _OPEN_MAX:
+                        self._open.popitem(last=False)
+                else:  # a parked call run again, decided: the same call's trace goes on
+                    events.append(event)
+                return
             if events is None:
                 return  # a call begun before this sink, or dropped as too old
             events.append(event)
@@ -141,14 +147,23 @@ class JournalRecorder:
                 return
 
     def _put(self, invocation_id: str, events: Sequence[TraceEvent]) -> None:
+        written = self._written.pop(invocation_id, 0)
         try:
             call = stored_call(invocation_id, events, self.surface, self._principal_of)
-            self.journal.put_call(call)
+            # The head and the events since the last write: one transaction.
+            new = [event.as_json() for event in events[written:]]
+            self.journal.put_call(call, events=new)
         except Exception:  # noqa: BLE001 - a failure to record never fails a call
             self.failures += 1
             _LOG.exception("could not record invocation %s in the journal", invocation_id)
+            written_now = written  # the next write of this call carries them again
         else:
             self.recorded += 1
+            written_now = len(events)
+        if trace_state(events) is State.AWAITING_CONFIRMATION:
+            self._written[invocation_id] = written_now
+            while len(self._written) > _OPEN_MAX:
+                self._written.popitem(last=False)
 
 
 def stored_call(
@@ -157,7 +172,7 @@ def stored_call(
     surface: Surface,
     principal_of: Callable[[str, str], str],
 ) -> StoredCall:
-    """The journal row for one call, from its trace as far as it goes."""
+    """The head row of one call, projected from its trace as far as it goes."""
     trace = [e.as_json() for e in events]
     proposal = _data(trace[0])
     subject = _mapping(proposal.get("subject"))
@@ -213,7 +228,6 @@ def stored_call(
         "request": request,
         "response": response,
         "human": human,
-        "trace": trace,
     }
     if parked is not None:
         body["parked"] = parked

@@ -39,6 +39,14 @@ def _calls(config: GatewayConfig) -> list[StoredCall]:
         journal.close()
 
 
+def _events(config: GatewayConfig, invocation_id: str) -> list[dict[str, object]]:
+    journal = journal_for(config.service.store_url)
+    try:
+        return journal.events(invocation_id)
+    finally:
+        journal.close()
+
+
 def _trace(tmp_path: Path, invocation_id: str) -> str:
     result = CliRunner().invoke(
         _cli, ["trace", invocation_id, "--config", str(tmp_path / "gateway.toml")]
@@ -124,8 +132,10 @@ def test_a_parked_call_is_listed_waiting_then_recorded_denied(tmp_path: Path) ->
         "denied",
         "ops",
     )
-    kinds = [event["kind"] for event in call.body["trace"]]  # type: ignore[union-attr]
+    events = _events(config, call.invocation_id)
+    kinds = [event["kind"] for event in events]
     # R14: append-only — the events up to the parking stay first.
     assert kinds[0] == "proposal"
     assert kinds.count("tool_message") == 2
     assert "confirmation" in kinds
+    assert [event["seq"] for event in events] == list(range(len(events)))

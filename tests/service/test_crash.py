@@ -92,6 +92,10 @@ def test_a_killed_service_loses_no_acknowledged_call(server):
             stored = http.get(f"/v1/invocations/{answer['invocation_id']}").json()
             assert stored["status"] == answer["status"] == "observed", text
             assert stored["state"] == answer["state"]
+            # R14: its trace survived with it, from the proposal to the answer sent back.
+            trace = http.get(f"/v1/invocations/{answer['invocation_id']}/trace").json()
+            kinds = [e["kind"] for e in trace["events"]]
+            assert (kinds[0], kinds[-1]) == ("proposal", "tool_message"), text
         # The writes whose answers were lost are sent again, under new keys.
         for text in load.unanswered:
             body = {"tool": "notes.add", "arguments": f'{{"text": "{text}"}}', "call_id": "r"}
@@ -101,6 +105,11 @@ def test_a_killed_service_loses_no_acknowledged_call(server):
         interrupted = [
             http.get(f"/v1/invocations/{c['invocation_id']}").json() for c in listed["invocations"]
         ]
+        # Each starts with its proposal, recorded as it opened, and ends with its recovery.
+        for call in interrupted:
+            trace = http.get(f"/v1/invocations/{call['invocation_id']}/trace").json()
+            kinds = [e["kind"] for e in trace["events"]]
+            assert (kinds[0], kinds[-1]) == ("proposal", "recovery"), call["invocation_id"]
     written = Counter(effects())
     assert max(written.values()) == 1, "a write ran twice"
     for text, answer in load.acknowledged:

@@ -96,6 +96,9 @@ def test_a_second_start_leaves_a_live_owners_running_call_alone(services):
         running = first.journal.list_calls("acme", status="running")
         time.sleep(0.02)
     assert running, "the slow call was never recorded running"
+    # Recorded as it opened, with its proposal: what a dead owner would leave.
+    [proposed] = first.journal.events(running[0].invocation_id)
+    assert (proposed["kind"], proposed["data"]["name"]) == ("proposal", "notes.add")
     second = services()
     assert second.recovered == 0
     assert second.recover() == 0
@@ -105,6 +108,12 @@ def test_a_second_start_leaves_a_live_owners_running_call_alone(services):
     assert stored.status == "observed"
     assert stored.owner == first.instance_id
     assert effects() == ["slow"]
+    # The ending appended the rest of the run: one proposal, then every step, in order.
+    trace = first.journal.events(stored.invocation_id)
+    assert [e["kind"] for e in trace].count("proposal") == 1
+    assert trace[0] == proposed
+    assert trace[-1]["kind"] == "tool_message"
+    assert [e["seq"] for e in trace] == list(range(len(trace)))
 
 
 def test_a_live_owners_lease_renewal_keeps_its_call(services):
@@ -129,6 +138,24 @@ def test_a_dead_owners_call_that_never_reached_the_ledger_is_interrupted(service
     assert stored.status == "interrupted"
     assert stored.owner == second.instance_id
     assert stored.body["response"]["taken_over"]["ledger_phase"] is None
+
+
+def test_a_call_whose_owner_died_after_the_proposal_keeps_it_then_its_recovery(services):
+    """R14: the trace of a call settled by another process: its proposal, then recovery."""
+    first = services()
+    done = first.journal.get_call(invocation(submit(first, "gone")))
+    proposal = first.journal.events(done.invocation_id)[0]
+    first.journal.put_call(
+        replace(done, invocation_id="e" * 32, status="running", owner="dead-process"),
+        events=[proposal],
+        lease=EXPIRED,
+    )
+    second = services()
+    trace = second.journal.events("e" * 32)
+    assert [e["kind"] for e in trace] == ["proposal", "recovery"]
+    assert trace[1]["data"]["taken_over_from"] == "dead-process"
+    assert trace[1]["data"]["ledger_phase"] is None
+    assert trace[1]["state"] == second.journal.get_call("e" * 32).state == "proposed"
 
 
 def test_a_dead_owners_committed_call_ends_with_the_ledgers_result(services):
@@ -158,6 +185,10 @@ def test_a_dead_owners_unknown_call_is_listed_and_reconcilable(services):
     assert second.journal.get_call(call_id).status == "reconciled_committed"
 
 
+def parked_digest(service: Service, invocation_id: str) -> str | None:
+    return service.journal.get_call(invocation_id).digest
+
+
 def park(service: Service, text: str) -> str:
     answer = submit(service, text, tool="notes.send")
     assert '"status":"awaiting_confirmation"' in answer
@@ -168,7 +199,7 @@ def test_an_approved_call_whose_owner_died_runs_once_on_takeover(services):
     """Approved, then the deciding process died: the next Service runs it, exactly once."""
     first = services()
     call_id = park(first, "hello")
-    parked = first.journal.get_call(call_id)
+    parked = first.journal.events(call_id)
     first.journal.decide(
         call_id,
         decision="approved",
@@ -182,10 +213,13 @@ def test_an_approved_call_whose_owner_died_runs_once_on_takeover(services):
     stored = second.journal.get_call(call_id)
     assert stored.status == "observed"
     assert effects() == ["send:hello"]
-    # R14: the trace kept the parking's events, then the re-run's.
-    kinds = [e["kind"] for e in stored.body["trace"]]
-    assert stored.body["trace"][: len(parked.body["trace"])] == parked.body["trace"]
-    assert len(kinds) > len(parked.body["trace"])
+    # R14: the trace kept the parking's events, the decision, then the re-run's.
+    trace = second.journal.events(call_id)
+    assert trace[: len(parked)] == parked
+    assert trace[len(parked)]["kind"] == "decision"
+    assert trace[len(parked)]["data"]["digest"] == parked_digest(first, call_id)
+    assert [e["kind"] for e in trace[len(parked) + 1 :]][-1] == "tool_message"
+    assert [e["seq"] for e in trace] == list(range(len(trace)))
     assert services().recover() == 0
     assert effects() == ["send:hello"]
 
@@ -231,16 +265,28 @@ def test_a_denials_reason_reaches_the_model_when_another_process_ends_the_call(s
 
 
 def test_an_approved_calls_trace_starts_with_the_proposal_and_keeps_every_event(services):
-    """R14: approving appends the decision and the re-run to the parked call's trace."""
-    service = services()
-    call_id = park(service, "traced")
-    parked = service.journal.get_call(call_id).body["trace"]
-    digest = service.journal.get_call(call_id).digest
-    asyncio.run(service.decide(who(service, "ana"), call_id, digest=digest, decision="approve"))
-    trace = service.journal.get_call(call_id).body["trace"]
+    """R14: approving on another replica appends the decision and the re-run, in order."""
+    parking, deciding = services(), services()
+    call_id = park(parking, "traced")
+    parked = parking.journal.events(call_id)
+    digest = parking.journal.get_call(call_id).digest
+    asyncio.run(deciding.decide(who(deciding, "ana"), call_id, digest=digest, decision="approve"))
+    trace = parking.journal.events(call_id)  # read back on the replica that parked it
+    assert trace[0]["kind"] == "proposal"
     assert trace[: len(parked)] == parked
-    assert trace[0]["kind"] == parked[0]["kind"]
-    assert len(trace) > len(parked)
+    decision = trace[len(parked)]
+    assert decision["kind"] == "decision"
+    assert decision["data"] == {
+        "decision": "approved",
+        "approver": "ana",
+        "digest": digest,
+        "reason": None,
+    }
+    rerun = [e["kind"] for e in trace[len(parked) + 1 :]]
+    assert rerun[0] == "proposal"
+    assert rerun[-1] == "tool_message"
+    assert [e["seq"] for e in trace] == list(range(len(trace)))
+    assert parking.journal.get_call(call_id).status == "observed"
 
 
 def test_a_retried_key_of_a_dead_owners_call_gets_the_settled_answer(services):

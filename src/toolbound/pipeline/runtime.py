@@ -19,6 +19,7 @@ from toolbound.pipeline.admit import Preview
 from toolbound.pipeline.call import Admitted, CallContext, Prepared
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk, HeldCalls
 from toolbound.pipeline.env import Env, Kept, KeptResults
+from toolbound.recording import JournalRecorder
 from toolbound.results.encode import model_result, page
 from toolbound.results.redact import Redactor
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from toolbound.execution.tool import SecretProvider
     from toolbound.gates.authorize import Policy
     from toolbound.gates.confirm import Confirmation, ConfirmationRequest
+    from toolbound.journal import Journal
     from toolbound.ledger.store import Ledger
     from toolbound.pipeline.prepare import Waiting
     from toolbound.results.encode import ModelProjection
@@ -59,6 +61,13 @@ class Runtime:
     here: the caller's own store keeps it and resumes it later with
     ``CallContext.approval`` (the service does this, so any of its processes can
     resume a call another one parked).
+
+    With ``journal`` (a :class:`~toolbound.journal.Journal`, e.g.
+    ``open_journal("sqlite:///calls.db")``) every call is also kept in it, with
+    surface ``"library"``: its trace as events and a head row, written off the
+    call's path by a :class:`~toolbound.recording.JournalRecorder` (:attr:`recorder`),
+    so ``toolbound trace ID`` and the console show it (R14). :meth:`close` writes what
+    is pending; the journal stays open for its owner to close.
     """
 
     def __init__(
@@ -78,7 +87,12 @@ class Runtime:
         sleeper: Sleeper | None = None,
         rng: Callable[[], float] = random.random,
         hold_parked: bool = True,
+        journal: Journal | None = None,
     ) -> None:
+        self.recorder = None if journal is None else JournalRecorder(journal, surface="library")
+        """Keeps every call in ``journal``, if one was given."""
+        if self.recorder is not None:
+            sinks = (*sinks, self.recorder)
         self._env = Env(
             policy=policy,
             ledger=ledger if ledger is not None else MemoryLedger(),
@@ -356,8 +370,13 @@ class Runtime:
     # -- lifetime ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the worker pool and loop thread (running tools are not interrupted)."""
+        """Stop the worker pool and loop thread (running tools are not interrupted).
+
+        With a journal, the calls that ended are written to it first.
+        """
         self._env.executor.close()
+        if self.recorder is not None:
+            self.recorder.close()
 
     def __enter__(self) -> Self:
         return self

@@ -315,7 +315,8 @@ class _Api:
     async def trace(self, request: Request) -> Response:
         principal = authenticate(self.service, request)
         call = self.service.get(principal, request.path_params["invocation_id"])
-        return JSONResponse({"invocation_id": call.invocation_id, "events": call.body["trace"]})
+        events = self.service.journal.events(call.invocation_id)
+        return JSONResponse({"invocation_id": call.invocation_id, "events": events})
 
     async def decide(self, request: Request) -> Response:
         principal = authenticate(self.service, request)

@@ -66,7 +66,7 @@ from toolbound.adapters.http import ApiError, reason_from
 from toolbound.provenance.labels import Label, Source
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
     from typing import TypeAlias
 
     from starlette.requests import Request
@@ -497,7 +497,9 @@ class _Console:
             "invocation.html",
             principal,
             section="invocations",
-            call=_detail(call, shown_arguments=arguments),
+            call=_detail(
+                call, self.service.journal.events(call.invocation_id), shown_arguments=arguments
+            ),
             trace=self._trace_link(call),
             parameters=self._parameters(
                 call.tool, arguments, human.get("evidence") or asked.get("evidence")
@@ -734,12 +736,13 @@ def _summary(call: StoredCall) -> dict[str, object]:
     }
 
 
-def _detail(call: StoredCall, *, shown_arguments: object = None) -> dict[str, object]:
+def _detail(
+    call: StoredCall, events: list[dict[str, object]], *, shown_arguments: object = None
+) -> dict[str, object]:
     request = _mapping(call.body.get("request"))
     response = _mapping(call.body.get("response"))
     message = _mapping(response.get("message"))
-    events = call.body.get("trace")
-    timeline = _timeline([_mapping(e) for e in events] if isinstance(events, list) else [])
+    timeline = _timeline(events)
     content = str(message.get("content", ""))
     human = _mapping(call.body.get("human"))
     denial = _mapping(call.body.get("denial"))
@@ -901,7 +904,7 @@ def _attempt(attempt: Mapping[str, object]) -> dict[str, object]:
     }
 
 
-def _timeline(events: list[Mapping[str, object]]) -> list[dict[str, object]]:
+def _timeline(events: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
     """Each trace event with its offset from the first, what it says, and its bytes."""
     rows: list[dict[str, object]] = []
     first: datetime | None = None
@@ -930,7 +933,7 @@ def _timeline(events: list[Mapping[str, object]]) -> list[dict[str, object]]:
     return rows
 
 
-def _event_summary(kind: str, state: object, data: Mapping[str, object]) -> str:  # noqa: PLR0911 - one line per kind
+def _event_summary(kind: str, state: object, data: Mapping[str, object]) -> str:  # noqa: C901, PLR0911 - one line per kind
     if kind == "proposal":
         _, size = _bytes_of(data.get("arguments"))
         return f"{data.get('name')}: {size} argument bytes from the model"
@@ -948,6 +951,10 @@ def _event_summary(kind: str, state: object, data: Mapping[str, object]) -> str:
         record = _mapping(data.get("record"))
         verdict = "approved" if record.get("approved") else "denied"
         return f"{verdict} by {record.get('approver')}"
+    if kind == "decision":
+        return f"{data.get('decision')} by {data.get('approver')}, digest {data.get('digest')}"
+    if kind == "recovery":
+        return f"taken over from {data.get('taken_over_from')}: {data.get('reason')}"
     if kind == "tool_message":
         _, size = _bytes_of(data.get("content"))
         return f"{size} bytes sent back to the model"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -33,18 +32,25 @@ from typing import TYPE_CHECKING, Literal
 from toolbound._clock import SystemClock
 from toolbound._errors import ConfirmationMismatch, Rejection
 from toolbound._model import Proposal, Subject
-from toolbound.adapters.http import ApiError, decision_refused, outcome_digest, outcome_json
+from toolbound.adapters.http import ApiError, decision_refused, outcome_json
 from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import ConfirmationRequest
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
-from toolbound.ledger.rules import ABANDONED
-from toolbound.ledger.store import LedgerError, result_to_json
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.service.decisions import note_denial
+from toolbound.service.records import (
+    RunningCalls,
+    decision_of,
+    dumps,
+    note,
+    request_of,
+    settle_running,
+    store_outcome,
+)
 from toolbound.service.sessions import SessionContext, Sessions
 from toolbound.wiring import journal_for, ledger_for, policy_for
 
@@ -52,7 +58,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
     from toolbound._clock import Clock
-    from toolbound._outcome import Outcome
     from toolbound.config import Principal, ServiceConfig
     from toolbound.gates.confirm import Confirmation
     from toolbound.journal import Journal
@@ -187,12 +192,13 @@ class Service:
         self.metrics = CallMetrics()
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
+        self._running = RunningCalls(self.journal, lease=lease.total_seconds())
         self.runtime = Runtime(
             policy=policy_for(config, self.clock, self.registry),
             ledger=self.ledger,
             clock=self.clock,
             secrets=EnvSecrets(),
-            sinks=(*sinks, self.metrics),
+            sinks=(*sinks, self.metrics, self._running),
             confirmation_ttl=(
                 config.confirmation_ttl if confirmation_ttl is None else confirmation_ttl
             ),
@@ -261,7 +267,6 @@ class Service:
         )
         proposal = submission.proposal(received_at=now)
         request = submission.record(tools, now)
-        # Recorded before it runs: a process that dies mid-call leaves a truthful trace.
         running = StoredCall(
             invocation_id=invocation_id,
             tenant=principal.tenant,
@@ -281,20 +286,27 @@ class Service:
             surface="service",
         )
         if self._is_write(submission):
-            self.journal.put_call(running, lease=self.lease.total_seconds())
+            # Recorded with its proposal as it opens, before it runs: a process that
+            # dies mid-call leaves a truthful trace.
+            self._running.expect(running)
         try:
             outcome = await self.runtime.arun(proposal, context)
         except Exception:
             with contextlib.suppress(JournalError):
-                self.journal.put_call(_interrupted(running, self.clock.now(), "the runtime raised"))
+                _interrupted(self.journal, running, self.clock.now(), "the runtime raised")
             raise
+        finally:
+            written = self._running.written(invocation_id)
         answer = outcome_json(outcome)
         status = 202 if outcome.kind == "awaiting_confirmation" else 200
         text = dumps(answer)
         finish = None
         if request_key is not None:
             finish = Finish(principal.tenant, request_key, status, text, fingerprint)
-        lost = self._store(running, outcome, request, answer, finish)
+        now = self.clock.now()
+        lost = store_outcome(
+            self.journal, running, outcome, request, answer, now=now, finish=finish, written=written
+        )
         # After the answer is durable: a session that cannot be written never loses it.
         self.sessions.learn(principal.tenant, submission.context, outcome)
         return status, text, lost
@@ -338,7 +350,7 @@ class Service:
             self._context(call, request, approval),
         )
         answer = outcome_json(outcome)
-        self._store(call, outcome, request, answer)
+        store_outcome(self.journal, call, outcome, request, answer, now=self.clock.now())
         self.sessions.learn_stored(call.tenant, request, outcome)
         return answer
 
@@ -410,9 +422,9 @@ class Service:
         stored = self.journal.get_call(invocation_id)
         label = {"committed": "reconciled_committed", "failed": "reconciled_not_committed"}
         if stored is not None and result.status in label:
-            self.journal.put_call(
-                _replace_status(stored, label[result.status], self.clock.now(), answer)
-            )
+            status = label[result.status]
+            now = self.clock.now()
+            note(self.journal, stored, "reconciliation", answer, status=status, now=now)
         return answer
 
     def renew(self) -> int:
@@ -428,7 +440,7 @@ class Service:
         """
         count = 0
         for seen in self.journal.expired(limit=1000):
-            if self._take_over(seen.invocation_id):
+            if self._take_over(seen):
                 count += 1
         return count
 
@@ -438,7 +450,7 @@ class Service:
         Then the key has the settled call's answer, not ``request_in_progress``.
         """
         call = self.journal.call_for_request(tenant, key)
-        return call is not None and self._take_over(call.invocation_id)
+        return call is not None and self._take_over(call)
 
     def purge(self) -> int:
         """Apply the retention period to the journal and the sessions' values."""
@@ -447,89 +459,31 @@ class Service:
 
     # -- internals -----------------------------------------------------------------
 
-    def _take_over(self, invocation_id: str) -> bool:
+    def _take_over(self, seen: StoredCall) -> bool:
         call = self.journal.take_over(
-            invocation_id, self.instance_id, lease=self.lease.total_seconds()
+            seen.invocation_id, self.instance_id, lease=self.lease.total_seconds()
         )
         if call is None:
             return False
         if call.status == "running":
-            self._settle_running(call)
+            now = self.clock.now()
+            settle_running(self.journal, self.ledger, call, now=now, dead=seen.owner)
         else:
             self._resume_decided(call)
         return True
 
-    def _settle_running(self, call: StoredCall) -> None:
-        """End a dead owner's running call as the ledger knows it (R9)."""
-        record = self.ledger.find(call.invocation_id)
-        now = self.clock.now()
-        evidence = {"taken_over_from": call.owner or "unknown"}
-        if record is not None and record.phase in ABANDONED:
-            # The owner is gone: intent → failed (never started), executing → unknown.
-            with contextlib.suppress(LedgerError):
-                self.ledger.advance(
-                    record.key,
-                    invocation_id=call.invocation_id,
-                    phase=ABANDONED[record.phase],
-                    now=now,
-                    evidence=evidence,
-                )
-            record = self.ledger.find(call.invocation_id)
-        phase = None if record is None else record.phase
-        status, state, content, is_error = _TAKEN_OVER[phase or "none"]
-        answer: dict[str, object] = {
-            "invocation_id": call.invocation_id,
-            "call_id": _request(call).get("call_id"),
-            "tool": record.tool if record is not None else call.tool,
-            "status": status,
-            "state": state,
-            "digest": record.digest if record is not None else call.digest,
-            "taken_over": {**evidence, "ledger_phase": phase},
-            "message": {"content": content, "is_error": is_error, "truncated": False},
-        }
-        if record is not None and record.phase == "committed" and record.result is not None:
-            answer["result"] = result_to_json(record.result)
-            answer["message"] = {
-                "content": dumps(record.result.value),
-                "is_error": False,
-                "truncated": False,
-            }
-        stored = replace(
-            call,
-            tool=str(answer["tool"]),
-            status=status,
-            state=state,
-            digest=None if answer["digest"] is None else str(answer["digest"]),
-            updated_at=now,
-            body={**call.body, "response": answer, "note": {"reason": content}},
-        )
-        finish = None
-        if call.request_key is not None:
-            finish = Finish(call.tenant, call.request_key, 200, dumps(answer))
-        self.journal.put_call(stored, finish=finish)
-
     def _resume_decided(self, call: StoredCall) -> None:
         """Run on a call a person decided and whose owner died, with that decision."""
-        request = _request(call)
-        parked = call.body.get("confirmation")
-        if not isinstance(parked, dict) or call.approver is None:
-            self.journal.put_call(
-                _interrupted(call, self.clock.now(), "no parked request to resume")
-            )
+        request = request_of(call)
+        decision = decision_of(call, self.journal.events(call.invocation_id))
+        if decision is None:
+            _interrupted(self.journal, call, self.clock.now(), "no parked request to resume")
             return
-        waiting = ConfirmationRequest.from_json(parked)
-        decision = (
-            waiting.approve(
-                approver=call.approver,
-                at=call.updated_at,
-                ttl=waiting.expires_at - call.updated_at,
-            )
-            if call.decision == "approved"
-            else waiting.deny(approver=call.approver, at=call.updated_at, reason=_reason(call))
-        )
         outcome = self.runtime.run(_proposal(request), self._context(call, request, decision))
         self.sessions.learn_stored(call.tenant, request, outcome)
-        self._store(call, outcome, request, outcome_json(outcome))
+        store_outcome(
+            self.journal, call, outcome, request, outcome_json(outcome), now=self.clock.now()
+        )
 
     def _tenants(self) -> set[str]:
         return {p.tenant for p in self.config.principals}
@@ -566,48 +520,6 @@ class Service:
         context = _stored_context(call, request, approval, tools, self.config)
         return replace(context, provenance=self.sessions.stored(call.tenant, request))
 
-    def _store(
-        self,
-        call: StoredCall,
-        outcome: Outcome,
-        request: dict[str, object],
-        answer: dict[str, object],
-        finish: Finish | None = None,
-    ) -> ClaimedRequest | None:
-        earlier = call.body.get("trace")
-        body: dict[str, object] = {
-            "request": request,
-            "response": answer,
-            "human": outcome.human.as_json(),
-            # R14: append-only — a resumed call keeps its events up to the parking.
-            "trace": [
-                *(earlier if isinstance(earlier, list) else ()),
-                *(event.as_json() for event in outcome.trace),
-            ],
-        }
-        if outcome.kind == "awaiting_confirmation":
-            body["confirmation"] = outcome.request.as_json()
-        elif "confirmation" in call.body:
-            body["confirmation"] = call.body["confirmation"]
-        if "denial" in call.body:
-            body["denial"] = call.body["denial"]
-        stored = replace(
-            call,
-            tool=outcome.tool or call.tool,
-            status=outcome.kind,
-            state=outcome.state.value,
-            digest=outcome_digest(outcome),
-            updated_at=self.clock.now(),
-            body=body,
-        )
-        try:
-            return self.journal.put_call(stored, finish=finish)
-        except JournalError as exc:
-            if exc.code != "not_owner":
-                raise
-            # Taken over while this process looked dead: the taker's ending stands.
-            return None
-
 
 def fingerprint(body: bytes) -> str:
     """What an Idempotency-Key is bound to: the request body's SHA-256."""
@@ -623,43 +535,6 @@ def _require(principal: Principal, role: str) -> None:
 def _split(ref: str) -> tuple[str, str | None]:
     name, _, version = ref.partition("@")
     return name, version or None
-
-
-_TAKEN_OVER: dict[str, tuple[str, str, str, bool]] = {
-    # ledger phase → journal status, state, message, is_error
-    "none": ("interrupted", "proposed", "the service stopped before the call ran", True),
-    "intent": (
-        "interrupted",
-        "prepared",
-        "the service stopped before the tool started; nothing happened",
-        True,
-    ),
-    "executing": (
-        "outcome_unknown",
-        "outcome_unknown",
-        "the service stopped while the tool ran; whether it took effect is unknown",
-        True,
-    ),
-    "failed": (
-        "interrupted",
-        "failed_before_commit",
-        "the service stopped before the tool started; nothing happened",
-        True,
-    ),
-    "unknown": (
-        "outcome_unknown",
-        "outcome_unknown",
-        "the service stopped while the tool ran; whether it took effect is unknown",
-        True,
-    ),
-    "committed": ("observed", "committed", "the tool committed before the service stopped", False),
-}
-"""How a dead owner's running call ends, by what the ledger recorded (R9)."""
-
-
-def _request(call: StoredCall) -> dict[str, object]:
-    request = call.body.get("request")
-    return request if isinstance(request, dict) else {}
 
 
 def _stored_context(
@@ -686,12 +561,6 @@ def _stored_context(
     )
 
 
-def _reason(call: StoredCall) -> str | None:
-    """The reason kept with a call's denial, if the person gave one."""
-    denial = call.body.get("denial")
-    return str(denial["reason"]) if isinstance(denial, dict) and "reason" in denial else None
-
-
 def _proposal(request: dict[str, object]) -> Proposal:
     model_call_id = request.get("model_call_id")
     version = request.get("version")
@@ -704,19 +573,8 @@ def _proposal(request: dict[str, object]) -> Proposal:
     )
 
 
-def _interrupted(call: StoredCall, now: datetime, why: str) -> StoredCall:
-    return _replace_status(call, "interrupted", now, {"reason": why})
-
-
-def _replace_status(
-    call: StoredCall, status: str, now: datetime, note: dict[str, object]
-) -> StoredCall:
-    return replace(call, status=status, updated_at=now, body={**call.body, "note": note})
-
-
-def dumps(value: object) -> str:
-    """Compact JSON for answers."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+def _interrupted(journal: Journal, call: StoredCall, now: datetime, why: str) -> None:
+    note(journal, call, "interrupted", {"reason": why}, status="interrupted", now=now)
 
 
 class StoredConfirmations:
@@ -761,6 +619,8 @@ class StoredConfirmations:
                 decision="approved" if confirmation.approved else "denied",
                 approver=confirmation.approver,
                 now=confirmation.at,
+                digest=confirmation.digest,
+                reason=confirmation.reason,
                 # The process recording the decision runs the call: it holds it.
                 owner=self._owner,
                 lease=self._lease,

@@ -11,8 +11,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolbound.adapters.http import ApiError
+from toolbound.journal import call_event
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from toolbound.config import Principal
     from toolbound.journal import StoredCall
     from toolbound.service.core import Service
@@ -44,5 +47,20 @@ def note_denial(
     # A call decided and not yet run on stays this process's (its lease kept), so that
     # another takes it over, reason and all, should this one die before it ends.
     running_on = call.status == "awaiting_confirmation"
-    service.journal.put_call(noted, lease=service.lease.total_seconds() if running_on else None)
+    # R14: the reason is on the trace — on the decision event when it came with the
+    # decision, as an event of its own when given afterwards.
+    told = any(
+        e.get("kind") == "decision" and _data(e).get("reason") == reason
+        for e in service.journal.events(invocation_id)
+    )
+    service.journal.put_call(
+        noted,
+        events=() if told else [call_event("denial_reason", now, denial)],
+        lease=service.lease.total_seconds() if running_on else None,
+    )
     return noted
+
+
+def _data(event: Mapping[str, object]) -> Mapping[str, object]:
+    data = event.get("data")
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,105 @@
+"""What the journal keeps, as values: a call's head row, its events, a request's claim."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from toolbound._errors import ToolboundError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from datetime import datetime
+
+__all__ = [
+    "ClaimedRequest",
+    "Finish",
+    "JournalError",
+    "StoredCall",
+    "Surface",
+    "call_event",
+]
+
+Surface = Literal["service", "mcp-gateway", "mcp-serve", "library"]
+"""Which of toolbound's surfaces ran a call and recorded it."""
+
+
+class JournalError(ToolboundError):
+    """A journal operation that cannot be done; ``code`` says why."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredCall:
+    """The head row of one invocation: who, what, where it stands.
+
+    ``status``, ``state``, ``digest``, ``decision`` and ``approver`` are a projection
+    of the call's events (:meth:`Journal.events`), written with them in one
+    transaction. ``body`` is JSON the API returns (request, answer, human evidence,
+    the confirmation request); the trace is not in it but in the events.
+    """
+
+    invocation_id: str
+    tenant: str
+    subject: str
+    principal: str
+    tool: str
+    status: str
+    state: str
+    digest: str | None
+    decision: str | None
+    approver: str | None
+    created_at: datetime
+    updated_at: datetime
+    body: Mapping[str, object]
+    owner: str | None = None
+    """The service process that works on the call (see :mod:`toolbound.journal`)."""
+    lease_until: float | None = None
+    """Until when ``owner`` holds it, database clock; ``None``: nobody needs to."""
+    request_key: str | None = None
+    """The Idempotency-Key of the request that submitted it, if any."""
+    surface: Surface = "service"
+    """Which surface ran the call; rows from before surfaces were kept are the service's."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRequest:
+    """What a request's ``Idempotency-Key`` found.
+
+    ``new``: go on and :meth:`Journal.finish_request` later; ``replay``: answer
+    ``status_code``/``response`` again; ``in_progress``: 409; ``mismatch``: 422.
+    """
+
+    kind: Literal["new", "replay", "in_progress", "mismatch"]
+    status_code: int | None = None
+    response: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The answer to keep for the request holding ``key`` (see :meth:`Journal.put_call`).
+
+    With ``fingerprint`` the key was not claimed beforehand (a read, which may run
+    twice harmlessly): it is claimed and answered in the same transaction, unless
+    another request got it first.
+    """
+
+    tenant: str
+    key: str
+    status_code: int
+    response: str
+    fingerprint: str | None = None
+
+
+def call_event(
+    kind: str, at: datetime, data: Mapping[str, object], *, state: str | None = None
+) -> dict[str, object]:
+    """An event the journal's writers add to a call's trace, shaped as the runtime's are.
+
+    The runtime's events (``TraceEvent.as_json``) number themselves within one run;
+    these carry no number of their own: the journal's order is theirs.
+    """
+    return {"seq": None, "at": at.isoformat(), "kind": kind, "state": state, "data": dict(data)}

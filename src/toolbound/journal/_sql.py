@@ -1,0 +1,379 @@
+"""The SQL of calls — head rows and their append-only events — shared by both stores."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, cast
+
+from toolbound.journal._records import (
+    ClaimedRequest,
+    Finish,
+    JournalError,
+    StoredCall,
+    Surface,
+    call_event,
+)
+from toolbound.journal._requests import RequestsSQL, SessionsSQL, iso
+from toolbound.journal.schema import COLUMNS, dumps
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from toolbound.journal.schema import Cursor
+
+__all__ = ["SQLJournal"]
+
+_KEPT = "('awaiting_confirmation', 'outcome_unknown', 'running')"
+"""Statuses retention never removes: a person or a recovery still has to act."""
+
+
+class SQLJournal(RequestsSQL, SessionsSQL):
+    """Calls as one record: a head row and its events, written in one transaction."""
+
+    def put_call(
+        self,
+        call: StoredCall,
+        *,
+        events: Sequence[Mapping[str, object]] = (),
+        finish: Finish | None = None,
+        lease: float | None = None,
+    ) -> ClaimedRequest | None:
+        values = _values(call)
+        with self._tx() as cur:
+            if finish is not None:
+                lost = self._finish(cur, finish, iso(call.updated_at))
+                if lost is not None:
+                    return lost
+            lease_sql = "NULL" if lease is None else f"{self._now} + ?"
+            cur.execute(
+                self._q(
+                    f"INSERT INTO toolbound_service_calls ({COLUMNS})"  # noqa: S608 - fixed columns
+                    f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease_sql}, ?, ?)"
+                    " ON CONFLICT (invocation_id) DO UPDATE SET tool = excluded.tool,"
+                    " status = excluded.status, state = excluded.state, digest = excluded.digest,"
+                    " decision = COALESCE(toolbound_service_calls.decision, excluded.decision),"
+                    " approver = COALESCE(toolbound_service_calls.approver, excluded.approver),"
+                    " updated_at = excluded.updated_at, body = excluded.body,"
+                    " lease_until = excluded.lease_until,"
+                    " request_key = COALESCE(toolbound_service_calls.request_key,"
+                    " excluded.request_key)"
+                    # Only the holder replaces a call: one taken over is not overwritten.
+                    " WHERE COALESCE(toolbound_service_calls.owner, '')"
+                    " = COALESCE(excluded.owner, '')"
+                ),
+                (
+                    *values,
+                    call.owner,
+                    *(() if lease is None else (lease,)),
+                    call.request_key,
+                    call.surface,
+                ),
+            )
+            if cur.rowcount != 1:
+                msg = f"invocation {call.invocation_id} is held by another process"
+                raise JournalError(msg, code="not_owner")
+            # The head is row-locked (PostgreSQL) or the database is (SQLite) until the
+            # commit: appends to one call never interleave.
+            self._append(cur, call.invocation_id, events)
+        return None
+
+    def _finish(self, cur: Cursor, finish: Finish, stamp: str) -> ClaimedRequest | None:
+        """Keep a request's answer; a claim another request holds instead is returned."""
+        if finish.fingerprint is None:
+            cur.execute(
+                self._q(
+                    "UPDATE toolbound_service_requests SET status_code = ?, response = ?"
+                    " WHERE tenant = ? AND key = ?"
+                ),
+                (finish.status_code, finish.response, finish.tenant, finish.key),
+            )
+            return None
+        cur.execute(
+            self._q(
+                "INSERT INTO toolbound_service_requests"
+                " (tenant, key, fingerprint, status_code, response, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"
+            ),
+            (
+                finish.tenant,
+                finish.key,
+                finish.fingerprint,
+                finish.status_code,
+                finish.response,
+                stamp,
+            ),
+        )
+        if cur.rowcount == 1:
+            return None
+        # Another request holds the key: its answer stands, this one is not kept.
+        return self._existing(cur, finish.tenant, finish.key, finish.fingerprint)
+
+    def _append(
+        self, cur: Cursor, invocation_id: str, events: Sequence[Mapping[str, object]]
+    ) -> None:
+        if not events:
+            return
+        cur.execute(
+            self._q(
+                "SELECT COALESCE(MAX(seq), -1) FROM toolbound_call_events WHERE invocation_id = ?"
+            ),
+            (invocation_id,),
+        )
+        row = cur.fetchone()
+        first = 1 + int(cast("int", row[0])) if row is not None else 0
+        cur.executemany(
+            self._q(
+                "INSERT INTO toolbound_call_events (invocation_id, seq, at, kind, event)"
+                " VALUES (?, ?, ?, ?, ?)"
+            ),
+            [
+                (invocation_id, first + n, str(e.get("at", "")), str(e.get("kind", "")), dumps(e))
+                for n, e in enumerate(events)
+            ],
+        )
+
+    def events(self, invocation_id: str) -> list[dict[str, object]]:
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(
+                    "SELECT seq, event FROM toolbound_call_events"
+                    " WHERE invocation_id = ? ORDER BY seq"
+                ),
+                (invocation_id,),
+            )
+            rows = cur.fetchall()
+            if not rows:
+                rows = self._kept_in_body(cur, invocation_id)
+        # Numbered by their place in the call's one trace, a resumed run's after the first.
+        return [{**json.loads(str(event)), "seq": int(cast("int", seq))} for seq, event in rows]
+
+    def _kept_in_body(self, cur: Cursor, invocation_id: str) -> list[tuple[object, ...]]:
+        """A trace an older release wrote into the head after the database was moved on.
+
+        (A replica of that release, still running while others were upgraded.)
+        """
+        cur.execute(
+            self._q("SELECT body FROM toolbound_service_calls WHERE invocation_id = ?"),
+            (invocation_id,),
+        )
+        row = cur.fetchone()
+        body = json.loads(str(row[0])) if row is not None else None
+        trace = body.get("trace") if isinstance(body, dict) else None
+        if not isinstance(trace, list):
+            return []
+        return [(n, dumps(e)) for n, e in enumerate(e for e in trace if isinstance(e, dict))]
+
+    def renew(self, owner: str, *, lease: float) -> int:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    f"UPDATE toolbound_service_calls SET lease_until = {self._now} + ?"  # noqa: S608 - fixed SQL
+                    " WHERE owner = ? AND lease_until IS NOT NULL"
+                ),
+                (lease, owner),
+            )
+            return max(cur.rowcount, 0)
+
+    def expired(self, *, limit: int = 100) -> list[StoredCall]:
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
+                    f" WHERE lease_until IS NOT NULL AND lease_until < {self._now}"
+                    " ORDER BY lease_until LIMIT ?"
+                ),
+                (max(1, min(limit, 1000)),),
+            )
+            return [_call(row) for row in cur.fetchall()]
+
+    def take_over(self, invocation_id: str, owner: str, *, lease: float) -> StoredCall | None:
+        with self._tx() as cur:
+            # One statement: of several processes seeing the same dead lease, one wins;
+            # a lease renewed meanwhile by a live owner no longer matches.
+            cur.execute(
+                self._q(
+                    f"UPDATE toolbound_service_calls SET owner = ?, lease_until = {self._now} + ?"  # noqa: S608 - fixed SQL
+                    " WHERE invocation_id = ? AND lease_until IS NOT NULL"
+                    f" AND lease_until < {self._now}"
+                ),
+                (owner, lease, invocation_id),
+            )
+            if cur.rowcount != 1:
+                return None
+        return self.get_call(invocation_id)
+
+    def call_for_request(self, tenant: str, key: str) -> StoredCall | None:
+        return self._one("tenant = ? AND request_key = ?", (tenant, key))
+
+    def get_call(self, invocation_id: str) -> StoredCall | None:
+        return self._one("invocation_id = ?", (invocation_id,))
+
+    def _one(self, where: str, params: tuple[object, ...]) -> StoredCall | None:
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(f"SELECT {COLUMNS} FROM toolbound_service_calls WHERE {where}"),  # noqa: S608 - fixed SQL
+                params,
+            )
+            row = cur.fetchone()
+        return None if row is None else _call(row)
+
+    def list_calls(
+        self,
+        tenant: str,
+        *,
+        status: str | None = None,
+        tool: str | None = None,
+        subject: str | None = None,
+        limit: int = 100,
+    ) -> list[StoredCall]:
+        where = ["tenant = ?"]
+        params: list[object] = [tenant]
+        for column, value in (("status", status), ("tool", tool), ("subject", subject)):
+            if value:
+                where.append(f"{column} = ?")
+                params.append(value)
+        params.append(max(1, min(limit, 1000)))
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
+                    f" WHERE {' AND '.join(where)}"
+                    " ORDER BY created_at DESC, invocation_id LIMIT ?"
+                ),
+                tuple(params),
+            )
+            return [_call(row) for row in cur.fetchall()]
+
+    def decide(
+        self,
+        invocation_id: str,
+        *,
+        decision: str,
+        approver: str,
+        now: datetime,
+        digest: str | None = None,
+        reason: str | None = None,
+        owner: str | None = None,
+        lease: float | None = None,
+    ) -> StoredCall:
+        holds = owner is not None and lease is not None
+        with self._tx() as cur:
+            # R7: compare-and-set on the head, and the decision event with it, or neither.
+            cur.execute(
+                self._q(
+                    "UPDATE toolbound_service_calls SET decision = ?, approver = ?, updated_at = ?"  # noqa: S608 - fixed SQL
+                    + (f", owner = ?, lease_until = {self._now} + ?" if holds else "")
+                    + " WHERE invocation_id = ? AND status = 'awaiting_confirmation'"
+                    " AND decision IS NULL"
+                ),
+                (decision, approver, iso(now), *((owner, lease) if holds else ()), invocation_id),
+            )
+            won = cur.rowcount == 1
+            if won:
+                cur.execute(
+                    self._q("SELECT digest FROM toolbound_service_calls WHERE invocation_id = ?"),
+                    (invocation_id,),
+                )
+                row = cur.fetchone()
+                bound = digest if digest is not None else (row[0] if row is not None else None)
+                event = call_event(
+                    "decision",
+                    now,
+                    {
+                        "decision": decision,
+                        "approver": approver,
+                        "digest": bound,
+                        "reason": reason,
+                    },
+                )
+                self._append(cur, invocation_id, [event])
+        call = self.get_call(invocation_id)
+        if call is None:
+            msg = f"no invocation {invocation_id}"
+            raise JournalError(msg, code="not_found")
+        if not won:
+            msg = f"invocation {invocation_id} is not waiting for a decision"
+            raise JournalError(msg, code="already_decided")
+        return call
+
+    def purge(self, *, before: datetime) -> int:
+        stamp = iso(before)
+        with self._tx() as cur:
+            # Whole calls only, head and events together; the head goes first, so a
+            # call changed meanwhile (it no longer matches) keeps its events.
+            cur.execute(
+                self._q(
+                    "DELETE FROM toolbound_service_calls WHERE updated_at < ?"  # noqa: S608 - fixed SQL
+                    f" AND status NOT IN {_KEPT} RETURNING invocation_id"
+                ),
+                (stamp,),
+            )
+            gone = [(str(row[0]),) for row in cur.fetchall()]
+            if gone:
+                cur.executemany(
+                    self._q("DELETE FROM toolbound_call_events WHERE invocation_id = ?"), gone
+                )
+            cur.execute(
+                self._q("DELETE FROM toolbound_service_requests WHERE created_at < ?"), (stamp,)
+            )
+        return len(gone)
+
+
+def _values(call: StoredCall) -> tuple[object, ...]:
+    return (
+        call.invocation_id,
+        call.tenant,
+        call.subject,
+        call.principal,
+        call.tool,
+        call.status,
+        call.state,
+        call.digest,
+        call.decision,
+        call.approver,
+        iso(call.created_at),
+        iso(call.updated_at),
+        dumps({k: v for k, v in call.body.items() if k != "trace"}),
+    )
+
+
+def _call(row: tuple[object, ...]) -> StoredCall:
+    (
+        invocation_id,
+        tenant,
+        subject,
+        principal,
+        tool,
+        status,
+        state,
+        digest,
+        decision,
+        approver,
+        created,
+        updated,
+        body,
+        owner,
+        lease_until,
+        request_key,
+        surface,
+    ) = row
+    return StoredCall(
+        invocation_id=str(invocation_id),
+        tenant=str(tenant),
+        subject=str(subject),
+        principal=str(principal),
+        tool=str(tool),
+        status=str(status),
+        state=str(state),
+        digest=None if digest is None else str(digest),
+        decision=None if decision is None else str(decision),
+        approver=None if approver is None else str(approver),
+        created_at=datetime.fromisoformat(str(created)),
+        updated_at=datetime.fromisoformat(str(updated)),
+        body=cast("dict[str, object]", json.loads(str(body))),
+        owner=None if owner is None else str(owner),
+        lease_until=None if lease_until is None else float(cast("float", lease_until)),
+        request_key=None if request_key is None else str(request_key),
+        surface=cast("Surface", "service" if surface is None else str(surface)),
+    )

@@ -1,0 +1,74 @@
+"""The journal in an SQLite file."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, cast
+
+from toolbound.journal._sql import SQLJournal
+from toolbound.journal.schema import create
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from toolbound.journal.schema import Cursor
+
+__all__ = ["SQLiteJournal"]
+
+
+class SQLiteJournal(SQLJournal):
+    """The journal in an SQLite file.
+
+    WAL with ``synchronous=NORMAL``: durable across a crash of the process, which is
+    what a service restart must survive (the ledger, which guards effects, syncs fully).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        with self._tx() as cur:
+            create(cur, _column_names, self._mark)
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = cast("sqlite3.Connection | None", getattr(self._local, "conn", None))
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+            with self._guard:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self, *, write: bool = True) -> Iterator[Cursor]:
+        conn = self._connection()
+        cur = conn.cursor()
+        cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        try:
+            yield cast("Cursor", cur)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+    def close(self) -> None:
+        """Close every thread's connection."""
+        with self._guard:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+def _column_names(cur: Cursor) -> set[str]:
+    cur.execute("SELECT name FROM pragma_table_info('toolbound_service_calls')")
+    return {str(row[0]) for row in cur.fetchall()}

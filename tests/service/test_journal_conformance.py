@@ -1,0 +1,291 @@
+"""The journal's one record per call — a head and its append-only events — on every store.
+
+One suite, run unchanged against SQLite and PostgreSQL (R19): events follow the head
+in one transaction and are never rewritten; a decision is one compare-and-set and
+one event, once across processes; retention removes whole calls and never one a
+person or a recovery still has to act on; a database an older release wrote (the
+trace inside the head's body) is brought forward when it is opened.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from toolbound.journal import (
+    Journal,
+    JournalError,
+    PostgresJournal,
+    SQLiteJournal,
+    StoredCall,
+    call_event,
+    schema,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
+
+T0 = datetime(2026, 7, 19, 6, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Journal]]:
+    """Open (another) journal over this test's storage: same file, or same schema."""
+    opened: list[Journal] = []
+
+    def make() -> Journal:
+        if request.param == "sqlite":
+            journal: Journal = SQLiteJournal(tmp_path / "journal.db")
+        else:
+            journal = PostgresJournal(request.getfixturevalue("pg_conninfo"))
+        opened.append(journal)
+        return journal
+
+    yield make
+    for journal in opened:
+        journal.close()
+
+
+@pytest.fixture
+def journal(open_journal: Callable[[], Journal]) -> Journal:
+    return open_journal()
+
+
+def head(invocation_id: str = "inv-1", **kw: object) -> StoredCall:
+    fields: dict[str, object] = {
+        "invocation_id": invocation_id,
+        "tenant": "acme",
+        "subject": "mira",
+        "principal": "agent",
+        "tool": "notes.send",
+        "status": "running",
+        "state": "proposed",
+        "digest": None,
+        "decision": None,
+        "approver": None,
+        "created_at": T0,
+        "updated_at": T0,
+        "body": {"request": {"tool": "notes.send"}},
+    }
+    fields.update(kw)
+    return StoredCall(**fields)  # type: ignore[arg-type]
+
+
+def event(kind: str, n: int, state: str | None = None) -> dict[str, object]:
+    return call_event(kind, T0 + timedelta(milliseconds=n), {"n": n}, state=state)
+
+
+def parked(journal: Journal, invocation_id: str = "inv-1") -> None:
+    journal.put_call(
+        head(
+            invocation_id,
+            status="awaiting_confirmation",
+            state="awaiting_confirmation",
+            digest="d" * 64,
+        ),
+        events=[event("proposal", 0), event("transition", 1, "awaiting_confirmation")],
+    )
+
+
+def test_a_head_and_its_events_are_written_together_in_order(journal: Journal) -> None:
+    """Events are numbered from 0 within the call; a later write appends after them."""
+    journal.put_call(head(), events=[event("proposal", 0), event("transition", 1, "validated")])
+    journal.put_call(
+        head(status="observed", state="observed"),
+        events=[event("transition", 2, "observed"), event("tool_message", 3)],
+    )
+    events = journal.events("inv-1")
+    assert [(e["seq"], e["kind"], e["data"]) for e in events] == [
+        (0, "proposal", {"n": 0}),
+        (1, "transition", {"n": 1}),
+        (2, "transition", {"n": 2}),
+        (3, "tool_message", {"n": 3}),
+    ]
+    stored = journal.get_call("inv-1")
+    assert stored is not None
+    assert (stored.status, stored.state) == ("observed", "observed")
+    assert "trace" not in stored.body
+
+
+def test_rewriting_the_head_never_touches_its_events(journal: Journal) -> None:
+    """A head written again without events leaves the trace exactly as it was."""
+    journal.put_call(head(), events=[event("proposal", 0)])
+    before = journal.events("inv-1")
+    journal.put_call(head(status="interrupted", body={"note": {"reason": "x"}}))
+    assert journal.events("inv-1") == before
+    assert journal.events("no-such-call") == []
+
+
+def test_a_head_refused_to_a_non_owner_appends_nothing(journal: Journal) -> None:
+    """The head and its events are one transaction: a refused write leaves neither."""
+    journal.put_call(head(owner="replica-a"), events=[event("proposal", 0)], lease=30)
+    with pytest.raises(JournalError) as refused:
+        journal.put_call(
+            head(owner="replica-b", status="observed"), events=[event("tool_message", 1)]
+        )
+    assert refused.value.code == "not_owner"
+    assert [e["kind"] for e in journal.events("inv-1")] == ["proposal"]
+    assert journal.get_call("inv-1").status == "running"  # type: ignore[union-attr]
+
+
+def test_a_decision_is_an_event_bound_to_the_digest_shown(journal: Journal) -> None:
+    """Deciding appends who, when, which way, the digest and the reason to the trace."""
+    parked(journal)
+    decided = journal.decide("inv-1", decision="denied", approver="ana", now=T0, reason="not today")
+    assert (decided.decision, decided.approver) == ("denied", "ana")
+    last = journal.events("inv-1")[-1]
+    assert (last["seq"], last["kind"], last["at"]) == (2, "decision", T0.isoformat())
+    assert last["data"] == {
+        "decision": "denied",
+        "approver": "ana",
+        "digest": "d" * 64,
+        "reason": "not today",
+    }
+
+
+def test_a_second_decision_is_refused_and_appends_nothing(journal: Journal) -> None:
+    """R7: one decision per call; the loser's attempt leaves no event."""
+    parked(journal)
+    journal.decide("inv-1", decision="approved", approver="ana", now=T0, digest="e" * 64)
+    with pytest.raises(JournalError) as refused:
+        journal.decide("inv-1", decision="denied", approver="bo", now=T0)
+    assert refused.value.code == "already_decided"
+    decisions = [e for e in journal.events("inv-1") if e["kind"] == "decision"]
+    assert [d["data"]["approver"] for d in decisions] == ["ana"]  # type: ignore[index]
+    assert decisions[0]["data"]["digest"] == "e" * 64  # type: ignore[index]
+
+
+def test_racing_decisions_from_two_processes_record_exactly_one(
+    open_journal: Callable[[], Journal],
+) -> None:
+    """Several stores deciding one call at once: one wins, one decision event is kept."""
+    first = open_journal()
+    parked(first)
+    racers = [first, open_journal(), open_journal(), open_journal()]
+    barrier = threading.Barrier(len(racers))
+    won: list[str] = []
+    refused: list[str] = []
+
+    def decide(n: int, journal: Journal) -> None:
+        barrier.wait()
+        try:
+            journal.decide("inv-1", decision="approved", approver=f"p{n}", now=T0)
+        except JournalError as exc:
+            refused.append(exc.code)
+        else:
+            won.append(f"p{n}")
+
+    threads = [threading.Thread(target=decide, args=(n, j)) for n, j in enumerate(racers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1
+    assert refused == ["already_decided"] * (len(racers) - 1)
+    decisions = [e for e in first.events("inv-1") if e["kind"] == "decision"]
+    assert [d["data"]["approver"] for d in decisions] == won  # type: ignore[index]
+    assert first.get_call("inv-1").approver == won[0]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("status", "kept"),
+    [
+        ("observed", False),
+        ("rejected", False),
+        ("interrupted", False),
+        ("reconciled_committed", False),
+        ("awaiting_confirmation", True),
+        ("outcome_unknown", True),
+        ("running", True),
+    ],
+)
+def test_retention_removes_whole_calls_and_never_one_still_to_act_on(
+    journal: Journal, status: str, *, kept: bool
+) -> None:
+    """A call past retention goes with all its events; parked and unknown ones stay."""
+    journal.put_call(head("old", status=status), events=[event("proposal", 0), event("x", 1)])
+    journal.put_call(
+        head("new", status="observed", updated_at=T0 + timedelta(days=2)),
+        events=[event("proposal", 0)],
+    )
+    removed = journal.purge(before=T0 + timedelta(days=1))
+    assert removed == (0 if kept else 1)
+    assert (journal.get_call("old") is not None) is kept
+    assert len(journal.events("old")) == (2 if kept else 0)
+    assert len(journal.events("new")) == 1
+
+
+def test_an_older_database_has_its_traces_moved_into_events_once(
+    request: pytest.FixtureRequest, tmp_path: Path, open_journal: Callable[[], Journal]
+) -> None:
+    """A head an older release wrote, trace inside its body, is read as events after opening.
+
+    The move is done once per database; a trace written the old way later is still read.
+    """
+    trace = [
+        {"seq": 0, "at": T0.isoformat(), "kind": "proposal", "state": None, "data": {"a": 1}},
+        {"seq": 1, "at": T0.isoformat(), "kind": "tool_message", "state": None, "data": {}},
+    ]
+    body = {"request": {"tool": "t"}, "response": {"trace_id": "x"}, "trace": trace}
+    old_table = (
+        "CREATE TABLE toolbound_service_calls (invocation_id TEXT PRIMARY KEY,"
+        " tenant TEXT NOT NULL, subject TEXT NOT NULL, principal TEXT NOT NULL,"
+        " tool TEXT NOT NULL, status TEXT NOT NULL, state TEXT NOT NULL, digest TEXT,"
+        " decision TEXT, approver TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,"
+        " body TEXT NOT NULL, owner TEXT, lease_until DOUBLE PRECISION, request_key TEXT,"
+        " surface TEXT)"
+    )
+    insert = (
+        "INSERT INTO toolbound_service_calls (invocation_id, tenant, subject, principal,"
+        " tool, status, state, created_at, updated_at, body) VALUES"
+        " ('old', 'acme', 'mira', 'agent', 't', 'observed', 'observed', ?, ?, ?)"
+    )
+    values = (T0.isoformat(), T0.isoformat(), json.dumps(body))
+    if "sqlite" in request.node.callspec.id:
+        with sqlite3.connect(tmp_path / "journal.db") as conn:
+            conn.execute(old_table)
+            conn.execute(insert, values)
+    else:
+        import psycopg
+
+        with psycopg.connect(request.getfixturevalue("pg_conninfo"), autocommit=True) as conn:
+            conn.execute(old_table.encode())
+            conn.execute(insert.replace("?", "%s").encode(), values)
+    journal = open_journal()
+    assert [e["kind"] for e in journal.events("old")] == ["proposal", "tool_message"]
+    assert journal.events("old")[0]["data"] == {"a": 1}
+    assert journal.get_call("old").body == {  # type: ignore[union-attr]
+        "request": {"tool": "t"},
+        "response": {"trace_id": "x"},
+    }
+    # Opened again (another process): nothing is moved twice.
+    open_journal()
+    assert len(journal.events("old")) == 2
+    # A replica of the older release, still running, writes its trace into a head
+    # after the move: read from there, in the same shape.
+    with journal._tx() as cur:  # type: ignore[attr-defined]
+        cur.execute(journal._q(insert.replace("'old'", "'late'")), values)  # type: ignore[attr-defined]
+    assert journal.events("late") == journal.events("old")
+    open_journal()  # the move ran once: opening does not scan every head again
+    assert "trace" in journal.get_call("late").body  # type: ignore[union-attr]
+
+
+def test_other_modules_add_their_tables_to_the_journals_schema(
+    open_journal: Callable[[], Journal], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement given to extend_schema runs whenever a journal opens, idempotently."""
+    monkeypatch.setattr(schema, "SCHEMA", list(schema.SCHEMA))
+    schema.extend_schema("CREATE TABLE IF NOT EXISTS toolbound_test_extra (k TEXT PRIMARY KEY)")
+    schema.extend_schema("CREATE TABLE IF NOT EXISTS toolbound_test_extra (k TEXT PRIMARY KEY)")
+    journal = open_journal()
+    open_journal()
+    with journal._tx() as cur:  # type: ignore[attr-defined]
+        cur.execute("INSERT INTO toolbound_test_extra (k) VALUES ('x')")
+        cur.execute("SELECT k FROM toolbound_test_extra")
+        assert cur.fetchall() == [("x",)]
