@@ -406,22 +406,38 @@ def _serve(
     port: int | None,
 ) -> None:
     from toolbound._model import Subject  # noqa: PLC0415
+    from toolbound.mcp.config import DEFAULT_MAX_CONTENT_BYTES  # noqa: PLC0415
     from toolbound.mcp.confirmations import ConfirmationEndpoint  # noqa: PLC0415
     from toolbound.mcp.server import (  # noqa: PLC0415
         GuardedServer,
         HttpEndpoint,
         StaticCatalog,
         holds_capabilities,
+        holds_capability,
     )
+    from toolbound.mcp.serving_resources import LocalResources  # noqa: PLC0415
     from toolbound.wiring import load_registry  # noqa: PLC0415
 
+    registry = load_registry(tools)
+    grants = config.grant_holders()
+    library = None
+    if registry.library:
+        library = LocalResources(
+            registry.library,
+            runtime=runtime,
+            holds=holds_capability(grants),
+            limit=DEFAULT_MAX_CONTENT_BYTES,
+        )
     server = GuardedServer(
         runtime=runtime,
-        catalog=StaticCatalog(load_registry(tools), holds_capabilities(config.grant_holders())),
+        catalog=StaticCatalog(registry, holds_capabilities(grants)),
         name=config.gateway.name,
         confirm="console" if config.service.four_eyes else config.gateway.confirm,
         timeout=config.service.timeout,
         result_budget=config.service.result_budget,
+        # A tool answering with Content: its image, audio and resource blocks as blocks.
+        content=lambda _name: ("", DEFAULT_MAX_CONTENT_BYTES),
+        federation=library,
     )
     if not http:
         principal = config.stdio_principal()
