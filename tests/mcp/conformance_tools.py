@@ -195,10 +195,27 @@ def test_prompt_with_image() -> list[Message]:
     ]
 
 
+def basic() -> Registry:
+    """For ``--tools conformance_tools:basic``: the three tools whose names only this pack has.
+
+    The gateway's conformance run serves them from here, and the suite's other
+    fixtures (same names) from ``conformance_upstream.py``, a plain MCP server.
+    """
+    return _registry(TOOLS[:3], library=False)
+
+
 def tools() -> Registry:
-    """For ``--tools conformance_tools:tools``."""
+    """For ``--tools conformance_tools:tools``: every fixture."""
+    return _registry(TOOLS, library=True)
+
+
+def _registry(
+    chosen: tuple[tuple[str, str, dict[str, object], Callable[..., object]], ...],
+    *,
+    library: bool,
+) -> Registry:
     r = Registry()
-    for name, description, schema, run in TOOLS:
+    for name, description, schema, run in chosen:
         r.register(
             ToolSpec(
                 name=name,
@@ -210,6 +227,8 @@ def tools() -> Registry:
             ),
             run,  # type: ignore[arg-type]
         )
+    if not library:
+        return r
     for item in (static_text, static_binary, watched_resource, template_data):
         item.register(r)
     for made in (
