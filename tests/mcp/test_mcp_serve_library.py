@@ -456,9 +456,12 @@ def test_elsewhere_a_content_answer_is_a_json_value_and_reports_go_nowhere(pack:
 
 
 def test_progress_and_logs_from_a_sync_tool_reach_the_client_in_order(
-    server: GuardedServer, pack: Pack
+    server: GuardedServer, pack: Pack, events: Events
 ) -> None:
-    """docs.work in a worker thread: three progress steps; logs from the level set (warning)."""
+    """docs.work in a worker thread: three progress steps; logs from the level set (warning).
+
+    The trace counts what was sent and dropped, without the messages (R14).
+    """
     logs: list[types.LoggingMessageNotificationParams] = []
     steps: list[tuple[float, float | None, str | None]] = []
 
@@ -480,9 +483,13 @@ def test_progress_and_logs_from_a_sync_tool_reach_the_client_in_order(
     assert pack.reported_from != [threading.main_thread().name]
     assert steps == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
     assert [(log.level, log.data) for log in logs] == [("warning", "disk almost full")]
+    (counted,) = events.kinds("tool_reports")
+    assert dict(counted.data) == {"progress": 3, "logs": 1, "dropped": 2}
 
 
-def test_without_a_level_set_info_and_above_reach_the_client(server: GuardedServer) -> None:
+def test_without_a_level_set_info_and_above_reach_the_client(
+    server: GuardedServer, events: Events
+) -> None:
     """No logging/setLevel: info and warning arrive, debug does not; no token, no progress."""
     logs: list[types.LoggingMessageNotificationParams] = []
 
@@ -498,6 +505,8 @@ def test_without_a_level_set_info_and_above_reach_the_client(server: GuardedServ
         ("info", "docs", {"rows": 3}),
         ("warning", None, "disk almost full"),
     ]
+    (counted,) = events.kinds("tool_reports")
+    assert dict(counted.data) == {"progress": 0, "logs": 2, "dropped": 4}
 
 
 def test_a_defined_tool_returning_content_declares_no_output_schema() -> None:

@@ -12,7 +12,8 @@ For the length of one ``tools/call``, :func:`relaying` sets
 
 A sync tool reports from a worker thread: each report is queued onto the event loop
 and one sender sends them in order, on the call's own stream; the call's result
-goes back only once every report before it has been sent.
+goes back only once every report before it has been sent. The call's trace records
+how many were sent and dropped (``tool_reports``), not what they said (R14).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import contextlib
 import logging
 import warnings
 import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast, get_args
 
 from toolbound.execution.tool import REPORTER, LogLevel
@@ -40,8 +42,9 @@ if TYPE_CHECKING:
 
     from toolbound._model import JSONValue
     from toolbound.mcp.relay import ProgressSink
+    from toolbound.trace import Trace
 
-__all__ = ["DEFAULT_LOG_LEVEL", "LogLevels", "connection_of", "relaying"]
+__all__ = ["DEFAULT_LOG_LEVEL", "LogLevels", "Reports", "connection_of", "relaying"]
 
 DEFAULT_LOG_LEVEL: Final[LogLevel] = "info"
 """What a client gets until it sets a level."""
@@ -72,6 +75,24 @@ class LogLevels:
         return self._levels.get(connection_of(ctx.session), DEFAULT_LOG_LEVEL)
 
 
+@dataclass(slots=True)
+class Reports:
+    """How many of one call's reports were sent, and how many dropped.
+
+    Dropped: progress without a token, a log below the level, a report undeliverable.
+    """
+
+    progress: int = 0
+    logs: int = 0
+    dropped: int = 0
+
+    def record(self, trace: Trace) -> None:
+        """Add a ``tool_reports`` event to the call's trace, if the tool reported at all."""
+        if self.progress or self.logs or self.dropped:
+            trace.record("tool_reports", progress=self.progress, logs=self.logs,
+                         dropped=self.dropped)  # fmt: skip
+
+
 class _Relay:
     """A :class:`~toolbound.execution.tool.Reporter` that queues reports for one sender."""
 
@@ -81,6 +102,7 @@ class _Relay:
         progress: ProgressSink | None,
         level: LogLevel,
     ) -> None:
+        self.reports = Reports()
         self._ctx = ctx
         self._progress = progress
         self._least = _RANK[level]
@@ -88,12 +110,11 @@ class _Relay:
         self._queue: asyncio.Queue[tuple[Any, ...] | None] = asyncio.Queue()
 
     def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        if self._progress is not None:
-            self._put(("progress", progress, total, message))
+        self._put(("progress", progress, total, message) if self._progress else ("drop",))
 
     def log(self, level: LogLevel, data: JSONValue, logger: str | None) -> None:
-        if _RANK.get(level, -1) >= self._least:
-            self._put(("log", level, data, logger))
+        wanted = _RANK.get(level, -1) >= self._least
+        self._put(("log", level, data, logger) if wanted else ("drop",))
 
     def close(self) -> None:
         # Through the loop's queue as well, so it comes after every report made before.
@@ -104,11 +125,22 @@ class _Relay:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
     async def send_all(self) -> None:
+        # Counted here, on the loop's thread only.
+        reports = self.reports
         while (item := await self._queue.get()) is not None:
+            if item[0] == "drop":
+                reports.dropped += 1
+                continue
             try:
                 await self._send(item)
             except Exception as exc:  # noqa: BLE001 - a lost report must not fail the call
                 _LOG.debug("a tool's report was not delivered: %r", exc)
+                reports.dropped += 1
+                continue
+            if item[0] == "progress":
+                reports.progress += 1
+            else:
+                reports.logs += 1
 
     async def _send(self, item: tuple[Any, ...]) -> None:
         if item[0] == "progress":
@@ -128,19 +160,20 @@ async def relaying(
     ctx: ServerRequestContext[Any, Any] | None,
     progress: ProgressSink | None,
     levels: LogLevels,
-) -> AsyncIterator[None]:
+) -> AsyncIterator[Reports]:
     """Relay the reports of the tool calls made inside to the client of ``ctx``.
 
-    ``progress`` is where progress goes (the client's token), if anywhere.
+    ``progress`` is where progress goes (the client's token), if anywhere. The
+    :class:`Reports` yielded are complete once the block has ended.
     """
     if ctx is None:
-        yield
+        yield Reports()
         return
     relay = _Relay(ctx, progress, levels.get(ctx))
     sender = asyncio.create_task(relay.send_all())
     token = REPORTER.set(relay)
     try:
-        yield
+        yield relay.reports
     finally:
         REPORTER.reset(token)
         relay.close()

@@ -568,10 +568,11 @@ class GuardedServer:
         sink = _progress_sink(ctx, meta)
         relayed = PROGRESS.set(sink)
         try:
-            async with relaying(ctx, sink, self.log_levels):
+            async with relaying(ctx, sink, self.log_levels) as reports:
                 outcome = await self.runtime.arun(proposal, context)
         finally:
             PROGRESS.reset(relayed)
+        reports.record(outcome.trace)
         parked = self._parked(outcome)
         if parked is None:
             return self._result(outcome, tools, legacy=legacy)
