@@ -406,7 +406,6 @@ def _serve(
     port: int | None,
 ) -> None:
     from toolbound._model import Subject  # noqa: PLC0415
-    from toolbound.mcp.config import DEFAULT_MAX_CONTENT_BYTES  # noqa: PLC0415
     from toolbound.mcp.confirmations import ConfirmationEndpoint  # noqa: PLC0415
     from toolbound.mcp.server import (  # noqa: PLC0415
         GuardedServer,
@@ -426,7 +425,7 @@ def _serve(
             registry.library,
             runtime=runtime,
             holds=holds_capability(grants),
-            limit=DEFAULT_MAX_CONTENT_BYTES,
+            limit=config.gateway.max_content_bytes,
         )
     server = GuardedServer(
         runtime=runtime,
@@ -436,7 +435,7 @@ def _serve(
         timeout=config.service.timeout,
         result_budget=config.service.result_budget,
         # A tool answering with Content: its image, audio and resource blocks as blocks.
-        content=lambda _name: ("", DEFAULT_MAX_CONTENT_BYTES),
+        content=lambda _name: ("", config.gateway.max_content_bytes),
         federation=library,
     )
     if not http:
