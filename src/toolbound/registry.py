@@ -12,21 +12,19 @@ import inspect
 import re
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from toolbound._errors import SpecError
 from toolbound.gates.validate import CompiledSchema
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from toolbound._model import ToolSpec
     from toolbound.execution.tool import AsyncToolFunction, ToolFunction
     from toolbound.library import PromptSpec, ResourceSpec, TemplateSpec
 
 __all__ = ["Library", "RegisteredTool", "Registry", "ToolSet", "check_spec"]
-
-_T = TypeVar("_T")
 
 # Dots name families (orders.get); providers accept at most 64 of [A-Za-z0-9_-],
 # adapters map dots where a provider needs it.
@@ -168,15 +166,29 @@ class Library:
 
     def add_resource(self, spec: ResourceSpec) -> None:
         """Add a resource."""
-        _put(self.resources, spec.uri, spec, "resource")
+        _free(self.resources, spec.uri, "resource")
+        self._unnamed(spec.name)
+        self.resources[spec.uri] = spec
 
     def add_template(self, spec: TemplateSpec) -> None:
         """Add a resource template."""
-        _put(self.templates, spec.uri_template, spec, "resource template")
+        _free(self.templates, spec.uri_template, "resource template")
+        self._unnamed(spec.name)
+        self.templates[spec.uri_template] = spec
+
+    def _unnamed(self, name: str) -> None:
+        # Each is read by its own read tool, resources.read.<name>: names are unique.
+        taken = {r.name for r in self.resources.values()} | {
+            t.name for t in self.templates.values()
+        }
+        if name in taken:
+            msg = f"a resource or template named {name} is already registered"
+            raise SpecError(msg)
 
     def add_prompt(self, spec: PromptSpec) -> None:
         """Add a prompt."""
-        _put(self.prompts, spec.name, spec, "prompt")
+        _free(self.prompts, spec.name, "prompt")
+        self.prompts[spec.name] = spec
 
     def __bool__(self) -> bool:
         return bool(self.resources or self.templates or self.prompts)
@@ -211,11 +223,10 @@ class Library:
         return stop
 
 
-def _put(into: dict[str, _T], key: str, item: _T, what: str) -> None:
+def _free(into: Mapping[str, object], key: str, what: str) -> None:
     if key in into:
         msg = f"{what} {key} is already registered"
         raise SpecError(msg)
-    into[key] = item
 
 
 class ToolSet:
