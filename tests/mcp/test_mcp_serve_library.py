@@ -337,6 +337,30 @@ def test_a_subscriber_hears_when_the_pack_says_a_resource_changed(
     assert updates == ["docs://readme"]
 
 
+def test_a_listen_stream_honours_only_the_resources_the_caller_may_read(
+    server: GuardedServer,
+) -> None:
+    """2026-07-28: mira listens to the read-me and an unknown URI; only the read-me is honoured.
+
+    Nobody, who may read neither, is honoured nothing; mira hears the read-me change.
+    """
+
+    async def scenario() -> tuple[list[str], list[str], str]:
+        async with Client(server.lowlevel(MIRA)) as mira, Client(server.lowlevel(NOBODY)) as no:
+            async with no.listen(resource_subscriptions=["docs://readme"]) as theirs:
+                refused = list(theirs.honored.resource_subscriptions or [])
+            async with mira.listen(
+                resource_subscriptions=["docs://readme", "docs://nowhere"]
+            ) as mine:
+                honored = list(mine.honored.resource_subscriptions or [])
+                await mira.call_tool("docs.touch", {})
+                event = await asyncio.wait_for(anext(aiter(mine)), 5)
+            return refused, honored, str(event.uri)  # type: ignore[union-attr]
+
+    refused, honored, changed = run(scenario())
+    assert (refused, honored, changed) == ([], ["docs://readme"], "docs://readme")
+
+
 def test_a_subscription_to_a_resource_the_caller_may_not_read_is_refused(
     server: GuardedServer,
 ) -> None:

@@ -10,8 +10,10 @@ declared for an item; to any other caller the item does not exist::
                                                authorized, traced, contents bounded
                                                and marked untrusted
     resources/subscribe, /unsubscribe          for a resource the caller may read;
-                                               Library.changed(uri) sends each
+      (2026-07-28: subscriptions/listen)       Library.changed(uri) sends each
                                                subscriber notifications/resources/updated
+                                               (a listen stream honours only the URIs
+                                               the caller may read)
     prompts/list, prompts/get                  rendered by the pack's function, with
                                                its required arguments checked; image,
                                                audio and resource blocks marked untrusted
@@ -36,6 +38,7 @@ from toolbound.results.content import Text, block_json
 
 try:
     import mcp_types as types
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
     from mcp.shared.exceptions import MCPError
     from pydantic import TypeAdapter
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -74,6 +77,15 @@ class Subscribable(Protocol):
         """Stop telling ``session`` about ``uri``."""
         ...
 
+    async def listen(
+        self,
+        subject: Subject,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.SubscriptionsListenRequestParams,
+    ) -> types.SubscriptionsListenResult:
+        """Serve one ``subscriptions/listen`` stream (2026-07-28) for ``subject``."""
+        ...
+
 
 class LocalResources:
     """The resources, templates and prompts of ``library``, for the callers ``holds`` allows.
@@ -104,12 +116,15 @@ class LocalResources:
             id(item): registry.register(*reader(item)) for item in items
         }
         self._subscribers: dict[str, list[tuple[Subject, ServerSession]]] = {}
+        self._bus = InMemorySubscriptionBus()
+        self._listening = ListenHandler(self._bus)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = library.watch(self._changed)
 
     def close(self) -> None:
-        """Stop watching the library for changes."""
+        """Stop watching the library for changes, and end every listen stream."""
         self._stop()
+        self._listening.close()
 
     # -- resources ---------------------------------------------------------------------
 
@@ -153,6 +168,23 @@ class LocalResources:
         found = self._subscribers.setdefault(uri, [])
         if not any(connection_of(s) is connection_of(session) for _, s in found):
             found.append((subject, session))
+
+    async def listen(
+        self,
+        subject: Subject,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.SubscriptionsListenRequestParams,
+    ) -> types.SubscriptionsListenResult:
+        """``subscriptions/listen``: updates of the requested resources ``subject`` may read.
+
+        A URI it may not read, or that no one declared, is left out of the honoured
+        filter the stream acknowledges, as the SDK leaves out what it does not serve.
+        """
+        self._loop = asyncio.get_running_loop()
+        wanted = params.notifications
+        mine = [u for u in wanted.resource_subscriptions or () if self._readable(subject, u)]
+        narrowed = wanted.model_copy(update={"resource_subscriptions": mine or None})
+        return await self._listening(ctx, params.model_copy(update={"notifications": narrowed}))
 
     async def unsubscribe(self, subject: Subject, uri: str, session: ServerSession) -> None:
         """``resources/unsubscribe``: no more updates of ``uri`` for ``session``."""
@@ -232,6 +264,10 @@ class LocalResources:
             raise not_found(uri)  # hidden is the same as absent, as for tools
         return owner
 
+    def _readable(self, subject: Subject, uri: str) -> bool:
+        owner = self._library.owner(uri)
+        return owner is not None and self._may(subject, owner.capabilities)
+
     def _prompt(self, subject: Subject, name: str) -> PromptSpec:
         spec = self._library.prompts.get(name)
         if spec is None or not self._may(subject, spec.capabilities):
@@ -243,8 +279,8 @@ class LocalResources:
     def _changed(self, uri: str) -> None:
         """From any thread: schedule the updates on the loop the subscriptions came from."""
         loop = self._loop
-        if loop is None or not self._subscribers.get(uri):
-            return
+        if loop is None:
+            return  # nobody has subscribed or listened yet
         with contextlib.suppress(RuntimeError):  # the loop has closed: nobody to tell
 
             def start() -> None:
@@ -253,10 +289,10 @@ class LocalResources:
             loop.call_soon_threadsafe(start)
 
     async def _tell(self, uri: str) -> None:
+        await self._bus.publish(ResourceUpdated(uri=uri))
         found = self._subscribers.get(uri, [])
         for subject, session in list(found):
-            owner = self._library.owner(uri)
-            if owner is None or not self._may(subject, owner.capabilities):
+            if not self._readable(subject, uri):
                 continue
             try:
                 await session.send_resource_updated(uri)
@@ -269,7 +305,11 @@ def subscription_handlers(
     subscribable: Subscribable,
     caller: Callable[[ServerRequestContext[Any, Any]], Subject],
 ) -> dict[str, Any]:
-    """The SDK handlers for ``resources/subscribe`` and ``/unsubscribe``, each as the caller."""
+    """The SDK handlers for resource subscriptions, each as the caller.
+
+    ``resources/subscribe`` and ``/unsubscribe`` (2025-era connections),
+    ``subscriptions/listen`` (2026-07-28).
+    """
 
     async def on_subscribe_resource(
         ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
@@ -283,9 +323,15 @@ def subscription_handlers(
         await subscribable.unsubscribe(caller(ctx), str(params.uri), ctx.session)
         return types.EmptyResult()
 
+    async def on_subscriptions_listen(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        return await subscribable.listen(caller(ctx), ctx, params)
+
     return {
         "on_subscribe_resource": on_subscribe_resource,
         "on_unsubscribe_resource": on_unsubscribe_resource,
+        "on_subscriptions_listen": on_subscriptions_listen,
     }
 
 
