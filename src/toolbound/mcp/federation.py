@@ -36,7 +36,7 @@ from toolbound.registry import Registry
 try:
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
     raise ImportError(msg) from exc
@@ -55,7 +55,6 @@ __all__ = ["READ_TOOL_PREFIX", "RESOURCE_NOT_FOUND", "Federation"]
 _LOG = logging.getLogger("toolbound.mcp")
 _T = TypeVar("_T")
 _Named = TypeVar("_Named", types.Resource, types.ResourceTemplate, types.Prompt)
-_CONTENTS = TypeAdapter(list[types.TextResourceContents | types.BlobResourceContents])
 _URI_SCHEMA: Final = {
     "type": "object",
     "properties": {"uri": {"type": "string", "minLength": 1}},
