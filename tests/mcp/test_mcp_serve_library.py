@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -18,21 +19,23 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import pytest
+import uvicorn
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_support import LEO, MIRA, run
 
 from toolbound import Grant, GrantPolicy, Proposal, Registry, Runtime, Subject, ToolSpec
 from toolbound.define import tool
 from toolbound.library import Message, prompt, resource, resource_template
-from toolbound.mcp import GuardedServer, StaticCatalog, holds_capabilities
+from toolbound.mcp import GuardedServer, HttpEndpoint, StaticCatalog, holds_capabilities
 from toolbound.mcp.server import holds_capability
 from toolbound.mcp.serving_resources import LocalResources
 from toolbound.pipeline.runtime import CallContext
 from toolbound.results.content import Content, Embedded, Image, Text
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
 
     from toolbound import ToolContext
     from toolbound._model import JSONObject, JSONValue, Resource
@@ -542,3 +545,72 @@ def test_a_defined_tool_returning_content_declares_no_output_schema() -> None:
         return Content(Image(data=PNG, mime_type="image/png"))
 
     assert snapshot.spec.output_schema is None
+
+
+# -- over streamable HTTP ----------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def over_http(server: GuardedServer) -> AsyncIterator[str]:
+    """``server`` on a free loopback port in local mode as mira; yields its MCP URL."""
+    endpoint = HttpEndpoint(
+        server, authenticate=lambda _token: None, allowed_hosts=["127.0.0.1:*"], local=MIRA
+    )
+    app = endpoint.starlette("/mcp")
+    web = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    )
+    task = asyncio.create_task(web.serve())
+    try:
+        while not web.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.02)
+        yield f"http://127.0.0.1:{web.servers[0].sockets[0].getsockname()[1]}/mcp"
+    finally:
+        web.should_exit = True
+        await task
+
+
+def test_over_http_updates_logs_and_progress_reach_the_client(server: GuardedServer) -> None:
+    """Streamable HTTP, 2025-era: the update on the standalone stream, logs and progress.
+
+    Logs and progress ride the call's own stream, before its result.
+    """
+    updates: list[str] = []
+    logs: list[object] = []
+    steps: list[float] = []
+    heard = asyncio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            heard.set()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async def on_progress(progress: float, _total: float | None, _message: str | None) -> None:
+        steps.append(progress)
+
+    async def scenario() -> None:
+        async with (
+            over_http(server) as url,
+            Client(
+                streamable_http_client(url),
+                mode="legacy",
+                message_handler=on_message,
+                logging_callback=on_log,
+            ) as client,
+        ):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # 2025-era methods
+                await client.subscribe_resource("docs://readme")
+            await client.call_tool("docs.touch", {})
+            await asyncio.wait_for(heard.wait(), 5)
+            await client.call_tool("docs.work", {}, progress_callback=on_progress)
+
+    run(scenario())
+    assert updates == ["docs://readme"]
+    assert steps == [1, 2, 3]
+    assert logs == [{"rows": 3}, "disk almost full"]
