@@ -70,6 +70,7 @@ from toolbound.gates.validate import CompiledSchema
 from toolbound.provenance.roles import Role
 from toolbound.provenance.roles import plan as plan_roles
 from toolbound.registry import check_spec
+from toolbound.results.content import Content
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -92,7 +93,16 @@ if TYPE_CHECKING:
     from toolbound.provenance.roles import RoleName
     from toolbound.registry import RegisteredTool, Registry
 
-__all__ = ["DefinedTool", "Role", "Secret", "SpecOptions", "Transaction", "define", "tool"]
+__all__ = [
+    "DefinedTool",
+    "Role",
+    "Secret",
+    "SpecOptions",
+    "Transaction",
+    "define",
+    "docstring_params",
+    "tool",
+]
 
 
 Schema = dict[str, object]
@@ -230,7 +240,8 @@ def define(
     if returns is inspect.Signature.empty:
         msg = f"{where}: the return type is not annotated (use -> None for no output)"
         raise SpecError(msg)
-    if returns is not None and returns is not type(None):
+    # Content blocks are checked as blocks when made; they declare no output schema.
+    if returns is not None and returns is not type(None) and returns is not Content:
         out_builder = _Builder(where, output=True)
         output_schema = out_builder.schema(returns, "return value")[0]
         out_builder.attach_defs(output_schema)
@@ -895,6 +906,11 @@ _GOOGLE_SECTION = re.compile(r"^[A-Z][A-Za-z ]*:\s*$")
 _GOOGLE_ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
 _REST_PARAM = re.compile(r"^:(?:param|parameter|arg|argument)\s+(?:[^:]*\s)?(\w+):\s*(.*)$")
 _REST_FIELD = re.compile(r"^:\w")
+
+
+def docstring_params(text: str) -> dict[str, str]:
+    """Each parameter's description in a docstring (Google ``Args:`` or reST ``:param:``)."""
+    return _Docstring.parse(text).params
 
 
 @dataclass(frozen=True, slots=True)

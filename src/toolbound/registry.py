@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,12 +18,13 @@ from toolbound._errors import SpecError
 from toolbound.gates.validate import CompiledSchema
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from toolbound._model import ToolSpec
     from toolbound.execution.tool import AsyncToolFunction, ToolFunction
+    from toolbound.library import PromptSpec, ResourceSpec, TemplateSpec
 
-__all__ = ["RegisteredTool", "Registry", "ToolSet", "check_spec"]
+__all__ = ["Library", "RegisteredTool", "Registry", "ToolSet", "check_spec"]
 
 # Dots name families (orders.get); providers accept at most 64 of [A-Za-z0-9_-],
 # adapters map dots where a provider needs it.
@@ -45,7 +47,7 @@ class RegisteredTool:
 class Registry:
     """Every tool version this runtime can run."""
 
-    __slots__ = ("_assert_format", "_tools")
+    __slots__ = ("_assert_format", "_tools", "library")
 
     def __init__(self, *, assert_format: bool = True) -> None:
         """Start empty.
@@ -56,6 +58,9 @@ class Registry:
         """
         self._tools: dict[tuple[str, str], RegisteredTool] = {}
         self._assert_format = assert_format
+        self.library = Library()
+        """The resources, resource templates and prompts served beside the tools
+        (:mod:`toolbound.library`)."""
 
     def register(
         self,
@@ -138,6 +143,90 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+class Library:
+    """A pack's resources, resource templates and prompts, and who watches them change.
+
+    Declared with :mod:`toolbound.library`; a second declaration of the same URI,
+    template or prompt name is refused.
+    """
+
+    __slots__ = ("_lock", "_watchers", "prompts", "resources", "templates")
+
+    def __init__(self) -> None:
+        self.resources: dict[str, ResourceSpec] = {}
+        """By URI."""
+        self.templates: dict[str, TemplateSpec] = {}
+        """By URI template."""
+        self.prompts: dict[str, PromptSpec] = {}
+        """By name."""
+        self._watchers: list[Callable[[str], None]] = []
+        self._lock = threading.Lock()
+
+    def add_resource(self, spec: ResourceSpec) -> None:
+        """Add a resource."""
+        _free(self.resources, spec.uri, "resource")
+        self._unnamed(spec.name)
+        self.resources[spec.uri] = spec
+
+    def add_template(self, spec: TemplateSpec) -> None:
+        """Add a resource template."""
+        _free(self.templates, spec.uri_template, "resource template")
+        self._unnamed(spec.name)
+        self.templates[spec.uri_template] = spec
+
+    def _unnamed(self, name: str) -> None:
+        # Each is read by its own read tool, resources.read.<name>: names are unique.
+        taken = {r.name for r in self.resources.values()} | {
+            t.name for t in self.templates.values()
+        }
+        if name in taken:
+            msg = f"a resource or template named {name} is already registered"
+            raise SpecError(msg)
+
+    def add_prompt(self, spec: PromptSpec) -> None:
+        """Add a prompt."""
+        _free(self.prompts, spec.name, "prompt")
+        self.prompts[spec.name] = spec
+
+    def __bool__(self) -> bool:
+        return bool(self.resources or self.templates or self.prompts)
+
+    def owner(self, uri: str) -> ResourceSpec | TemplateSpec | None:
+        """The resource at ``uri``, or else the first template (in order added) it matches."""
+        found = self.resources.get(uri)
+        if found is not None:
+            return found
+        return next((t for t in self.templates.values() if t.match(uri) is not None), None)
+
+    def changed(self, uri: str) -> None:
+        """Say the resource at ``uri`` changed; safe from any thread, never blocks."""
+        with self._lock:
+            watchers = tuple(self._watchers)
+        for watcher in watchers:
+            watcher(uri)
+
+    def watch(self, watcher: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``watcher(uri)`` on every :meth:`changed`; returns what stops it.
+
+        ``watcher`` may be called from any thread and must not block.
+        """
+        with self._lock:
+            self._watchers.append(watcher)
+
+        def stop() -> None:
+            with self._lock:
+                if watcher in self._watchers:
+                    self._watchers.remove(watcher)
+
+        return stop
+
+
+def _free(into: Mapping[str, object], key: str, what: str) -> None:
+    if key in into:
+        msg = f"{what} {key} is already registered"
+        raise SpecError(msg)
 
 
 class ToolSet:

@@ -117,3 +117,14 @@ def test_content_limit_and_federation_capabilities_default_and_are_checked(tmp_p
     bad = set_.replace("max_content_bytes = 10", 'max_content_bytes = "big"')
     with pytest.raises(ConfigError, match=r"upstream\[0\]\.max_content_bytes: must be a number"):
         parse_gateway_config(PRINCIPALS + bad, source=tmp_path / "g.toml")
+
+
+def test_mcp_serve_content_limit_defaults_to_one_mebibyte_and_is_checked(tmp_path: Path) -> None:
+    """[gateway] max_content_bytes bounds mcp-serve's blocks and reads: 1 MiB unless set."""
+    config = parse_gateway_config(PRINCIPALS, source=tmp_path / "g.toml")
+    assert config.gateway.max_content_bytes == 1024 * 1024
+    set_ = PRINCIPALS + "\n[gateway]\nmax_content_bytes = 2048\n"
+    assert parse_gateway_config(set_, source=tmp_path / "g.toml").gateway.max_content_bytes == 2048
+    bad = set_.replace("2048", "-1")
+    with pytest.raises(ConfigError, match=r"gateway\.max_content_bytes: must be a number"):
+        parse_gateway_config(bad, source=tmp_path / "g.toml")

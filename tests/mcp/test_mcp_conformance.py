@@ -4,10 +4,12 @@
 its server scenarios over streamable HTTP on loopback, against:
 
 * ``mcp-serve``: ``toolbound mcp-serve --tools conformance_tools:tools --http
-  --local-as local`` — the suite's fixture tools that a toolbound tool can be;
+  --local-as local`` — the suite's fixtures as a toolbound pack (tools, resources,
+  prompts);
 * ``mcp-gateway``: ``toolbound mcp-gateway --http --local-as local`` in front of
-  ``@modelcontextprotocol/server-everything`` and of those fixture tools served by
-  ``mcp-serve`` over stdio, both with ``prefix = ""`` (their own names).
+  ``@modelcontextprotocol/server-everything``, of three of those fixture tools served
+  by ``mcp-serve`` over stdio (``conformance_tools:basic``) and of the others from
+  ``conformance_upstream.py``, all with ``prefix = ""`` (their own names).
 
 The suite sends no token, hence local mode. A scenario passes when none of its checks
 is a FAILURE or a WARNING (the suite's own baseline rule). Every scenario that does
@@ -104,7 +106,7 @@ capability = "conformance:call"
         for tool in UPSTREAM_FIXTURES
     )
     toolbound = str(Path(sys.executable).parent / "toolbound")
-    pythonpath = ":".join([str(HERE), *sys.path[1:2]])
+    pythonpath = ":".join([str(HERE), str(HERE.parents[1] / "src")])  # the code under test
     path = folder / "gateway.toml"
     path.write_text(
         f"""
@@ -124,7 +126,7 @@ command = ["node", "{EVERYTHING / "index.js"}", "stdio"]
 [[upstream]]
 name = "fixtures"
 prefix = ""
-command = ["{toolbound}", "mcp-serve", "--config", "{inner}", "--tools", "conformance_tools:tools"]
+command = ["{toolbound}", "mcp-serve", "--config", "{inner}", "--tools", "conformance_tools:basic"]
 env = {{ PYTHONPATH = "{pythonpath}" }}
 {rules}
 

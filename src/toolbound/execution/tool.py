@@ -15,12 +15,19 @@ commit boundary:
 Any other exception from a write is treated as :class:`CommitUnknown` — the runtime
 never assumes a failing write did nothing. From a read it is a failure before commit.
 Credentials arrive in :attr:`ToolContext.secrets`, never in the arguments.
+
+A long tool may say how far it has got and log as it goes
+(:meth:`ToolContext.report_progress`, :meth:`ToolContext.log`). A surface that can
+pass these on sets :data:`REPORTER` for the length of the call (an MCP server sends
+``notifications/progress`` and ``notifications/message``); elsewhere they go nowhere,
+and cost nothing.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -28,10 +35,13 @@ if TYPE_CHECKING:
     from toolbound._model import Invocation, JSONObject, JSONValue
 
 __all__ = [
+    "REPORTER",
     "AsyncToolFunction",
     "CommitUnknown",
     "EnvSecrets",
+    "LogLevel",
     "NotCommitted",
+    "Reporter",
     "SecretProvider",
     "StaticSecrets",
     "ToolContext",
@@ -111,6 +121,32 @@ class EnvSecrets:
         return os.environ[self.prefix + name.upper().replace(".", "_")]
 
 
+LogLevel: TypeAlias = Literal[
+    "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"
+]
+"""The syslog severities (RFC 5424), least severe first, as MCP logging uses them."""
+
+
+class Reporter(Protocol):
+    """Where a tool's progress and log messages go while it runs.
+
+    Called from the tool's own thread (a worker thread for a sync tool): an
+    implementation must be thread-safe and must not block.
+    """
+
+    def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """``progress`` (of ``total``, if known), with an optional message."""
+        ...
+
+    def log(self, level: LogLevel, data: JSONValue, logger: str | None) -> None:
+        """One log message (any JSON value) at ``level``, from ``logger`` if named."""
+        ...
+
+
+REPORTER: ContextVar[Reporter | None] = ContextVar("toolbound_reporter", default=None)
+"""Where the tool calls made in this context report; read when the call's context is made."""
+
+
 @dataclass(slots=True, kw_only=True)
 class ToolContext:
     """What a tool implementation receives beside its arguments."""
@@ -126,6 +162,8 @@ class ToolContext:
     business rows through it; they commit with the ledger record or not at all."""
     attempt_id: str = ""
     """This attempt's id, as the trace records it."""
+    reporter: Reporter | None = field(default_factory=REPORTER.get, repr=False)
+    """Where :meth:`report_progress` and :meth:`log` go (none: they are dropped)."""
     # A plain flag: one store, visible to the runtime's thread under the GIL.
     _committed: bool = field(default=False, repr=False)
 
@@ -137,6 +175,21 @@ class ToolContext:
     def committed(self) -> bool:
         """Whether :meth:`mark_committed` was called."""
         return self._committed
+
+    def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Say how far the call has got: ``progress`` of ``total`` (if known). Never blocks."""
+        if self.reporter is not None:
+            self.reporter.progress(progress, total, message)
+
+    def log(self, data: JSONValue, *, level: LogLevel = "info", logger: str | None = None) -> None:
+        """Log ``data`` (a message or any JSON value) to whoever follows the call. Never blocks.
+
+        What a tool logs reaches the client as it is: never a secret.
+        """
+        if self.reporter is not None:
+            self.reporter.log(level, data, logger)
 
 
 ToolFunction: TypeAlias = "Callable[[JSONObject, ToolContext], JSONValue | ToolOutput]"

@@ -497,19 +497,33 @@ def _serve(
         HttpEndpoint,
         StaticCatalog,
         holds_capabilities,
+        holds_capability,
     )
+    from toolbound.mcp.serving_resources import LocalResources  # noqa: PLC0415
     from toolbound.mcp.telemetry import instrument  # noqa: PLC0415
     from toolbound.wiring import load_registry  # noqa: PLC0415
 
     registry = load_registry(tools)
     instrument(runtime, registry)  # R14: the spans describe the served tools
+    grants = config.grant_holders()
+    library = None
+    if registry.library:
+        library = LocalResources(
+            registry.library,
+            runtime=runtime,
+            holds=holds_capability(grants),
+            limit=config.gateway.max_content_bytes,
+        )
     server = GuardedServer(
         runtime=runtime,
-        catalog=StaticCatalog(registry, holds_capabilities(config.grant_holders())),
+        catalog=StaticCatalog(registry, holds_capabilities(grants)),
         name=config.gateway.name,
         confirm="console" if config.service.four_eyes else config.gateway.confirm,
         timeout=config.service.timeout,
         result_budget=config.service.result_budget,
+        # A tool answering with Content: its image, audio and resource blocks as blocks.
+        content=lambda _name: ("", config.gateway.max_content_bytes),
+        federation=library,
     )
     if not http:
         principal = config.stdio_principal()

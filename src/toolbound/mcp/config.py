@@ -12,6 +12,8 @@ exactly as the service reads them; this module adds two::
     approvals = "gateway.approvals.json"   # approved tool versions (default: [service]
                                            # tool_approvals, else beside this file)
     http_path = "/mcp"
+    max_content_bytes = 1048576       # mcp-serve: a larger block of a tool's Content, or
+                                      # item of a resource read, is cut
 
     [gateway.protected_resource]      # RFC 9728 metadata, named in every 401 (optional)
     resource = "https://tools.example.com/mcp"    # the MCP URL as clients reach it
@@ -87,7 +89,7 @@ _IDEMPOTENCY: frozenset[str] = frozenset(get_args(IdempotencySupport)) - {"query
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 _GATEWAY_KEYS = frozenset(
     {"name", "stdio_principal", "confirm", "approvals", "http_path", "protected_resource"}
-)
+) | {"max_content_bytes"}
 _RESOURCE_KEYS = frozenset(
     {"resource", "authorization_servers", "scopes_supported", "resource_name"}
 )
@@ -232,6 +234,9 @@ class GatewaySettings:
     approvals: Path | None = None
     http_path: str = "/mcp"
     protected_resource: ProtectedResource | None = None
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES
+    """``mcp-serve``: the most bytes one block of a tool's content, or one item of a
+    resource read, may carry."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -409,6 +414,7 @@ class _Checker:
             ),
             approvals=None if approvals is None else self.folder / approvals,
             http_path=http_path,
+            max_content_bytes=self.size(table, "gateway", "max_content_bytes"),
         )
 
     def protected_resource(self, raw: object) -> ProtectedResource | None:

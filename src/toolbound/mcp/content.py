@@ -93,8 +93,8 @@ def block_size(block: types.ContentBlock) -> int:
     return 0
 
 
-def pass_through(blocks: list[types.ContentBlock], *, limit: int, upstream: str) -> Passed:
-    """The blocks of one upstream result as the client receives them.
+def pass_through(blocks: list[types.ContentBlock], *, limit: int, source: str) -> Passed:
+    """The blocks of one result as the client receives them; ``source`` names its origin.
 
     A block larger than ``limit`` bytes is replaced by a text note naming what it was
     and how large; the cut is returned so the caller records it (R12, R14).
@@ -110,7 +110,7 @@ def pass_through(blocks: list[types.ContentBlock], *, limit: int, upstream: str)
         what = _describe(block)
         if size > limit:
             detail = (
-                f"{what} of {size} bytes from upstream {upstream} is over its "
+                f"{what} of {size} bytes from {source} is over its "
                 f"max_content_bytes of {limit}; it was not passed on"
             )
             cuts.append(Cut(pointer=f"/{index}", reason="truncated", detail=detail))

@@ -23,23 +23,20 @@ first in configuration order when two do).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
-from toolbound._model import Proposal, Resource, ToolSpec
-from toolbound.mcp.content import block_size, mark_block, mark_contents, summary
-from toolbound.pipeline.runtime import CallContext
-from toolbound.registry import Registry, ToolSet
-from toolbound.results.encode import TRUST_MARK
-from toolbound.results.redact import Cut
+from toolbound._model import Resource, ToolSpec
+from toolbound.library import READ_TOOL_PREFIX
+from toolbound.mcp.content import mark_block
+from toolbound.mcp.reads import RESOURCE_NOT_FOUND, not_found, read_through
+from toolbound.registry import Registry
 
 try:
     import mcp_types as types
     from mcp.shared.exceptions import MCPError
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
     raise ImportError(msg) from exc
@@ -52,17 +49,12 @@ if TYPE_CHECKING:
     from toolbound.mcp.upstream import Upstream
     from toolbound.pipeline.runtime import Runtime
 
-__all__ = ["READ_TOOL_PREFIX", "Federation"]
+__all__ = ["READ_TOOL_PREFIX", "RESOURCE_NOT_FOUND", "Federation"]
 
-READ_TOOL_PREFIX: Final = "resources.read."
-"""A resource read runs as the read tool ``resources.read.<upstream>`` (trace, metrics)."""
-RESOURCE_NOT_FOUND: Final = -32002
-"""The JSON-RPC code MCP gives an unknown resource."""
 
 _LOG = logging.getLogger("toolbound.mcp")
 _T = TypeVar("_T")
 _Named = TypeVar("_Named", types.Resource, types.ResourceTemplate, types.Prompt)
-_CONTENTS = TypeAdapter(list[types.TextResourceContents | types.BlobResourceContents])
 _URI_SCHEMA: Final = {
     "type": "object",
     "properties": {"uri": {"type": "string", "minLength": 1}},
@@ -116,34 +108,15 @@ class Federation:
         """``resources/read`` through the runtime, as a read of the owning upstream."""
         upstream = await self._owner(uri, subject)
         if upstream is None:
-            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
-        reader = self._readers[upstream.name]
-        proposal = Proposal(
-            name=reader.spec.name,
-            arguments=json.dumps({"uri": uri}).encode(),
-            proposal_id="mcp-read-" + os.urandom(8).hex(),
+            raise not_found(uri)
+        return await read_through(
+            self._runtime,
+            subject,
+            self._readers[upstream.name],
+            uri,
+            limit=upstream.config.max_content_bytes,
+            source=f"upstream {upstream.name}",
         )
-        context = CallContext(subject=subject, tools=ToolSet([reader]))
-        outcome = await self._runtime.arun(proposal, context)
-        if outcome.kind != "observed":
-            payload = outcome.message.payload
-            error = cast("JSONObject", payload.get("error") or payload)
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message=f"{error.get('code', outcome.kind)}: {error.get('message', '')}",
-                data=payload,
-            )
-        contents = _CONTENTS.validate_python(outcome.result.value)
-        limit = upstream.config.max_content_bytes
-        kept, cuts = _bounded(contents, limit=limit, upstream=upstream.name)
-        marked = mark_contents(kept)
-        outcome.trace.record(
-            "resource_contents",
-            uri=uri,
-            contents=[summary(_as_block(c)) for c in marked],
-            cuts=cuts,
-        )
-        return types.ReadResourceResult(contents=marked)
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -257,35 +230,6 @@ def _reader(
         result_budget=max(cfg.max_content_bytes * 2, 16_384),
     )
     return spec, read
-
-
-def _bounded(
-    contents: list[types.TextResourceContents | types.BlobResourceContents],
-    *,
-    limit: int,
-    upstream: str,
-) -> tuple[list[types.TextResourceContents | types.BlobResourceContents], list[Cut]]:
-    kept: list[types.TextResourceContents | types.BlobResourceContents] = []
-    cuts: list[Cut] = []
-    for index, item in enumerate(contents):
-        size = block_size(_as_block(item))
-        if size <= limit:
-            kept.append(item)
-            continue
-        detail = (
-            f"resource {item.uri} of {size} bytes from upstream {upstream} is over its "
-            f"max_content_bytes of {limit}; it was not passed on"
-        )
-        cuts.append(Cut(pointer=f"/contents/{index}", reason="truncated", detail=detail))
-        note = json.dumps({"type": "content_cut", "trust": TRUST_MARK, "detail": detail})
-        kept.append(
-            types.TextResourceContents(uri=item.uri, mime_type="application/json", text=note)
-        )
-    return kept, cuts
-
-
-def _as_block(item: types.TextResourceContents | types.BlobResourceContents) -> types.ContentBlock:
-    return types.EmbeddedResource(type="resource", resource=item)
 
 
 def _renamed(item: _Named, upstream: Upstream) -> _Named:

@@ -8,6 +8,9 @@ mapped back (:func:`call_result`)::
 
     observed                        content: the model projection (untrusted data)
                                     structuredContent: the value, valid against outputSchema
+      as content blocks             the envelope as text, then image, audio and resource
+                                    blocks as blocks, bounded and marked untrusted
+                                    (a tool that returns toolbound's Content, no schema)
     rejected, failed, unknown,      isError: true, no structuredContent; the error envelope
       cancelled                     (kind, code, recoverable, message, hint) as the text
                                     content and in _meta["io.toolbound/envelope"]
@@ -16,6 +19,10 @@ mapped back (:func:`call_result`)::
     unknown or hidden tool          JSON-RPC error -32602, "Unknown tool: NAME" — the same
                                     for a tool that does not exist and one this caller
                                     may not see (list-time and call-time agree)
+
+While a tool runs, what it reports through its ToolContext reaches the client: progress
+as ``notifications/progress`` (when the request carried a progress token), log messages
+as ``notifications/message`` from the level the client set (:mod:`toolbound.mcp.reporting`).
 
 Confirmation over MCP (R7). When the policy asks a person, the call is parked in the
 runtime. A client that supports form elicitation is asked there and then — through
@@ -52,6 +59,8 @@ from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary
 from toolbound.mcp.relay import PROGRESS, progress_token
+from toolbound.mcp.reporting import LogLevels, relaying
+from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
@@ -85,9 +94,9 @@ if TYPE_CHECKING:
     from toolbound.registry import RegisteredTool
 
     ContentRule = Callable[[str], "tuple[str, int] | None"]
-    """For a served tool's name: the upstream it comes from and the most bytes one
-    non-text block of its results may carry; ``None`` for a tool whose results are
-    JSON values only."""
+    """For a served tool's name: the upstream it comes from (``""`` for a local tool)
+    and the most bytes one non-text block of its results may carry; ``None`` for a
+    tool whose results are JSON values only."""
 
 
 __all__ = [
@@ -412,6 +421,7 @@ class GuardedServer:
         self.result_budget = result_budget
         self.content = content
         self.federation = federation
+        self.log_levels = LogLevels()
         self._state_key = os.urandom(32)
 
     # -- the SDK server ----------------------------------------------------------------
@@ -449,13 +459,14 @@ class GuardedServer:
         async def on_set_logging_level(
             ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
         ) -> types.EmptyResult:
-            # Clients set a level when they connect. toolbound sends no log messages to
-            # clients (its trace goes to its own sinks, R14), so every level is met.
+            # What tools log (ToolContext.log) reaches this client from this level up.
             caller(ctx)
-            del params
+            self.log_levels.set(ctx, params.level)
             return types.EmptyResult()
 
         handlers = {} if self.federation is None else self._federated(caller)
+        if isinstance(self.federation, Subscribable):
+            handlers.update(subscription_handlers(self.federation, caller))
         with warnings.catch_warnings():
             # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
             # 2025-era connection still send logging/setLevel when they connect.
@@ -565,11 +576,14 @@ class GuardedServer:
             trace_id=call_trace_id(meta),
         )
         legacy = ctx is not None and _legacy(ctx)
-        relayed = PROGRESS.set(_progress_sink(ctx, meta))
+        sink = _progress_sink(ctx, meta)
+        relayed = PROGRESS.set(sink)
         try:
-            outcome = await self.runtime.arun(proposal, context)
+            async with relaying(ctx, sink, self.log_levels) as reports:
+                outcome = await self.runtime.arun(proposal, context)
         finally:
             PROGRESS.reset(relayed)
+        reports.record(outcome.trace)
         parked = self._parked(outcome)
         if parked is None:
             return self._result(outcome, tools, legacy=legacy)
@@ -695,7 +709,8 @@ class GuardedServer:
         if rule is None or blocks is None:
             return None
         upstream, limit = rule
-        passed = pass_through(blocks, limit=limit, upstream=upstream)
+        source = f"upstream {upstream}" if upstream else f"tool {tool.spec.name}"
+        passed = pass_through(blocks, limit=limit, source=source)
         data = passed.data
         shown = outcome.message.payload.get("data")
         if not outcome.message.truncated and isinstance(shown, list) and len(shown) == len(data):
