@@ -31,6 +31,10 @@ def _error(_args: JSONObject, _ctx: ToolContext) -> JSONValue:
     raise NotCommitted(msg, code="intentional_error", recoverable=False)
 
 
+def _reconnection(_args: JSONObject, _ctx: ToolContext) -> JSONValue:
+    return "Reconnection test completed."
+
+
 def _echo_schema_tool(args: JSONObject, _ctx: ToolContext) -> JSONValue:
     return args
 
@@ -41,6 +45,7 @@ def tools() -> Registry:
     for name, description, schema, run in (
         ("test_simple_text", "Returns simple text.", NO_ARGUMENTS, _simple_text),
         ("test_error_handling", "Always fails.", NO_ARGUMENTS, _error),
+        ("test_reconnection", "Answers on a resumable SSE stream.", NO_ARGUMENTS, _reconnection),
         (
             "json_schema_2020_12_tool",
             "Tool with JSON Schema 2020-12 features",

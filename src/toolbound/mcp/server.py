@@ -51,6 +51,7 @@ from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary
+from toolbound.mcp.events import SessionEventStores
 from toolbound.mcp.relay import PROGRESS, progress_token
 from toolbound.otel import context_from_traceparent
 from toolbound.pipeline.confirm import ConfirmOnce
@@ -62,7 +63,6 @@ try:
     import mcp_types as types
     from mcp.server import Server
     from mcp.server.stdio import stdio_server
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -736,6 +736,10 @@ class HttpEndpoint:
     on a loopback address only — the CLI refuses any other. ``protected_resource``
     (RFC 9728) adds its metadata document to :attr:`routes` and names it in the
     ``WWW-Authenticate`` header of every 401 (``resource_metadata``).
+
+    Its SSE streams are resumable (SEP-1699, :mod:`toolbound.mcp.events`): each starts
+    with a priming event id and a ``retry``, and a client that reconnects with
+    ``Last-Event-ID`` receives the messages it missed.
     """
 
     def __init__(
@@ -767,7 +771,8 @@ class HttpEndpoint:
         if protected_resource is not None:
             challenge += f', resource_metadata="{protected_resource.metadata_url}"'
         self._challenge = challenge.encode()
-        self._manager = StreamableHTTPSessionManager(
+        # SEP-1699: SSE streams are resumable (priming event, retry, Last-Event-ID).
+        self._manager = SessionEventStores(
             app=server.lowlevel(), json_response=json_response, security_settings=security
         )
 
