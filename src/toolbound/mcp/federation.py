@@ -13,6 +13,11 @@ a caller without it sees none, and a read or get of one is refused as unknown::
                                                so a grant's scope applies), traced and
                                                counted like a tool read; contents
                                                marked untrusted and bounded
+    resources/subscribe, resources/unsubscribe a URI the caller may read, of an upstream
+                                               that offers subscriptions: the upstream is
+                                               subscribed while any client is, and its
+                                               notifications/resources/updated reach the
+                                               subscribed clients (:mod:`.passage`)
     prompts/list, prompts/get                  names as tools are; forwarded
     completion/complete                        for a prompt or template the caller
                                                may use; forwarded
@@ -31,6 +36,7 @@ from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from toolbound._model import Proposal, Resource, ToolSpec
 from toolbound.mcp.content import block_size, mark_block, mark_contents, summary
+from toolbound.mcp.passage import Downstream
 from toolbound.pipeline.runtime import CallContext
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import TRUST_MARK
@@ -84,8 +90,10 @@ class Federation:
         *,
         runtime: Runtime,
         holds: Callable[[Subject, str], bool],
+        downstream: Downstream | None = None,
     ) -> None:
         self._upstreams = list(upstreams)
+        self._downstream = downstream if downstream is not None else Downstream()
         self._runtime = runtime
         self._holds = holds
         self._uris: dict[str, Upstream] = {}
@@ -144,6 +152,32 @@ class Federation:
             cuts=cuts,
         )
         return types.ReadResourceResult(contents=marked)
+
+    async def subscribe(self, subject: Subject, uri: str, connection: object) -> None:
+        """``resources/subscribe``: the owning upstream is subscribed for the first client."""
+        upstream = await self._owner(uri, subject)
+        if upstream is None:
+            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
+        if not await upstream.subscribes():
+            raise MCPError(
+                code=types.METHOD_NOT_FOUND,
+                message=f"upstream {upstream.name} does not offer resource subscriptions",
+            )
+        if self._downstream.subscribe(uri, connection):
+            try:
+                await upstream.subscribe(uri)
+            except BaseException:
+                self._downstream.unsubscribe(uri, connection)
+                raise
+        _LOG.info("resource %s of upstream %s: subscribed for %s", uri, upstream.name, subject.id)
+
+    async def unsubscribe(self, subject: Subject, uri: str, connection: object) -> None:
+        """``resources/unsubscribe``: the upstream is unsubscribed when no client is left."""
+        upstream = await self._owner(uri, subject)
+        if upstream is None:
+            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
+        if self._downstream.unsubscribe(uri, connection) and await upstream.subscribes():
+            await upstream.subscribe(uri, subscribe=False)
 
     # -- prompts -------------------------------------------------------------------------
 

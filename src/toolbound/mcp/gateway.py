@@ -13,9 +13,12 @@ validation (never of an ``isError`` result, whose text reaches the caller whole)
 result encoding and the trace. Image, audio and resource blocks in an upstream's
 results pass through as blocks, bounded and marked untrusted
 (:mod:`toolbound.mcp.content`); its progress reaches the client and a client's
-cancellation reaches it (:mod:`toolbound.mcp.relay`). Its resources, templates and
-prompts are served to callers holding its ``resources_capability`` or
-``prompts_capability``, each resource read a read through the runtime
+cancellation reaches it (:mod:`toolbound.mcp.relay`); its log messages reach the
+client whose call it serves, and its sampling and elicitation requests too where
+``allow_sampling`` / ``allow_elicitation`` say so (:mod:`toolbound.mcp.passage`).
+Its resources, templates and prompts are served to callers holding its
+``resources_capability`` or ``prompts_capability``, each resource read a read through
+the runtime, and resource subscriptions are relayed to it
 (:mod:`toolbound.mcp.federation`).
 
 An upstream is untrusted (:mod:`toolbound.mcp.upstream`): its annotations are hints
@@ -56,6 +59,7 @@ from toolbound.identity import TokenRefused
 from toolbound.mcp.approvals import ApprovalStore
 from toolbound.mcp.confirmations import ConfirmationEndpoint
 from toolbound.mcp.federation import Federation
+from toolbound.mcp.passage import Downstream, Passage
 from toolbound.mcp.server import (
     GuardedServer,
     HttpEndpoint,
@@ -169,7 +173,12 @@ class Gateway:
             )
         self.runtime = runtime
         self.approvals = ApprovalStore(config.approvals_path)
-        self.upstreams = {u.name: Upstream(u, errlog=errlog) for u in config.upstreams}
+        self.downstream = Downstream(refresh_tools=lambda: self.refresh(listing=True))
+        """The clients, for what upstreams send besides answers (:mod:`~toolbound.mcp.passage`)."""
+        self.upstreams = {
+            u.name: Upstream(u, errlog=errlog, passage=Passage(u, self.downstream))
+            for u in config.upstreams
+        }
         self.registry = Registry()
         self._served: dict[str, RegisteredTool] = {}
         self._status: dict[str, ToolStatus] = {}
@@ -192,6 +201,7 @@ class Gateway:
                 list(self.upstreams.values()),
                 runtime=self.runtime,
                 holds=holds_capability(config.grant_holders()),
+                downstream=self.downstream,
             ),
         )
         self.confirmations = ConfirmationEndpoint.for_service(self.runtime, config.service)

@@ -52,7 +52,14 @@ from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary
 from toolbound.mcp.events import SessionEventStores
-from toolbound.mcp.relay import PROGRESS, progress_token
+from toolbound.mcp.relay import (
+    CALLER,
+    LOG_LEVELS,
+    PROGRESS,
+    caller_of,
+    connection_of,
+    progress_token,
+)
 from toolbound.otel import context_from_traceparent
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
@@ -267,6 +274,14 @@ class Federated(Protocol):
         """``resources/read``."""
         ...
 
+    async def subscribe(self, subject: Subject, uri: str, connection: object) -> None:
+        """``resources/subscribe`` for ``connection``, if ``subject`` may read ``uri``."""
+        ...
+
+    async def unsubscribe(self, subject: Subject, uri: str, connection: object) -> None:
+        """``resources/unsubscribe`` for ``connection``."""
+        ...
+
     async def list_prompts(self, subject: Subject) -> list[types.Prompt]:
         """``prompts/list``."""
         ...
@@ -441,10 +456,10 @@ class GuardedServer:
         async def on_set_logging_level(
             ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
         ) -> types.EmptyResult:
-            # Clients set a level when they connect. toolbound sends no log messages to
-            # clients (its trace goes to its own sinks, R14), so every level is met.
+            # Clients set a level when they connect. toolbound's own trace goes to its
+            # own sinks (R14); a gateway relays its upstreams' log messages at this level.
             caller(ctx)
-            del params
+            _remember_level(ctx, params)
             return types.EmptyResult()
 
         handlers = {} if self.federation is None else self._federated(caller)
@@ -506,6 +521,7 @@ class GuardedServer:
             return await fed.complete(caller(ctx), params)
 
         return {
+            **_subscription_handlers(fed, caller),
             "on_list_resources": on_list_resources,
             "on_list_resource_templates": on_list_resource_templates,
             "on_read_resource": on_read_resource,
@@ -555,9 +571,11 @@ class GuardedServer:
         )
         legacy = ctx is not None and _legacy(ctx)
         relayed = PROGRESS.set(_progress_sink(ctx, meta))
+        calling = CALLER.set(None if ctx is None else caller_of(ctx, subject))
         try:
             outcome = await self.runtime.arun(proposal, context)
         finally:
+            CALLER.reset(calling)
             PROGRESS.reset(relayed)
         parked = self._parked(outcome)
         if parked is None:
@@ -839,6 +857,29 @@ class HttpEndpoint:
         return self._local
 
 
+def _subscription_handlers(
+    fed: Federated, caller: Callable[[ServerRequestContext[Any, Any]], Subject]
+) -> dict[str, Any]:
+    """The SDK handlers for ``resources/subscribe`` and ``resources/unsubscribe``."""
+
+    async def on_subscribe_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        await fed.subscribe(caller(ctx), str(params.uri), connection_of(ctx.session))
+        return types.EmptyResult()
+
+    async def on_unsubscribe_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await fed.unsubscribe(caller(ctx), str(params.uri), connection_of(ctx.session))
+        return types.EmptyResult()
+
+    return {
+        "on_subscribe_resource": on_subscribe_resource,
+        "on_unsubscribe_resource": on_unsubscribe_resource,
+    }
+
+
 def _metadata_routes(resource: ProtectedResource | None) -> tuple[BaseRoute, ...]:
     """RFC 9728: the protected resource's metadata, open to anyone, at its well-known paths."""
     if resource is None:
@@ -956,6 +997,13 @@ def _progress_sink(
         )
 
     return report
+
+
+def _remember_level(
+    ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+) -> None:
+    """Keep a client's ``logging/setLevel``: relayed log messages below it are not sent."""
+    LOG_LEVELS[connection_of(ctx.session)] = params.level
 
 
 def _legacy(ctx: ServerRequestContext[Any, Any]) -> bool:
