@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_support import QUIET, TOKENS, as_, grant, run, serving, write_config
 from test_mcp_content import Recorder, media_upstream
 
+from toolbound._state import State
 from toolbound.mcp import Gateway
 from toolbound.mcp.content import TRUST_META_KEY
 from toolbound.mcp.federation import RESOURCE_NOT_FOUND
@@ -233,8 +234,9 @@ def test_elicitation_reaches_the_caller_with_its_schema_whole(tmp_path: Path) ->
 
 
 def test_a_subscribed_caller_hears_of_updates_until_it_unsubscribes(tmp_path: Path) -> None:
-    """The upstream is subscribed for the caller; its update reaches it; unsubscribing ends it."""
+    """A subscription runs (traced) like a read; updates reach the caller until it unsubscribes."""
     config = write_config(tmp_path, asking_upstream() + grant("mira", "media:resources"))
+    recorder = Recorder()
     heard: list[str] = []
     uri = "test://watched-resource"
 
@@ -246,7 +248,7 @@ def test_a_subscribed_caller_hears_of_updates_until_it_unsubscribes(tmp_path: Pa
         return said(await client.call_tool("media.test_touch_resource", {"uri": uri}))
 
     async def scenario() -> tuple[str, str]:
-        gw = Gateway(config, errlog=QUIET)
+        gw = Gateway(config, sinks=[recorder], errlog=QUIET)
         async with (
             serving(gw) as url,
             legacy_client(url, TOKENS["mira"], message_handler=on_message) as client,
@@ -264,6 +266,9 @@ def test_a_subscribed_caller_hears_of_updates_until_it_unsubscribes(tmp_path: Pa
     while_subscribed, after = run(scenario())
     assert (while_subscribed, after) == ("subscribed", "not subscribed")
     assert heard == [uri]
+    proposed = [e.data["name"] for e in recorder.events if e.kind == "proposal"]
+    assert proposed[0] == "resources.subscribe.media"
+    assert State.OBSERVED in [e.state for e in recorder.events]
 
 
 def test_a_caller_without_the_resources_grant_cannot_subscribe(tmp_path: Path) -> None:

@@ -14,8 +14,11 @@ a caller without it sees none, and a read or get of one is refused as unknown::
                                                counted like a tool read; contents
                                                marked untrusted and bounded
     resources/subscribe, resources/unsubscribe a URI the caller may read, of an upstream
-                                               that offers subscriptions: the upstream is
-                                               subscribed while any client is, and its
+                                               that offers subscriptions; a subscription
+                                               runs through the runtime like a read
+                                               (``resources.subscribe.<upstream>``). The
+                                               upstream is subscribed while any client is;
+                                               its
                                                notifications/resources/updated reach the
                                                subscribed clients (:mod:`.passage`)
     prompts/list, prompts/get                  names as tools are; forwarded
@@ -32,6 +35,7 @@ import json
 import logging
 import os
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 from toolbound._model import Proposal, Resource, ToolSpec
@@ -54,14 +58,18 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from toolbound._model import JSONObject, JSONValue, Subject
+    from toolbound._outcome import Observed
     from toolbound.execution.tool import ToolContext
     from toolbound.mcp.upstream import Upstream
     from toolbound.pipeline.runtime import Runtime
+    from toolbound.registry import RegisteredTool
 
-__all__ = ["READ_TOOL_PREFIX", "Federation"]
+__all__ = ["READ_TOOL_PREFIX", "SUBSCRIBE_TOOL_PREFIX", "Federation"]
 
 READ_TOOL_PREFIX: Final = "resources.read."
 """A resource read runs as the read tool ``resources.read.<upstream>`` (trace, metrics)."""
+SUBSCRIBE_TOOL_PREFIX: Final = "resources.subscribe."
+"""A subscription runs as the read tool ``resources.subscribe.<upstream>`` (trace, metrics)."""
 RESOURCE_NOT_FOUND: Final = -32002
 """The JSON-RPC code MCP gives an unknown resource."""
 
@@ -101,6 +109,9 @@ class Federation:
         self._prompts: dict[str, tuple[Upstream, str]] = {}
         registry = Registry()
         self._readers = {u.name: registry.register(*_reader(u)) for u in self._upstreams}
+        self._subscribers = {
+            u.name: registry.register(*_subscriber(u, self._downstream)) for u in self._upstreams
+        }
 
     # -- resources ---------------------------------------------------------------------
 
@@ -125,22 +136,7 @@ class Federation:
         upstream = await self._owner(uri, subject)
         if upstream is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
-        reader = self._readers[upstream.name]
-        proposal = Proposal(
-            name=reader.spec.name,
-            arguments=json.dumps({"uri": uri}).encode(),
-            proposal_id="mcp-read-" + os.urandom(8).hex(),
-        )
-        context = CallContext(subject=subject, tools=ToolSet([reader]))
-        outcome = await self._runtime.arun(proposal, context)
-        if outcome.kind != "observed":
-            payload = outcome.message.payload
-            error = cast("JSONObject", payload.get("error") or payload)
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message=f"{error.get('code', outcome.kind)}: {error.get('message', '')}",
-                data=payload,
-            )
+        outcome = await self._run(self._readers[upstream.name], uri, subject)
         contents = _CONTENTS.validate_python(outcome.result.value)
         limit = upstream.config.max_content_bytes
         kept, cuts = _bounded(contents, limit=limit, upstream=upstream.name)
@@ -154,7 +150,11 @@ class Federation:
         return types.ReadResourceResult(contents=marked)
 
     async def subscribe(self, subject: Subject, uri: str, connection: object) -> None:
-        """``resources/subscribe``: the owning upstream is subscribed for the first client."""
+        """``resources/subscribe`` through the runtime, as a read of the owning upstream.
+
+        The upstream itself is subscribed for the URI's first client (the read tool
+        ``resources.subscribe.<upstream>`` does it).
+        """
         upstream = await self._owner(uri, subject)
         if upstream is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
@@ -163,13 +163,8 @@ class Federation:
                 code=types.METHOD_NOT_FOUND,
                 message=f"upstream {upstream.name} does not offer resource subscriptions",
             )
-        if self._downstream.subscribe(uri, connection):
-            try:
-                await upstream.subscribe(uri)
-            except BaseException:
-                self._downstream.unsubscribe(uri, connection)
-                raise
-        _LOG.info("resource %s of upstream %s: subscribed for %s", uri, upstream.name, subject.id)
+        await self._run(self._subscribers[upstream.name], uri, subject)
+        self._downstream.subscribe(uri, connection)
 
     async def unsubscribe(self, subject: Subject, uri: str, connection: object) -> None:
         """``resources/unsubscribe``: the upstream is unsubscribed when no client is left."""
@@ -178,6 +173,25 @@ class Federation:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
         if self._downstream.unsubscribe(uri, connection) and await upstream.subscribes():
             await upstream.subscribe(uri, subscribe=False)
+
+    async def _run(self, tool: RegisteredTool, uri: str, subject: Subject) -> Observed:
+        """One of the resource tools on ``uri``, as ``subject``; a refusal as an MCP error."""
+        proposal = Proposal(
+            name=tool.spec.name,
+            arguments=json.dumps({"uri": uri}).encode(),
+            proposal_id="mcp-resource-" + os.urandom(8).hex(),
+        )
+        context = CallContext(subject=subject, tools=ToolSet([tool]))
+        outcome = await self._runtime.arun(proposal, context)
+        if outcome.kind != "observed":
+            payload = outcome.message.payload
+            error = cast("JSONObject", payload.get("error") or payload)
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"{error.get('code', outcome.kind)}: {error.get('message', '')}",
+                data=payload,
+            )
+        return outcome
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -291,6 +305,30 @@ def _reader(
         result_budget=max(cfg.max_content_bytes * 2, 16_384),
     )
     return spec, read
+
+
+def _subscriber(
+    upstream: Upstream, downstream: Downstream
+) -> tuple[ToolSpec, Callable[[JSONObject, ToolContext], Awaitable[JSONValue]]]:
+    """The subscribe tool of one upstream's resources: a read, scoped by the URI."""
+    reader, _ = _reader(upstream)
+
+    async def subscribe(arguments: JSONObject, ctx: ToolContext) -> JSONValue:
+        del ctx
+        uri = str(arguments["uri"])
+        if downstream.subscribers(uri):
+            return "already subscribed upstream"
+        await upstream.subscribe(uri)
+        return "subscribed upstream"
+
+    spec = replace(
+        reader,
+        name=f"{SUBSCRIBE_TOOL_PREFIX}{upstream.name}",
+        description=f"Subscribe to one resource of upstream {upstream.name}.",
+        max_attempts=1,
+        result_budget=1024,
+    )
+    return spec, subscribe
 
 
 def _bounded(
