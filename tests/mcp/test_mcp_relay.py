@@ -28,7 +28,7 @@ from conformance_upstream import ELICIT_ENUMS
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_support import QUIET, TOKENS, as_, grant, run, serving, write_config
+from mcp_support import QUIET, TOKENS, as_, grant, run, serving, time_upstream, write_config
 from test_mcp_content import Recorder, media_upstream
 
 from toolbound._state import State
@@ -288,3 +288,17 @@ def test_a_caller_without_the_resources_grant_cannot_subscribe(tmp_path: Path) -
     refused = run(scenario())
     assert refused.code == RESOURCE_NOT_FOUND
     assert "Resource not found" in refused.error.message
+
+
+def test_subscriptions_are_offered_only_when_an_upstream_offers_them(tmp_path: Path) -> None:
+    """Before an upstream without subscriptions, resources.subscribe is not advertised."""
+    config = write_config(tmp_path, time_upstream() + grant("mira", "time:resources"))
+
+    async def scenario() -> types.ServerCapabilities:
+        gw = Gateway(config, errlog=QUIET)
+        async with serving(gw) as url, legacy_client(url, TOKENS["mira"]) as client:
+            return client.server_capabilities
+
+    offered = run(scenario())
+    assert offered.resources is not None
+    assert not offered.resources.subscribe

@@ -109,6 +109,8 @@ class Federation:
         self._prompts: dict[str, tuple[Upstream, str]] = {}
         registry = Registry()
         self._readers = {u.name: registry.register(*_reader(u)) for u in self._upstreams}
+        self.subscribable = False
+        """Whether some upstream offered subscriptions when :meth:`offer_subscriptions` asked."""
         self._subscribers = {
             u.name: registry.register(*_subscriber(u, self._downstream)) for u in self._upstreams
         }
@@ -148,6 +150,17 @@ class Federation:
             cuts=cuts,
         )
         return types.ReadResourceResult(contents=marked)
+
+    async def offer_subscriptions(self) -> bool:
+        """Ask the upstreams: subscriptions are served if one of them offers them."""
+        offered = False
+        for upstream in self._upstreams:
+            try:
+                offered |= await upstream.subscribes()
+            except Exception as exc:  # noqa: BLE001 - an unreachable upstream offers nothing
+                _LOG.info("upstream %s: no capabilities (%r)", upstream.name, exc)
+        self.subscribable = offered
+        return offered
 
     async def subscribe(self, subject: Subject, uri: str, connection: object) -> None:
         """``resources/subscribe`` through the runtime, as a read of the owning upstream.

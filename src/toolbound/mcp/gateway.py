@@ -179,6 +179,13 @@ class Gateway:
             u.name: Upstream(u, errlog=errlog, passage=Passage(u, self.downstream))
             for u in config.upstreams
         }
+        self.federation = Federation(
+            list(self.upstreams.values()),
+            runtime=self.runtime,
+            holds=holds_capability(config.grant_holders()),
+            downstream=self.downstream,
+        )
+        """The upstreams' resources and prompts (:mod:`~toolbound.mcp.federation`)."""
         self.registry = Registry()
         self._served: dict[str, RegisteredTool] = {}
         self._status: dict[str, ToolStatus] = {}
@@ -197,12 +204,7 @@ class Gateway:
             timeout=config.service.timeout,
             result_budget=config.service.result_budget,
             content=self._content_rule,
-            federation=Federation(
-                list(self.upstreams.values()),
-                runtime=self.runtime,
-                holds=holds_capability(config.grant_holders()),
-                downstream=self.downstream,
-            ),
+            federation=self.federation,
         )
         self.confirmations = ConfirmationEndpoint.for_service(self.runtime, config.service)
         """The parked calls as approvers see and decide them (served by :meth:`http`)."""
@@ -220,6 +222,7 @@ class Gateway:
             if isinstance(result, BaseException):
                 _LOG.warning("upstream %s: not reachable (%r)", upstream.name, result)
         await self.refresh(listing=True)
+        await self.federation.offer_subscriptions()
         try:
             self._check_names()
         except ConfigurationError:

@@ -274,6 +274,11 @@ class Federated(Protocol):
         """``resources/read``."""
         ...
 
+    @property
+    def subscribable(self) -> bool:
+        """Whether ``resources/subscribe`` is served (and ``resources.subscribe`` advertised)."""
+        ...
+
     async def subscribe(self, subject: Subject, uri: str, connection: object) -> None:
         """``resources/subscribe`` for ``connection``, if ``subject`` may read ``uri``."""
         ...
@@ -463,6 +468,8 @@ class GuardedServer:
             return types.EmptyResult()
 
         handlers = {} if self.federation is None else self._federated(caller)
+        if self.federation is not None and self.federation.subscribable:
+            handlers.update(_subscription_handlers(self.federation, caller))
         with warnings.catch_warnings():
             # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
             # 2025-era connection still send logging/setLevel when they connect.
@@ -521,7 +528,6 @@ class GuardedServer:
             return await fed.complete(caller(ctx), params)
 
         return {
-            **_subscription_handlers(fed, caller),
             "on_list_resources": on_list_resources,
             "on_list_resource_templates": on_list_resource_templates,
             "on_read_resource": on_read_resource,
@@ -789,21 +795,38 @@ class HttpEndpoint:
         if protected_resource is not None:
             challenge += f', resource_metadata="{protected_resource.metadata_url}"'
         self._challenge = challenge.encode()
-        # SEP-1699: SSE streams are resumable (priming event, retry, Last-Event-ID).
-        self._manager = SessionEventStores(
-            app=server.lowlevel(), json_response=json_response, security_settings=security
-        )
+        self._json_response = json_response
+        self._security = security
+        self._manager: SessionEventStores | None = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run the session manager; the app serves only inside this context."""
-        async with self._manager.run():
-            yield
+        """Run the session manager; the app serves only inside this context.
+
+        The SDK server is built here: a gateway started before offers what its
+        upstreams offer (resource subscriptions).
+        """
+        # SEP-1699: SSE streams are resumable (priming event, retry, Last-Event-ID).
+        manager = SessionEventStores(
+            app=self.server.lowlevel(),
+            json_response=self._json_response,
+            security_settings=self._security,
+        )
+        self._manager = manager
+        try:
+            async with manager.run():
+                yield
+        finally:
+            self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI app: authenticate, check the body strictly, then hand over to the SDK."""
+        manager = self._manager
+        if manager is None:
+            msg = "the MCP endpoint serves only inside HttpEndpoint.running()"
+            raise RuntimeError(msg)
         if scope["type"] != "http":
-            await self._manager.handle_request(scope, receive, send)
+            await manager.handle_request(scope, receive, send)
             return
         subject = self._subject(scope)
         if subject is None:
@@ -822,7 +845,7 @@ class HttpEndpoint:
                 await _respond(send, 400, _parse_error(body, problem))
                 return
             receive = _replay(body, receive)
-        await self._manager.handle_request(scope, receive, send)
+        await manager.handle_request(scope, receive, send)
 
     def starlette(
         self,
