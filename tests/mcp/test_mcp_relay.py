@@ -163,6 +163,36 @@ def test_an_upstream_s_log_messages_reach_the_caller_at_its_level(tmp_path: Path
     assert [e["relayed"] for e in relayed(recorder, "upstream_log")] == [True] * 3 + [False] * 3
 
 
+def test_on_a_2026_connection_log_messages_follow_the_call_s_opt_in(tmp_path: Path) -> None:
+    """A client that opts in at info hears the three messages; one that does not, none."""
+    config = write_config(tmp_path, asking_upstream())
+    heard: dict[str | None, list[object]] = {"info": [], None: []}
+
+    async def scenario(level: types.LoggingLevel | None) -> str:
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            heard[level].append(params.data)
+
+        gw = Gateway(config, errlog=QUIET)
+        async with (
+            serving(gw) as url,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['mira']}"}) as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                logging_callback=on_log,
+                log_level=level,
+            ) as client,
+        ):
+            await client.call_tool("media.test_tool_with_logging", {})
+            return client.protocol_version
+
+    assert run(scenario("info")) == "2026-07-28"
+    run(scenario(None))
+    assert heard == {
+        "info": ["Tool execution started", "Tool processing data", "Tool execution completed"],
+        None: [],
+    }
+
+
 def test_sampling_reaches_the_caller_only_where_the_upstream_is_allowed(tmp_path: Path) -> None:
     """allow_sampling: the client's model answers, marked; by default refused, and traced."""
     asked: list[types.CreateMessageRequestParams] = []
@@ -203,6 +233,36 @@ def test_sampling_reaches_the_caller_only_where_the_upstream_is_allowed(tmp_path
     reasons = [str(e["refused"]) for e in relayed(refused, "upstream_request")]
     assert reasons
     assert all("allow_sampling is not set" in r for r in reasons)
+
+
+def test_a_2026_client_is_not_asked_for_a_sample_and_the_upstream_hears_why(
+    tmp_path: Path,
+) -> None:
+    """A 2026-07-28 connection takes no server-to-client request: refused, and traced."""
+    config = write_config(tmp_path, asking_upstream(allow_sampling=True))
+    recorder = Recorder()
+    asked: list[object] = []
+
+    async def sample(_ctx: object, params: object) -> types.CreateMessageResult:
+        asked.append(params)
+        answer = types.TextContent(type="text", text="never")
+        return types.CreateMessageResult(role="assistant", content=answer, model="test-model")
+
+    async def scenario() -> types.CallToolResult:
+        gw = Gateway(config, sinks=[recorder], errlog=QUIET)
+        async with (
+            serving(gw) as url,
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['mira']}"}) as http,
+            Client(streamable_http_client(url, http_client=http), sampling_callback=sample) as c,
+        ):
+            return await c.call_tool("media.test_sampling", {"prompt": "2 + 2?"})
+
+    result = run(scenario())
+    assert result.is_error is True
+    assert asked == []
+    reasons = [str(e["refused"]) for e in relayed(recorder, "upstream_request")]
+    assert reasons
+    assert all("2026-07-28" in r for r in reasons)
 
 
 def test_elicitation_reaches_the_caller_with_its_schema_whole(tmp_path: Path) -> None:

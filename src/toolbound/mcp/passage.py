@@ -34,7 +34,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
 
 from toolbound.mcp.content import TRUST_META_KEY
-from toolbound.mcp.relay import CALLER, Caller, admits
+from toolbound.mcp.relay import CALLER, Caller
 from toolbound.results.encode import TRUST_MARK
 
 try:
@@ -217,6 +217,8 @@ class Passage:
             )
         elif caller is None:
             refusal = f"the call in flight on upstream {name} has no MCP client to ask"
+        elif not caller.session.can_send_request:
+            refusal = f"the client's connection takes no {method} request (a 2026-07-28 one)"
         elif not capable(caller.session.client_capabilities or types.ClientCapabilities()):
             refusal = f"the client does not offer {method.split('/', maxsplit=1)[0]}"
         _record(trace, "upstream_request", method=method, upstream=name, refused=refusal)
@@ -246,7 +248,7 @@ class Passage:
         """``notifications/message`` from the upstream: to the caller(s), at their level."""
         name = self.config.name
         for caller, trace in list(self._in_flight.values()):
-            relayed = caller is not None and admits(caller.connection, params.level)
+            relayed = caller is not None and caller.hears(params.level)
             _record(trace, "upstream_log", upstream=name, level=params.level, relayed=relayed)
             if caller is None or not relayed:
                 continue

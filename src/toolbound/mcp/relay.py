@@ -17,7 +17,8 @@ request, and the SDK's client tells the upstream (``notifications/cancelled``) a
 it abandons the request.
 
 :data:`LOG_LEVELS` keeps each client connection's ``logging/setLevel``: a relayed
-log message below it is not sent (:func:`admits`).
+log message below it is not sent (:func:`admits`). On a 2026-07-28 connection there
+is no such request: a call's own ``_meta`` opts in to a level (:meth:`Caller.hears`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from weakref import WeakKeyDictionary
+
+try:
+    from mcp.server.connection import allowed_log_levels
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
+    raise ImportError(msg) from exc
 
 if TYPE_CHECKING:
     from toolbound._model import Subject
@@ -68,6 +76,15 @@ class Caller:
     connection: Any
     request_id: str | int | None
     subject: Subject
+    opted_in: frozenset[str] | None = None
+    """On a 2026-07-28 connection, the log levels this request opted in to (``_meta``);
+    ``None`` on a 2025-era one, where ``logging/setLevel`` decides (:func:`admits`)."""
+
+    def hears(self, level: str) -> bool:
+        """Whether a log message at ``level`` may be sent for this call."""
+        if self.opted_in is not None:
+            return level in self.opted_in
+        return admits(self.connection, level)
 
 
 CALLER: ContextVar[Caller | None] = ContextVar("toolbound_mcp_caller", default=None)
@@ -84,11 +101,15 @@ LOG_LEVELS: WeakKeyDictionary[Any, str] = WeakKeyDictionary()
 
 def caller_of(ctx: Any, subject: Subject) -> Caller:  # noqa: ANN401 - the SDK's request context
     """The :class:`Caller` of one SDK request context, run as ``subject``."""
+    version = str(ctx.protocol_version)
     return Caller(
         session=ctx.session,
         connection=connection_of(ctx.session),
         request_id=ctx.request_id,
         subject=subject,
+        opted_in=frozenset(allowed_log_levels(version, ctx.meta))
+        if version in MODERN_PROTOCOL_VERSIONS
+        else None,
     )
 
 
