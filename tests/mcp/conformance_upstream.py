@@ -10,8 +10,9 @@ federation and relays are what the suite checks. The gateway tests use it too.
 sleeps, and writes ``cancelled`` to ``$CONFORMANCE_STATE`` when it is cancelled first.
 ``test_tool_with_logging`` sends three info log messages, ``test_sampling`` and the
 ``test_elicitation*`` tools ask the client (through the gateway, which relays only
-where its configuration allows), and ``test_touch_resource`` (``uri``) announces
-that a resource changed (``notifications/resources/updated``) if it was subscribed.
+where its configuration allows), ``test_touch_resource`` (``uri``) announces
+that a resource changed (``notifications/resources/updated``) if it was subscribed,
+and ``test_announce_tools_changed`` sends ``notifications/tools/list_changed``.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ TOOLS = [
     ),
     tool("test_elicitation_sep1034_defaults", "Asks the user, with defaults."),
     tool("test_elicitation_sep1330_enums", "Asks the user, with enums."),
+    tool("test_announce_tools_changed", "Says its tool list changed."),
     tool(
         "test_touch_resource",
         "Announces that a resource changed.",
@@ -266,6 +268,9 @@ async def say(
             )
             await ctx.session.send_notification(log, related_request_id=ctx.request_id)
         return text("Logged three messages.")
+    if params.name == "test_announce_tools_changed":
+        await ctx.session.send_notification(types.ToolListChangedNotification())
+        return text("announced")
     if params.name == "test_touch_resource":
         uri = str((params.arguments or {}).get("uri"))
         if uri in watched:

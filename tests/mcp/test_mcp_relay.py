@@ -91,6 +91,7 @@ ASKING = (
     "test_elicitation",
     "test_elicitation_sep1330_enums",
     "test_touch_resource",
+    "test_announce_tools_changed",
 )
 
 
@@ -362,3 +363,29 @@ def test_subscriptions_are_offered_only_when_an_upstream_offers_them(tmp_path: P
     offered = run(scenario())
     assert offered.resources is not None
     assert not offered.resources.subscribe
+
+
+def test_an_upstream_s_tool_list_change_reaches_the_gateway_s_clients(tmp_path: Path) -> None:
+    """The gateway re-reads the upstream, then its client hears tools/list_changed, marked."""
+    config = write_config(tmp_path, asking_upstream())
+    heard: list[types.ToolListChangedNotification] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            heard.append(message)
+
+    async def scenario() -> None:
+        gw = Gateway(config, errlog=QUIET)
+        async with (
+            serving(gw) as url,
+            legacy_client(url, TOKENS["mira"], message_handler=on_message) as client,
+        ):
+            await client.call_tool("media.test_announce_tools_changed", {})
+            with anyio.fail_after(10):
+                while not heard:  # noqa: ASYNC110 - the notification comes on its own
+                    await anyio.sleep(0.05)
+
+    run(scenario())
+    [notification] = heard
+    meta = notification.params.meta if notification.params is not None else None
+    assert (meta or {})[UPSTREAM_META_KEY] == "media"
