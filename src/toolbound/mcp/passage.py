@@ -6,14 +6,18 @@ connection, and one :class:`Downstream` per gateway knows the clients::
     sampling/createMessage     to the client whose tools/call is in flight on this
     elicitation/create         upstream, only where the upstream's allow_sampling /
                                allow_elicitation says so; otherwise refused with a
-                               JSON-RPC error to the upstream. Either way one
+                               JSON-RPC error to the upstream (so too when that
+                               client cannot be asked). Either way one
                                ``upstream_request`` event in that call's trace.
-    notifications/message      to that client, at or above its logging/setLevel;
-                               one ``upstream_log`` event in the call's trace
+    notifications/message      to that client, at or above its logging/setLevel (on
+                               a 2026-07-28 connection: the call's opt-in); one
+                               ``upstream_log`` event in the call's trace. Outside
+                               any call, to nobody.
     notifications/resources/   to the clients subscribed to that URI
       updated                  (:meth:`Downstream.subscribe`)
     notifications/*/list_      tools: the gateway re-reads the upstream first; then
-      changed                  to every client the gateway has served
+      changed                  to every client the gateway has served a call or a
+                               subscription
 
 Everything relayed carries ``_meta["io.toolbound/trust"] = "untrusted_tool_data"``
 and ``_meta["io.toolbound/upstream"]``: the upstream is untrusted, and its words are
@@ -247,6 +251,8 @@ class Passage:
     async def logging(self, params: types.LoggingMessageNotificationParams) -> None:
         """``notifications/message`` from the upstream: to the caller(s), at their level."""
         name = self.config.name
+        if not self._in_flight:
+            _LOG.debug("upstream %s: a log message outside any call, not relayed", name)
         for caller, trace in list(self._in_flight.values()):
             relayed = caller is not None and caller.hears(params.level)
             _record(trace, "upstream_log", upstream=name, level=params.level, relayed=relayed)
