@@ -36,6 +36,7 @@ from toolbound.mcp import Gateway
 from toolbound.mcp.content import TRUST_META_KEY
 from toolbound.mcp.federation import RESOURCE_NOT_FOUND
 from toolbound.mcp.passage import UPSTREAM_META_KEY
+from toolbound.wiring import journal_for
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -264,6 +265,36 @@ def test_a_2026_client_is_not_asked_for_a_sample_and_the_upstream_hears_why(
     reasons = [str(e["refused"]) for e in relayed(recorder, "upstream_request")]
     assert reasons
     assert all("2026-07-28" in r for r in reasons)
+
+
+def test_a_refused_elicitation_is_kept_in_the_journal_with_its_reason(tmp_path: Path) -> None:
+    """By default an elicitation is refused; the call's journal row keeps the event."""
+    config = write_config(tmp_path, asking_upstream())
+    asked: list[object] = []
+
+    async def elicit(_ctx: object, params: object) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="decline")
+
+    async def scenario() -> None:
+        gw = Gateway(config, errlog=QUIET)
+        async with (
+            serving(gw) as url,
+            legacy_client(url, TOKENS["mira"], elicitation_callback=elicit) as client,
+        ):
+            await client.call_tool("media.test_elicitation", {"message": "Who are you?"})
+
+    run(scenario())
+    assert asked == []
+    journal = journal_for(config.service.store_url)
+    try:
+        [call] = journal.list_calls("acme")
+    finally:
+        journal.close()
+    events = call.body["trace"]  # type: ignore[index]
+    [first, *_] = [e["data"] for e in events if e["kind"] == "upstream_request"]
+    assert first["method"] == "elicitation/create"
+    assert "allow_elicitation is not set" in first["refused"]
 
 
 def test_elicitation_reaches_the_caller_with_its_schema_whole(tmp_path: Path) -> None:
