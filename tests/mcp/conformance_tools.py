@@ -51,6 +51,10 @@ def _error(_args: JSONObject, _ctx: ToolContext) -> JSONValue:
     raise NotCommitted(msg, code="intentional_error", recoverable=False)
 
 
+def _reconnection(_args: JSONObject, _ctx: ToolContext) -> JSONValue:
+    return "Reconnection test completed."
+
+
 def _echo_schema_tool(args: JSONObject, _ctx: ToolContext) -> JSONValue:
     return args
 
@@ -103,6 +107,7 @@ JSON_SCHEMA_2020_12 = {
 TOOLS: tuple[tuple[str, str, dict[str, object], Callable[..., object]], ...] = (
     ("test_simple_text", "Returns simple text.", NO_ARGUMENTS, _simple_text),
     ("test_error_handling", "Always fails.", NO_ARGUMENTS, _error),
+    ("test_reconnection", "Answers on a resumable SSE stream.", NO_ARGUMENTS, _reconnection),
     ("json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features", JSON_SCHEMA_2020_12,
      _echo_schema_tool),
     ("test_image_content", "Returns an image.", NO_ARGUMENTS, _image),
@@ -196,12 +201,12 @@ def test_prompt_with_image() -> list[Message]:
 
 
 def basic() -> Registry:
-    """For ``--tools conformance_tools:basic``: the three tools whose names only this pack has.
+    """For ``--tools conformance_tools:basic``: the four tools whose names only this pack has.
 
     The gateway's conformance run serves them from here, and the suite's other
     fixtures (same names) from ``conformance_upstream.py``, a plain MCP server.
     """
-    return _registry(TOOLS[:3], library=False)
+    return _registry(TOOLS[:4], library=False)
 
 
 def tools() -> Registry:

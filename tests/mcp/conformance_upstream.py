@@ -8,6 +8,11 @@ federation and relays are what the suite checks. The gateway tests use it too.
 
 ``test_tool_with_progress`` reports 0, 50 and 100 of 100; ``test_slow`` (``seconds``)
 sleeps, and writes ``cancelled`` to ``$CONFORMANCE_STATE`` when it is cancelled first.
+``test_tool_with_logging`` sends three info log messages, ``test_sampling`` and the
+``test_elicitation*`` tools ask the client (through the gateway, which relays only
+where its configuration allows), ``test_touch_resource`` (``uri``) announces
+that a resource changed (``notifications/resources/updated``) if it was subscribed,
+and ``test_announce_tools_changed`` sends ``notifications/tools/list_changed``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +29,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 
 # A 1x1 red PNG.
 PNG = base64.b64encode(
@@ -53,7 +60,81 @@ TOOLS = [
         "Sleeps.",
         {"type": "object", "properties": {"seconds": {"type": "number"}}},
     ),
+    tool("test_tool_with_logging", "Sends three log messages."),
+    tool(
+        "test_sampling",
+        "Asks the client's model.",
+        {"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]},
+    ),
+    tool(
+        "test_elicitation",
+        "Asks the user.",
+        {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+    ),
+    tool("test_elicitation_sep1034_defaults", "Asks the user, with defaults."),
+    tool("test_elicitation_sep1330_enums", "Asks the user, with enums."),
+    tool("test_announce_tools_changed", "Says its tool list changed."),
+    tool(
+        "test_touch_resource",
+        "Announces that a resource changed.",
+        {"type": "object", "properties": {"uri": {"type": "string"}}, "required": ["uri"]},
+    ),
 ]
+ELICIT_USER: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"},
+    },
+    "required": ["username", "email"],
+}
+ELICIT_DEFAULTS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "default": "John Doe"},
+        "age": {"type": "integer", "default": 30},
+        "score": {"type": "number", "default": 95.5},
+        "status": {
+            "type": "string",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
+        "verified": {"type": "boolean", "default": True},
+    },
+}
+ELICIT_ENUMS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {
+            "type": "string",
+            "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
+            ],
+        },
+        "legacyEnum": {
+            "type": "string",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
+        },
+        "untitledMulti": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        },
+        "titledMulti": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"},
+                ]
+            },
+        },
+    },
+}
 
 
 def content(name: str) -> list[types.ContentBlock]:
@@ -77,6 +158,7 @@ def content(name: str) -> list[types.ContentBlock]:
 
 RESOURCES = [
     types.Resource(uri="test://static-text", name="static-text", mime_type="text/plain"),
+    types.Resource(uri="test://watched-resource", name="watched-resource", mime_type="text/plain"),
     types.Resource(uri="test://static-binary", name="static-binary", mime_type="image/png"),
 ]
 TEMPLATE = types.ResourceTemplate(
@@ -105,6 +187,8 @@ def read(uri: str) -> list[types.TextResourceContents | types.BlobResourceConten
     if uri == "test://static-text":
         text = "This is the content of the static text resource."
         return [types.TextResourceContents(uri=uri, mime_type="text/plain", text=text)]
+    if uri == "test://watched-resource":
+        return [types.TextResourceContents(uri=uri, mime_type="text/plain", text="Watched.")]
     if uri == "test://static-binary":
         return [types.BlobResourceContents(uri=uri, mime_type="image/png", blob=PNG)]
     parts = uri.split("/")
@@ -135,11 +219,75 @@ def prompt(name: str, args: dict[str, str]) -> list[types.PromptMessage]:
     raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
 
 
+def text(value: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=value)])
+
+
+async def ask(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult | None:
+    """The tools that ask the client something, on the stream of the call."""
+    args = params.arguments or {}
+    send = partial(
+        ctx.session.send_request, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+    )
+    if params.name == "test_sampling":
+        message = types.SamplingMessage(
+            role="user", content=types.TextContent(type="text", text=str(args.get("prompt")))
+        )
+        request = types.CreateMessageRequest(
+            params=types.CreateMessageRequestParams(messages=[message], max_tokens=100)
+        )
+        sampled = await send(request, types.CreateMessageResult)
+        block = sampled.content
+        return text(f"LLM response: {block.text if isinstance(block, types.TextContent) else ''}")
+    schema = {
+        "test_elicitation": ELICIT_USER,
+        "test_elicitation_sep1034_defaults": ELICIT_DEFAULTS,
+        "test_elicitation_sep1330_enums": ELICIT_ENUMS,
+    }.get(params.name)
+    if schema is None:
+        return None
+    form = types.ElicitRequestFormParams(
+        message=str(args.get("message", "Please answer.")), requested_schema=schema
+    )
+    answer = await send(types.ElicitRequest(params=form), types.ElicitResult)
+    return text(f"Elicitation completed: action={answer.action}, content={answer.content}")
+
+
+async def say(
+    ctx: Any, params: types.CallToolRequestParams, watched: set[str]
+) -> types.CallToolResult | None:
+    """The tools that send the client notifications (or nothing special)."""
+    if params.name == "test_tool_with_logging":
+        for step, line in enumerate(
+            ("Tool execution started", "Tool processing data", "Tool execution completed")
+        ):
+            if step:
+                await anyio.sleep(0.05)
+            log = types.LoggingMessageNotification(
+                params=types.LoggingMessageNotificationParams(level="info", data=line)
+            )
+            await ctx.session.send_notification(log, related_request_id=ctx.request_id)
+        return text("Logged three messages.")
+    if params.name == "test_announce_tools_changed":
+        await ctx.session.send_notification(types.ToolListChangedNotification())
+        return text("announced")
+    if params.name == "test_touch_resource":
+        uri = str((params.arguments or {}).get("uri"))
+        if uri in watched:
+            await ctx.session.send_resource_updated(uri)
+        return text("subscribed" if uri in watched else "not subscribed")
+    return None
+
+
 async def run_tool(
     ctx: Any,
     params: types.CallToolRequestParams,
     state: Path | None,
+    watched: set[str],
 ) -> types.CallToolResult:
+    answered = await ask(ctx, params) or await say(ctx, params, watched)
+    if answered is not None:
+        return answered
     if params.name == "test_tool_with_progress":
         meta = dict(ctx.meta or {})
         token = meta.get("progress_token", meta.get("progressToken"))
@@ -163,12 +311,26 @@ async def run_tool(
     return types.CallToolResult(content=content(params.name))
 
 
+def subscriptions(watched: set[str]) -> dict[str, Any]:
+    async def subscribe(_ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        watched.add(str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(_ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        watched.discard(str(params.uri))
+        return types.EmptyResult()
+
+    return {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
+
+
 def build(state: Path | None) -> Server[Any]:
+    watched: set[str] = set()
+
     async def list_tools(_ctx: Any, _params: object) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await run_tool(ctx, params, state)
+        return await run_tool(ctx, params, state, watched)
 
     async def list_resources(_ctx: Any, _params: object) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=RESOURCES)
@@ -204,6 +366,7 @@ def build(state: Path | None) -> Server[Any]:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
         on_completion=complete,
+        **subscriptions(watched),
     )
 
 

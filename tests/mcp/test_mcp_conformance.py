@@ -53,13 +53,23 @@ actions = ["read"]
 # Nobody holds this token: the suite calls in local mode only.
 NO_TOKEN = "0" * 64
 
-FIXTURES = ("test_simple_text", "test_error_handling", "json_schema_2020_12_tool")
+FIXTURES = (
+    "test_simple_text",
+    "test_error_handling",
+    "json_schema_2020_12_tool",
+    "test_reconnection",
+)
 UPSTREAM_FIXTURES = (
     "test_image_content",
     "test_audio_content",
     "test_embedded_resource",
     "test_multiple_content_types",
     "test_tool_with_progress",
+    "test_tool_with_logging",
+    "test_sampling",
+    "test_elicitation",
+    "test_elicitation_sep1034_defaults",
+    "test_elicitation_sep1330_enums",
 )
 EVERYTHING_READS = ("echo", "get-sum", "get-tiny-image", "get-structured-content")
 
@@ -136,6 +146,8 @@ prefix = ""
 command = ["{sys.executable}", "{HERE / "conformance_upstream.py"}"]
 resources_capability = "conformance:call"
 prompts_capability = "conformance:call"
+allow_sampling = true
+allow_elicitation = true
 {media_rules}
 """
     )

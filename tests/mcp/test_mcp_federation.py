@@ -53,6 +53,7 @@ def test_resources_are_listed_with_prefixed_names_and_their_own_uris(tmp_path: P
     assert {(r.name, str(r.uri)) for r in listed.resources} == {
         ("media.static-text", "test://static-text"),
         ("media.static-binary", "test://static-binary"),
+        ("media.watched-resource", "test://watched-resource"),
     }
     assert [(t.name, t.uri_template) for t in templates.resource_templates] == [
         ("media.template-data", "test://template/{id}/data")

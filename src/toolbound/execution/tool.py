@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
 
     from toolbound._model import Invocation, JSONObject, JSONValue
+    from toolbound.trace import Trace
 
 __all__ = [
     "REPORTER",
@@ -164,6 +165,10 @@ class ToolContext:
     """This attempt's id, as the trace records it."""
     reporter: Reporter | None = field(default_factory=REPORTER.get, repr=False)
     """Where :meth:`report_progress` and :meth:`log` go (none: they are dropped)."""
+    trace: Trace | None = field(default=None, repr=False)
+    """The call's trace, for a tool that relays what its far side asks or says
+    mid-call (an MCP upstream's sampling or elicitation request): it appends events,
+    never rewrites them (R14)."""
     # A plain flag: one store, visible to the runtime's thread under the GIL.
     _committed: bool = field(default=False, repr=False)
 

@@ -32,6 +32,8 @@ exactly as the service reads them; this module adds two::
     max_content_bytes = 1048576       # a larger image, audio or resource block is cut
     resources_capability = "git:resources"   # who may list and read its resources
     prompts_capability = "git:prompts"       # who may list and get its prompts
+    allow_sampling = false            # relay its sampling/createMessage to the caller
+    allow_elicitation = false         # relay its elicitation/create to the caller
 
     [upstream.tools.git_commit]
     effect = "irreversible_write"     # unset: irreversible_write, the most conservative
@@ -102,6 +104,7 @@ _UPSTREAM_KEYS = frozenset(
         "name", "prefix", "command", "env", "cwd", "url", "bearer_env", "timeout",
         "attempt_timeout", "new_tools", "strict_schemas", "refresh_seconds", "tools",
         "max_content_bytes", "resources_capability", "prompts_capability",
+        "allow_sampling", "allow_elicitation",
     }
 )  # fmt: skip
 _TOOL_KEYS = frozenset(
@@ -152,6 +155,10 @@ class UpstreamConfig:
     """The largest image, audio or embedded resource passed through whole (decoded bytes)."""
     resources_capability: str | None = None
     prompts_capability: str | None = None
+    allow_sampling: bool = False
+    """Whether its ``sampling/createMessage`` requests reach the client whose call caused them."""
+    allow_elicitation: bool = False
+    """Whether its ``elicitation/create`` requests reach the client whose call caused them."""
 
     @property
     def resources_grant(self) -> str:
@@ -525,6 +532,8 @@ class _Checker:
             max_content_bytes=self.size(raw, path, "max_content_bytes"),
             resources_capability=self.text(raw, path, "resources_capability"),
             prompts_capability=self.text(raw, path, "prompts_capability"),
+            allow_sampling=self.flag(raw, path, "allow_sampling", default=False),
+            allow_elicitation=self.flag(raw, path, "allow_elicitation", default=False),
         )
 
     def tool(self, raw: object, path: str) -> ToolRule:

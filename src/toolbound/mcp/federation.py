@@ -13,6 +13,14 @@ a caller without it sees none, and a read or get of one is refused as unknown::
                                                so a grant's scope applies), traced and
                                                counted like a tool read; contents
                                                marked untrusted and bounded
+    resources/subscribe, resources/unsubscribe a URI the caller may read, of an upstream
+                                               that offers subscriptions; a subscription
+                                               runs through the runtime like a read
+                                               (``resources.subscribe.<upstream>``). The
+                                               upstream is subscribed while any client is;
+                                               its
+                                               notifications/resources/updated reach the
+                                               subscribed clients (:mod:`.passage`)
     prompts/list, prompts/get                  names as tools are; forwarded
     completion/complete                        for a prompt or template the caller
                                                may use; forwarded
@@ -23,15 +31,20 @@ first in configuration order when two do).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
-from toolbound._model import Resource, ToolSpec
+from toolbound._model import Proposal, Resource, ToolSpec
 from toolbound.library import READ_TOOL_PREFIX
 from toolbound.mcp.content import mark_block
+from toolbound.mcp.passage import Downstream
 from toolbound.mcp.reads import RESOURCE_NOT_FOUND, not_found, read_through
-from toolbound.registry import Registry
+from toolbound.pipeline.runtime import CallContext
+from toolbound.registry import Registry, ToolSet
 
 try:
     import mcp_types as types
@@ -45,12 +58,16 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from toolbound._model import JSONObject, JSONValue, Subject
+    from toolbound._outcome import Observed
     from toolbound.execution.tool import ToolContext
     from toolbound.mcp.upstream import Upstream
     from toolbound.pipeline.runtime import Runtime
+    from toolbound.registry import RegisteredTool
 
-__all__ = ["READ_TOOL_PREFIX", "RESOURCE_NOT_FOUND", "Federation"]
+__all__ = ["READ_TOOL_PREFIX", "RESOURCE_NOT_FOUND", "SUBSCRIBE_TOOL_PREFIX", "Federation"]
 
+SUBSCRIBE_TOOL_PREFIX: Final = "resources.subscribe."
+"""A subscription runs as the read tool ``resources.subscribe.<upstream>`` (trace, metrics)."""
 
 _LOG = logging.getLogger("toolbound.mcp")
 _T = TypeVar("_T")
@@ -76,8 +93,10 @@ class Federation:
         *,
         runtime: Runtime,
         holds: Callable[[Subject, str], bool],
+        downstream: Downstream | None = None,
     ) -> None:
         self._upstreams = list(upstreams)
+        self._downstream = downstream if downstream is not None else Downstream()
         self._runtime = runtime
         self._holds = holds
         self._uris: dict[str, Upstream] = {}
@@ -85,6 +104,11 @@ class Federation:
         self._prompts: dict[str, tuple[Upstream, str]] = {}
         registry = Registry()
         self._readers = {u.name: registry.register(*_reader(u)) for u in self._upstreams}
+        self.subscribable = False
+        """Whether some upstream offered subscriptions when :meth:`offer_subscriptions` asked."""
+        self._subscribers = {
+            u.name: registry.register(*_subscriber(u, self._downstream)) for u in self._upstreams
+        }
 
     # -- resources ---------------------------------------------------------------------
 
@@ -117,6 +141,61 @@ class Federation:
             limit=upstream.config.max_content_bytes,
             source=f"upstream {upstream.name}",
         )
+
+    async def offer_subscriptions(self) -> bool:
+        """Ask the upstreams: subscriptions are served if one of them offers them."""
+        offered = False
+        for upstream in self._upstreams:
+            try:
+                offered |= await upstream.subscribes()
+            except Exception as exc:  # noqa: BLE001 - an unreachable upstream offers nothing
+                _LOG.info("upstream %s: no capabilities (%r)", upstream.name, exc)
+        self.subscribable = offered
+        return offered
+
+    async def subscribe(self, subject: Subject, uri: str, connection: object) -> None:
+        """``resources/subscribe`` through the runtime, as a read of the owning upstream.
+
+        The upstream itself is subscribed for the URI's first client (the read tool
+        ``resources.subscribe.<upstream>`` does it).
+        """
+        upstream = await self._owner(uri, subject)
+        if upstream is None:
+            raise not_found(uri)
+        if not await upstream.subscribes():
+            raise MCPError(
+                code=types.METHOD_NOT_FOUND,
+                message=f"upstream {upstream.name} does not offer resource subscriptions",
+            )
+        await self._run(self._subscribers[upstream.name], uri, subject)
+        self._downstream.subscribe(uri, connection)
+
+    async def unsubscribe(self, subject: Subject, uri: str, connection: object) -> None:
+        """``resources/unsubscribe``: the upstream is unsubscribed when no client is left."""
+        upstream = await self._owner(uri, subject)
+        if upstream is None:
+            raise not_found(uri)
+        if self._downstream.unsubscribe(uri, connection) and await upstream.subscribes():
+            await upstream.subscribe(uri, subscribe=False)
+
+    async def _run(self, tool: RegisteredTool, uri: str, subject: Subject) -> Observed:
+        """One of the resource tools on ``uri``, as ``subject``; a refusal as an MCP error."""
+        proposal = Proposal(
+            name=tool.spec.name,
+            arguments=json.dumps({"uri": uri}).encode(),
+            proposal_id="mcp-resource-" + os.urandom(8).hex(),
+        )
+        context = CallContext(subject=subject, tools=ToolSet([tool]))
+        outcome = await self._runtime.arun(proposal, context)
+        if outcome.kind != "observed":
+            payload = outcome.message.payload
+            error = cast("JSONObject", payload.get("error") or payload)
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"{error.get('code', outcome.kind)}: {error.get('message', '')}",
+                data=payload,
+            )
+        return outcome
 
     # -- prompts -------------------------------------------------------------------------
 
@@ -230,6 +309,30 @@ def _reader(
         result_budget=max(cfg.max_content_bytes * 2, 16_384),
     )
     return spec, read
+
+
+def _subscriber(
+    upstream: Upstream, downstream: Downstream
+) -> tuple[ToolSpec, Callable[[JSONObject, ToolContext], Awaitable[JSONValue]]]:
+    """The subscribe tool of one upstream's resources: a read, scoped by the URI."""
+    reader, _ = _reader(upstream)
+
+    async def subscribe(arguments: JSONObject, ctx: ToolContext) -> JSONValue:
+        del ctx
+        uri = str(arguments["uri"])
+        if downstream.subscribers(uri):
+            return "already subscribed upstream"
+        await upstream.subscribe(uri)
+        return "subscribed upstream"
+
+    spec = replace(
+        reader,
+        name=f"{SUBSCRIBE_TOOL_PREFIX}{upstream.name}",
+        description=f"Subscribe to one resource of upstream {upstream.name}.",
+        max_attempts=1,
+        result_budget=1024,
+    )
+    return spec, subscribe
 
 
 def _renamed(item: _Named, upstream: Upstream) -> _Named:

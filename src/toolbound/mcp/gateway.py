@@ -13,9 +13,12 @@ validation (never of an ``isError`` result, whose text reaches the caller whole)
 result encoding and the trace. Image, audio and resource blocks in an upstream's
 results pass through as blocks, bounded and marked untrusted
 (:mod:`toolbound.mcp.content`); its progress reaches the client and a client's
-cancellation reaches it (:mod:`toolbound.mcp.relay`). Its resources, templates and
-prompts are served to callers holding its ``resources_capability`` or
-``prompts_capability``, each resource read a read through the runtime
+cancellation reaches it (:mod:`toolbound.mcp.relay`); its log messages reach the
+client whose call it serves, and its sampling and elicitation requests too where
+``allow_sampling`` / ``allow_elicitation`` say so (:mod:`toolbound.mcp.passage`).
+Its resources, templates and prompts are served to callers holding its
+``resources_capability`` or ``prompts_capability``, each resource read a read through
+the runtime, and resource subscriptions are relayed to it
 (:mod:`toolbound.mcp.federation`).
 
 An upstream is untrusted (:mod:`toolbound.mcp.upstream`): its annotations are hints
@@ -56,6 +59,7 @@ from toolbound.approvals import ApprovalStore, ToolVersionMismatch
 from toolbound.identity import TokenRefused
 from toolbound.mcp.confirmations import ConfirmationEndpoint
 from toolbound.mcp.federation import Federation
+from toolbound.mcp.passage import Downstream, Passage
 from toolbound.mcp.review import held, shown_definition
 from toolbound.mcp.server import (
     GuardedServer,
@@ -165,7 +169,19 @@ class Gateway:
             )
         self.runtime = runtime
         self.approvals = ApprovalStore(config.approvals_path)
-        self.upstreams = {u.name: Upstream(u, errlog=errlog) for u in config.upstreams}
+        self.downstream = Downstream(refresh_tools=lambda: self.refresh(listing=True))
+        """The clients, for what upstreams send besides answers (:mod:`~toolbound.mcp.passage`)."""
+        self.upstreams = {
+            u.name: Upstream(u, errlog=errlog, passage=Passage(u, self.downstream))
+            for u in config.upstreams
+        }
+        self.federation = Federation(
+            list(self.upstreams.values()),
+            runtime=self.runtime,
+            holds=holds_capability(config.grant_holders()),
+            downstream=self.downstream,
+        )
+        """The upstreams' resources and prompts (:mod:`~toolbound.mcp.federation`)."""
         self.registry = Registry()
         instrument(self.runtime, self.registry, self.upstreams.values())  # R14
         self._served: dict[str, RegisteredTool] = {}
@@ -185,11 +201,7 @@ class Gateway:
             timeout=config.service.timeout,
             result_budget=config.service.result_budget,
             content=self._content_rule,
-            federation=Federation(
-                list(self.upstreams.values()),
-                runtime=self.runtime,
-                holds=holds_capability(config.grant_holders()),
-            ),
+            federation=self.federation,
         )
         self.confirmations = ConfirmationEndpoint.for_service(self.runtime, config.service)
         """The parked calls as approvers see and decide them (served by :meth:`http`)."""
@@ -207,6 +219,7 @@ class Gateway:
             if isinstance(result, BaseException):
                 _LOG.warning("upstream %s: not reachable (%r)", upstream.name, result)
         await self.refresh(listing=True)
+        await self.federation.offer_subscriptions()
         try:
             self._check_names()
         except ConfigurationError:

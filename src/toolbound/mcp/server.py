@@ -51,14 +51,22 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary
-from toolbound.mcp.relay import PROGRESS, progress_token
+from toolbound.mcp.events import SessionEventStores
+from toolbound.mcp.relay import (
+    CALLER,
+    LOG_LEVELS,
+    PROGRESS,
+    caller_of,
+    connection_of,
+    progress_token,
+)
 from toolbound.mcp.reporting import LogLevels, relaying
 from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
@@ -71,7 +79,6 @@ try:
     import mcp_types as types
     from mcp.server import Server
     from mcp.server.stdio import stdio_server
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -261,6 +268,24 @@ class Catalog(Protocol):
 
     def visible(self, subject: Subject) -> ToolSet:
         """The tools ``subject`` may see — and so call: the two never differ (R18)."""
+        ...
+
+
+@runtime_checkable
+class RelayedSubscriptions(Protocol):
+    """Resource subscriptions relayed to where the resources live (the gateway's upstreams)."""
+
+    @property
+    def subscribable(self) -> bool:
+        """Whether ``resources/subscribe`` is served (and ``resources.subscribe`` advertised)."""
+        ...
+
+    async def subscribe(self, subject: Subject, uri: str, connection: object) -> None:
+        """``resources/subscribe`` for ``connection``, if ``subject`` may read ``uri``."""
+        ...
+
+    async def unsubscribe(self, subject: Subject, uri: str, connection: object) -> None:
+        """``resources/unsubscribe`` for ``connection``."""
         ...
 
 
@@ -459,14 +484,18 @@ class GuardedServer:
         async def on_set_logging_level(
             ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
         ) -> types.EmptyResult:
-            # What tools log (ToolContext.log) reaches this client from this level up.
+            # What tools log (ToolContext.log) reaches this client from this level up;
+            # a gateway relays its upstreams' log messages at this level too.
             caller(ctx)
             self.log_levels.set(ctx, params.level)
+            _remember_level(ctx, params)
             return types.EmptyResult()
 
         handlers = {} if self.federation is None else self._federated(caller)
         if isinstance(self.federation, Subscribable):
             handlers.update(subscription_handlers(self.federation, caller))
+        elif isinstance(self.federation, RelayedSubscriptions) and self.federation.subscribable:
+            handlers.update(_subscription_handlers(self.federation, caller))
         with warnings.catch_warnings():
             # Logging is deprecated from 2026-07-28 (SEP-2577), but clients on a
             # 2025-era connection still send logging/setLevel when they connect.
@@ -578,10 +607,12 @@ class GuardedServer:
         legacy = ctx is not None and _legacy(ctx)
         sink = _progress_sink(ctx, meta)
         relayed = PROGRESS.set(sink)
+        calling = CALLER.set(None if ctx is None else caller_of(ctx, subject))
         try:
             async with relaying(ctx, sink, self.log_levels) as reports:
                 outcome = await self.runtime.arun(proposal, context)
         finally:
+            CALLER.reset(calling)
             PROGRESS.reset(relayed)
         reports.record(outcome.trace)
         parked = self._parked(outcome)
@@ -765,6 +796,10 @@ class HttpEndpoint:
     on a loopback address only — the CLI refuses any other. ``protected_resource``
     (RFC 9728) adds its metadata document to :attr:`routes` and names it in the
     ``WWW-Authenticate`` header of every 401 (``resource_metadata``).
+
+    Its SSE streams are resumable (SEP-1699, :mod:`toolbound.mcp.events`): each starts
+    with a priming event id and a ``retry``, and a client that reconnects with
+    ``Last-Event-ID`` receives the messages it missed.
     """
 
     def __init__(
@@ -796,20 +831,38 @@ class HttpEndpoint:
         if protected_resource is not None:
             challenge += f', resource_metadata="{protected_resource.metadata_url}"'
         self._challenge = challenge.encode()
-        self._manager = StreamableHTTPSessionManager(
-            app=server.lowlevel(), json_response=json_response, security_settings=security
-        )
+        self._json_response = json_response
+        self._security = security
+        self._manager: SessionEventStores | None = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run the session manager; the app serves only inside this context."""
-        async with self._manager.run():
-            yield
+        """Run the session manager; the app serves only inside this context.
+
+        The SDK server is built here: a gateway started before offers what its
+        upstreams offer (resource subscriptions).
+        """
+        # SEP-1699: SSE streams are resumable (priming event, retry, Last-Event-ID).
+        manager = SessionEventStores(
+            app=self.server.lowlevel(),
+            json_response=self._json_response,
+            security_settings=self._security,
+        )
+        self._manager = manager
+        try:
+            async with manager.run():
+                yield
+        finally:
+            self._manager = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI app: authenticate, check the body strictly, then hand over to the SDK."""
+        manager = self._manager
+        if manager is None:
+            msg = "the MCP endpoint serves only inside HttpEndpoint.running()"
+            raise RuntimeError(msg)
         if scope["type"] != "http":
-            await self._manager.handle_request(scope, receive, send)
+            await manager.handle_request(scope, receive, send)
             return
         subject = self._subject(scope)
         if subject is None:
@@ -828,7 +881,7 @@ class HttpEndpoint:
                 await _respond(send, 400, _parse_error(body, problem))
                 return
             receive = _replay(body, receive)
-        await self._manager.handle_request(scope, receive, send)
+        await manager.handle_request(scope, receive, send)
 
     def starlette(
         self,
@@ -861,6 +914,29 @@ class HttpEndpoint:
                     return self._authenticate(token.strip())
                 return None  # credentials we cannot read are refused, even in local mode
         return self._local
+
+
+def _subscription_handlers(
+    fed: RelayedSubscriptions, caller: Callable[[ServerRequestContext[Any, Any]], Subject]
+) -> dict[str, Any]:
+    """The SDK handlers for ``resources/subscribe`` and ``resources/unsubscribe``."""
+
+    async def on_subscribe_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        await fed.subscribe(caller(ctx), str(params.uri), connection_of(ctx.session))
+        return types.EmptyResult()
+
+    async def on_unsubscribe_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await fed.unsubscribe(caller(ctx), str(params.uri), connection_of(ctx.session))
+        return types.EmptyResult()
+
+    return {
+        "on_subscribe_resource": on_subscribe_resource,
+        "on_unsubscribe_resource": on_unsubscribe_resource,
+    }
 
 
 def _metadata_routes(resource: ProtectedResource | None) -> tuple[BaseRoute, ...]:
@@ -1004,6 +1080,13 @@ def _progress_sink(
         )
 
     return report
+
+
+def _remember_level(
+    ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+) -> None:
+    """Keep a client's ``logging/setLevel``: relayed log messages below it are not sent."""
+    LOG_LEVELS[connection_of(ctx.session)] = params.level
 
 
 def _legacy(ctx: ServerRequestContext[Any, Any]) -> bool:

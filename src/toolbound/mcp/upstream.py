@@ -53,6 +53,7 @@ from toolbound.execution.retry import (
 )
 from toolbound.execution.tool import CommitUnknown, NotCommitted
 from toolbound.gates.normalize import canonical_json
+from toolbound.mcp.passage import Passage
 from toolbound.mcp.relay import PROGRESS
 
 try:
@@ -231,8 +232,16 @@ class Upstream:
     call opens a new one (a new child process, for stdio).
     """
 
-    def __init__(self, config: UpstreamConfig, *, errlog: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        config: UpstreamConfig,
+        *,
+        errlog: TextIO | None = None,
+        passage: Passage | None = None,
+    ) -> None:
         self.config = config
+        self.passage = passage if passage is not None else Passage(config)
+        """Where its requests, log messages and notifications go (:mod:`~toolbound.mcp.passage`)."""
         self._errlog = errlog if errlog is not None else _stderr()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Client | None = None
@@ -286,6 +295,14 @@ class Upstream:
     async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
         """One ``completion/complete``, forwarded as it is."""
         return await self._on_home(self._complete(params))
+
+    async def subscribes(self) -> bool:
+        """Whether the upstream offers resource subscriptions (``resources.subscribe``)."""
+        return await self._on_home(self._subscribes())
+
+    async def subscribe(self, uri: str, *, subscribe: bool = True) -> None:
+        """``resources/subscribe`` (or ``resources/unsubscribe``) for ``uri``, forwarded."""
+        await self._on_home(self._subscribe(uri, subscribe=subscribe))
 
     async def call(
         self,
@@ -371,6 +388,21 @@ class Upstream:
             params.ref, {"name": params.argument.name, "value": params.argument.value}, context
         )
 
+    async def _subscribes(self) -> bool:
+        client = await self._connected()
+        resources = client.server_capabilities.resources
+        return resources is not None and bool(resources.subscribe)
+
+    async def _subscribe(self, uri: str, *, subscribe: bool) -> None:
+        client = await self._connected()
+        # The 2025-era request, on the 2025-era connection the gateway opens.
+        request: types.SubscribeRequest | types.UnsubscribeRequest = (
+            types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+            if subscribe
+            else types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+        )
+        await client.session.send_request(request, types.EmptyResult)
+
     async def _call(
         self,
         name: str,
@@ -430,7 +462,18 @@ class Upstream:
     async def _hold(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
         """Enter and leave the client in this one task, as anyio's scopes require."""
         try:
-            async with Client(self._transport(), client_info=_CLIENT_INFO) as client:
+            passage = self.passage
+            async with Client(
+                self._transport(),
+                client_info=_CLIENT_INFO,
+                # The handshake era: server-to-client requests, logging/setLevel and
+                # resources/subscribe, which the gateway relays, are its features.
+                mode="legacy",
+                sampling_callback=passage.sampling,
+                elicitation_callback=passage.elicitation,
+                logging_callback=passage.logging,
+                message_handler=passage.message,
+            ) as client:
                 ready.set_result(client)
                 await closing.wait()
         except BaseException as exc:
@@ -531,9 +574,10 @@ class UpstreamTool:
             ctx=ctx,
             meta=meta,
         ) as sent:
-            result = await upstream.call(
-                self.tool, arguments, meta=sent.meta or None, timeout=timeout, write=self.write
-            )
+            with upstream.passage.serving(ctx.trace):
+                result = await upstream.call(
+                    self.tool, arguments, meta=sent.meta or None, timeout=timeout, write=self.write
+                )
             sent.answered(result)
         if result.is_error:
             # The tool's own word that it failed: its text reaches the model whole,

@@ -242,6 +242,7 @@ def _begin_attempt(
         deadline_in=budget,
         transaction=transaction,
         attempt_id=call.attempts.current,
+        trace=call.life.trace,
     )
 
 
@@ -369,6 +370,7 @@ def _next_attempt(env: Env, call: Prepared, previous: ToolContext) -> ToolContex
         deadline_in=_remaining(env, call),
         transaction=previous.transaction,
         attempt_id=call.attempts.current,
+        trace=previous.trace,
     )
 
 
