@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from toolbound._frozen import quick_init
 from toolbound.results.redact import Cut
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ _CLOSE = b',"truncated":false}'
 _HEAD_KEYS = 5  # type, call_id, tool, status, trust: no "empty" and "meaning"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelProjection:
     """What goes back to the model for one call, byte for byte (``content``)."""
@@ -74,6 +76,7 @@ class ModelProjection:
         return self.content.decode()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HumanProjection:
     """The evidence a person reviews: the whole (secret-free) observation, structured."""
