@@ -5,9 +5,11 @@ Both run under uvicorn (one worker each, one at a time) and are driven by ``wrk`
 working size in the first seconds, which roughly halves early throughput. The
 service takes a read-only proposal through the whole pipeline — API key,
 Idempotency-Key claim, parse, validate, normalize, digest, authorize, execute,
-encode, trace, journal — and the bare endpoint does ``json.loads`` and the same
-function call. Prints requests/s, p50 and p99 for each and the throughput ratio.
-Aim: at least 60% of the bare endpoint's throughput.
+encode, trace, journal — and the bare endpoint does ``json.loads``, the same
+function call, and keeps a record of the call as durably as the service keeps its
+journal (one row committed to SQLite, WAL, ``synchronous=FULL``, before answering).
+Prints requests/s, p50 and p99 for each and the throughput ratio. Aim: at least
+60% of the bare endpoint's throughput.
 
 Run: ``.venv/bin/python bench/bench_service.py [--quick]``
 """
@@ -67,10 +69,16 @@ actions = ["read"]
     return path
 
 
-def start(argv: list[str], health: str) -> subprocess.Popen[bytes]:
-    """Start a server and wait until ``health`` ("METHOD URL") answers."""
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: S603
+def start(argv: list[str], health: str, folder: Path) -> subprocess.Popen[bytes]:
+    """Start a server in ``folder`` and wait until ``health`` ("METHOD URL") answers."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "BARE_DB": str(folder / "bare.db"),
+    }
+    process = subprocess.Popen(  # noqa: S603
+        argv, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     for _ in range(200):
         try:
             httpx.request(*health.split(" ", 1), timeout=0.5)  # type: ignore[arg-type]
@@ -91,7 +99,10 @@ def wrk(url: str, body: str, headers: dict[str, str], seconds: int) -> dict[str,
     # The request body goes into a copy of the script, which sets wrk's globals.
     script = HERE / "post.lua"
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(f"wrk.method = 'POST'\nwrk.body = {json.dumps(body)}\n" + script.read_text())
+        f.write(
+            f"wrk.method = 'POST'\nwrk.body = {json.dumps(body)}\n"
+            f"run_id = '{os.urandom(4).hex()}'\n" + script.read_text()
+        )
     argv[argv.index(str(script))] = f.name
     try:
         out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout  # noqa: S603
@@ -139,7 +150,9 @@ def main() -> None:
             ),
         ):  # fmt: skip
             port = free_port()
-            process = start([*command, "--port", str(port)], f"POST http://127.0.0.1:{port}{url}")
+            process = start(
+                [*command, "--port", str(port)], f"POST http://127.0.0.1:{port}{url}", Path(folder)
+            )
             try:
                 # Steady state: the store's files grow to their working size first.
                 wrk(f"http://127.0.0.1:{port}{url}", body, headers, warmup)
