@@ -1,13 +1,14 @@
 """The HTTP API against a bare Starlette endpoint, both on loopback, in the same run.
 
-Both run under uvicorn (one worker each, one at a time) and are driven by ``wrk``
+All run under uvicorn (one worker each, one at a time) and are driven by ``wrk``
 (Debian's package) for a fixed time after a warm-up: SQLite's files grow to their
 working size in the first seconds, which roughly halves early throughput. The
 service takes a read-only proposal through the whole pipeline — API key,
 Idempotency-Key claim, parse, validate, normalize, digest, authorize, execute,
-encode, trace, journal — and the bare endpoint does ``json.loads``, the same
-function call, and keeps a record of the call as durably as the service keeps its
-journal (one row committed to SQLite, WAL, ``synchronous=FULL``, before answering).
+encode, trace, journal — and the bare endpoint does ``json.loads`` and the same
+function call, twice: without any record, and keeping a record of each call as
+durably as the service keeps its journal (one row committed to SQLite, WAL,
+``synchronous=FULL``, before answering).
 Prints requests/s, p50 and p99 for each and the throughput ratio. Aim: at least
 60% of the bare endpoint's throughput.
 
@@ -69,10 +70,11 @@ actions = ["read"]
     return path
 
 
-def start(argv: list[str], health: str, folder: Path) -> subprocess.Popen[bytes]:
+def start(argv: list[str], health: str, folder: Path, record: str = "1") -> subprocess.Popen[bytes]:
     """Start a server in ``folder`` and wait until ``health`` ("METHOD URL") answers."""
     env = {
         **os.environ,
+        "BARE_RECORD": record,
         "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
         "BARE_DB": str(folder / "bare.db"),
     }
@@ -134,24 +136,25 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         path = config(Path(folder))
-        for name, command, url, headers in (
-            (
-                "bare Starlette",
-                [sys.executable, "-m", "uvicorn", "bare_app:app", "--log-level", "warning"],
-                "/call",
-                {},
-            ),
+        bare = [sys.executable, "-m", "uvicorn", "bare_app:app", "--log-level", "warning"]
+        for name, command, url, headers, record in (
+            ("bare, no record", bare, "/call", {}, "0"),
+            ("bare, durable", bare, "/call", {}, "1"),
             (
                 "toolbound API",
                 [sys.executable, "-c", "from toolbound.cli import main; main()", "serve",
                  "--config", str(path)],
                 "/v1/proposals",
                 {"Authorization": f"Bearer {KEY}"},
+                "1",
             ),
         ):  # fmt: skip
             port = free_port()
             process = start(
-                [*command, "--port", str(port)], f"POST http://127.0.0.1:{port}{url}", Path(folder)
+                [*command, "--port", str(port)],
+                f"POST http://127.0.0.1:{port}{url}",
+                Path(folder),
+                record,
             )
             try:
                 # Steady state: the store's files grow to their working size first.
@@ -159,13 +162,18 @@ def main() -> None:
                 results[name] = wrk(f"http://127.0.0.1:{port}{url}", body, headers, seconds)
             finally:
                 process.terminate()
-                process.wait(10)
-    base = results["bare Starlette"]["rps"]
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    plain, durable = results["bare, no record"]["rps"], results["bare, durable"]["rps"]
     print(f"read-only proposal over HTTP, wrk 1 thread 8 connections, {seconds} s each")
-    print(f"{'':16}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'of bare':>10}")
+    print(f"{'':16}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'of bare':>10}{'of durable':>12}")
     for name, r in results.items():
         print(
-            f"{name:16}{r['rps']:>10.0f}{r['p50']:>10.2f}{r['p99']:>10.2f}{r['rps'] / base:>10.0%}"
+            f"{name:16}{r['rps']:>10.0f}{r['p50']:>10.2f}{r['p99']:>10.2f}"
+            f"{r['rps'] / plain:>10.0%}{r['rps'] / durable:>12.0%}"
         )
 
 

@@ -3,7 +3,8 @@
 It keeps a record of every call as durably as the service keeps its journal: one
 row (the Idempotency-Key, the request and the answer) inserted and committed per
 request, in a SQLite file in WAL mode with ``synchronous=FULL``, before answering.
-The file is ``$BARE_DB`` (``bare.db`` in the working folder by default).
+The file is ``$BARE_DB`` (``bare.db`` in the working folder by default); with
+``BARE_RECORD=0`` nothing is recorded (the endpoint without durability).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from starlette.routing import Route
 if TYPE_CHECKING:
     from starlette.requests import Request
 
+RECORD = os.environ.get("BARE_RECORD", "1") != "0"
 _db = sqlite3.connect(os.environ.get("BARE_DB", "bare.db"), isolation_level=None)
 _db.execute("PRAGMA journal_mode = WAL")
 _db.execute("PRAGMA synchronous = FULL")
@@ -38,10 +40,11 @@ async def call(request: Request) -> Response:
     result = shout(json.loads(body["arguments"]))
     answer = json.dumps({"status": "observed", "data": result})
     # The same durability as the service's record: committed (fsynced) before the answer.
-    _db.execute(
-        "INSERT INTO calls VALUES (?, ?, ?)",
-        (request.headers.get("idempotency-key", os.urandom(8).hex()), raw.decode(), answer),
-    )
+    if RECORD:
+        _db.execute(
+            "INSERT INTO calls VALUES (?, ?, ?)",
+            (request.headers.get("idempotency-key", os.urandom(8).hex()), raw.decode(), answer),
+        )
     return Response(answer, media_type="application/json")
 
 
