@@ -7,8 +7,8 @@ service takes a read-only proposal through the whole pipeline — API key,
 Idempotency-Key claim, parse, validate, normalize, digest, authorize, execute,
 encode, trace, journal — and the bare endpoint does ``json.loads`` and the same
 function call, twice: without any record, and keeping a record of each call as
-durably as the service keeps its journal (one row committed to SQLite, WAL,
-``synchronous=FULL``, before answering).
+durably as the service keeps its journal (one row committed to SQLite before
+answering, WAL, ``synchronous=NORMAL`` as the journal).
 Prints requests/s, p50 and p99 for each and the throughput ratio. Aim: at least
 60% of the bare endpoint's throughput.
 
