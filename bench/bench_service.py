@@ -1,13 +1,16 @@
 """The HTTP API against a bare Starlette endpoint, both on loopback, in the same run.
 
-Both run under uvicorn (one worker each, one at a time) and are driven by ``wrk``
+All run under uvicorn (one worker each, one at a time) and are driven by ``wrk``
 (Debian's package) for a fixed time after a warm-up: SQLite's files grow to their
 working size in the first seconds, which roughly halves early throughput. The
 service takes a read-only proposal through the whole pipeline — API key,
 Idempotency-Key claim, parse, validate, normalize, digest, authorize, execute,
 encode, trace, journal — and the bare endpoint does ``json.loads`` and the same
-function call. Prints requests/s, p50 and p99 for each and the throughput ratio.
-Aim: at least 60% of the bare endpoint's throughput.
+function call, twice: without any record, and keeping a record of each call as
+durably as the service keeps its journal (one row committed to SQLite before
+answering, WAL, ``synchronous=NORMAL`` as the journal).
+Prints requests/s, p50 and p99 for each and the throughput ratio. Aim: at least
+60% of the bare endpoint's throughput.
 
 Run: ``.venv/bin/python bench/bench_service.py [--quick]``
 """
@@ -67,10 +70,17 @@ actions = ["read"]
     return path
 
 
-def start(argv: list[str], health: str) -> subprocess.Popen[bytes]:
-    """Start a server and wait until ``health`` ("METHOD URL") answers."""
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # noqa: S603
+def start(argv: list[str], health: str, folder: Path, record: str = "1") -> subprocess.Popen[bytes]:
+    """Start a server in ``folder`` and wait until ``health`` ("METHOD URL") answers."""
+    env = {
+        **os.environ,
+        "BARE_RECORD": record,
+        "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "BARE_DB": str(folder / "bare.db"),
+    }
+    process = subprocess.Popen(  # noqa: S603
+        argv, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     for _ in range(200):
         try:
             httpx.request(*health.split(" ", 1), timeout=0.5)  # type: ignore[arg-type]
@@ -91,7 +101,10 @@ def wrk(url: str, body: str, headers: dict[str, str], seconds: int) -> dict[str,
     # The request body goes into a copy of the script, which sets wrk's globals.
     script = HERE / "post.lua"
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(f"wrk.method = 'POST'\nwrk.body = {json.dumps(body)}\n" + script.read_text())
+        f.write(
+            f"wrk.method = 'POST'\nwrk.body = {json.dumps(body)}\n"
+            f"run_id = '{os.urandom(4).hex()}'\n" + script.read_text()
+        )
     argv[argv.index(str(script))] = f.name
     try:
         out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout  # noqa: S603
@@ -123,36 +136,44 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         path = config(Path(folder))
-        for name, command, url, headers in (
-            (
-                "bare Starlette",
-                [sys.executable, "-m", "uvicorn", "bare_app:app", "--log-level", "warning"],
-                "/call",
-                {},
-            ),
+        bare = [sys.executable, "-m", "uvicorn", "bare_app:app", "--log-level", "warning"]
+        for name, command, url, headers, record in (
+            ("bare, no record", bare, "/call", {}, "0"),
+            ("bare, durable", bare, "/call", {}, "1"),
             (
                 "toolbound API",
                 [sys.executable, "-c", "from toolbound.cli import main; main()", "serve",
                  "--config", str(path)],
                 "/v1/proposals",
                 {"Authorization": f"Bearer {KEY}"},
+                "1",
             ),
         ):  # fmt: skip
             port = free_port()
-            process = start([*command, "--port", str(port)], f"POST http://127.0.0.1:{port}{url}")
+            process = start(
+                [*command, "--port", str(port)],
+                f"POST http://127.0.0.1:{port}{url}",
+                Path(folder),
+                record,
+            )
             try:
                 # Steady state: the store's files grow to their working size first.
                 wrk(f"http://127.0.0.1:{port}{url}", body, headers, warmup)
                 results[name] = wrk(f"http://127.0.0.1:{port}{url}", body, headers, seconds)
             finally:
                 process.terminate()
-                process.wait(10)
-    base = results["bare Starlette"]["rps"]
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    plain, durable = results["bare, no record"]["rps"], results["bare, durable"]["rps"]
     print(f"read-only proposal over HTTP, wrk 1 thread 8 connections, {seconds} s each")
-    print(f"{'':16}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'of bare':>10}")
+    print(f"{'':16}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'of bare':>10}{'of durable':>12}")
     for name, r in results.items():
         print(
-            f"{name:16}{r['rps']:>10.0f}{r['p50']:>10.2f}{r['p99']:>10.2f}{r['rps'] / base:>10.0%}"
+            f"{name:16}{r['rps']:>10.0f}{r['p50']:>10.2f}{r['p99']:>10.2f}"
+            f"{r['rps'] / plain:>10.0%}{r['rps'] / durable:>12.0%}"
         )
 
 

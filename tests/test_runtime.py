@@ -388,6 +388,75 @@ def test_async_deadline_cancels_async_tool(harness: Harness):
     assert cancelled == [True]
 
 
+def test_async_tool_answering_at_once(harness: Harness):
+    """An async tool that never suspends is observed like any other."""
+
+    async def quick(args, _ctx):
+        return {"text": str(args["text"]).upper()}
+
+    harness.registry.register(spec(), quick)
+    out = asyncio.run(harness.runtime.arun(proposal("echo", {"text": "x"}), harness.context()))
+    assert out.kind == "observed"
+    assert out.result.value == {"text": "X"}
+    assert out.path[-3:] == (State.EXECUTING, State.COMMITTED, State.OBSERVED)
+
+
+def test_async_tool_failing_before_or_after_suspending(harness: Harness):
+    """An error raised before the first await and one raised after it end the same way."""
+
+    async def at_once(_args, _ctx):
+        msg = "no"
+        raise LookupError(msg)
+
+    async def later(_args, _ctx):
+        await asyncio.sleep(0)
+        msg = "no"
+        raise LookupError(msg)
+
+    async def gives_up(_args, _ctx):
+        raise asyncio.CancelledError
+
+    harness.registry.register(spec("a"), at_once)
+    harness.registry.register(spec("b"), later)
+    harness.registry.register(spec("c"), gives_up)
+    ctx = harness.context()
+
+    async def main():
+        return [await harness.runtime.arun(proposal(n, {"text": "x"}), ctx) for n in "abc"]
+
+    a, b, c = asyncio.run(main())
+    assert (a.kind, a.problem.code) == (b.kind, b.problem.code) == ("failed", "tool_error")
+    assert a.problem.message.replace("a@", "") == b.problem.message.replace("b@", "")
+    assert c.kind == "cancelled"
+
+
+def test_async_caller_cancelled_while_the_tool_awaits(harness: Harness):
+    """Cancelling arun's task after the tool suspended reaches the tool, then propagates."""
+    seen = []
+
+    async def waits(_args, _ctx):
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        return {"text": "x"}
+
+    harness.registry.register(spec(), waits)
+
+    async def main():
+        task = asyncio.create_task(
+            harness.runtime.arun(proposal("echo", {"text": "x"}), harness.context())
+        )
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert seen == ["cancelled"]
+
+
 def test_async_caller_cancellation_settles_then_propagates(harness: Harness):
     """Cancelling arun's task records the call's state and re-raises CancelledError."""
     tool = FakeTool(delay=0.3, commit_at="after_delay", returns={"text": "x"})

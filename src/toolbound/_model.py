@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
+from toolbound._frozen import quick_init
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from datetime import datetime
@@ -230,6 +232,7 @@ class Proposal:
     received_at: datetime | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Invocation:
     """A call the runtime has parsed, validated, normalized and digested.
@@ -256,6 +259,7 @@ class Invocation:
     trace_id: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attempt:
     """One try at executing an invocation, as the trace records it (R10, R14)."""
@@ -279,6 +283,7 @@ class Attempt:
         }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
     """What execution produced (R1): a value or a problem, and the commit status.

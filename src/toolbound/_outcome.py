@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from toolbound._frozen import quick_init
+
 if TYPE_CHECKING:
     from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, Result
@@ -54,6 +56,7 @@ class _Common:
         return self.path[-1]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Observed(_Common):
     """The call committed and its result passed the output contract."""
@@ -65,6 +68,7 @@ class Observed(_Common):
     """Set when an idempotent replay returned an earlier invocation's result (R8)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rejected(_Common):
     """Refused before execution: parse, validation, semantic or authorization."""
@@ -74,6 +78,7 @@ class Rejected(_Common):
     invocation: Invocation | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AwaitingConfirmation(_Common):
     """Parked until a person confirms this exact digest (R7)."""
@@ -83,6 +88,7 @@ class AwaitingConfirmation(_Common):
     request: ConfirmationRequest
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Failed(_Common):
     """Failed before the commit boundary, or after it (a result that broke its contract)."""
@@ -98,6 +104,7 @@ class Failed(_Common):
         return self.result is not None and self.result.commit_status == "committed"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OutcomeUnknown(_Common):
     """The runtime cannot tell whether the effect happened; reconcile, never guess (R9)."""
@@ -108,6 +115,7 @@ class OutcomeUnknown(_Common):
     result: Result
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cancelled(_Common):
     """Cancelled: before the commit boundary nothing happened.

@@ -843,6 +843,9 @@ def _show(hint: object) -> str:
 # -- results -------------------------------------------------------------------------
 
 
+_PLAIN_JSON: frozenset[type] = frozenset({str, int, float, bool, type(None)})
+
+
 def _encode(value: object) -> object:
     """A return value as JSON: dataclasses, models, tuples and enums included."""
     if value is None or isinstance(value, (str, int, float, bool)):
@@ -852,7 +855,8 @@ def _encode(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [_encode(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _encode(v) for k, v in value.items()}
+        # The usual flat record of plain values is copied without walking it.
+        return dict(value) if _flat(value) else {str(k): _encode(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if _pydantic_model(type(value)) is not None:
@@ -860,6 +864,16 @@ def _encode(value: object) -> object:
         return dump(mode="json")
     msg = f"{type(value).__qualname__} is not a JSON value"
     raise TypeError(msg)
+
+
+def _flat(value: dict[object, object]) -> bool:
+    """Whether ``value`` is a plain dict of text keys and plain JSON scalars."""
+    if type(value) is not dict:
+        return False
+    for k, v in value.items():  # noqa: SIM110 - a generator under all() costs more here
+        if type(k) is not str or type(v) not in _PLAIN_JSON:
+            return False
+    return True
 
 
 def _bind(plan: list[_Param], arguments: JSONObject, ctx: ToolContext) -> dict[str, object]:

@@ -47,11 +47,12 @@ class TraceEvent(NamedTuple):
 
     def as_json(self) -> dict[str, object]:
         """The event as a JSON-friendly dict (bytes become text where UTF-8, else hex)."""
+        state = self.state
         return {
             "seq": self.seq,
-            "at": self.timestamp.isoformat(),
+            "at": datetime.fromtimestamp(self.at, UTC).isoformat(),
             "kind": self.kind,
-            "state": None if self.state is None else self.state.value,
+            "state": None if state is None else state._value_,
             "data": {k: _jsonable(v) for k, v in self.data.items()},
         }
 
@@ -127,26 +128,37 @@ class Trace:
         }
 
 
-_PLAIN: frozenset[type] = frozenset({str, int, float, bool})
+_PLAIN: frozenset[type] = frozenset({str, int, float, bool, type(None)})
 
 
-def _jsonable(value: object) -> object:  # noqa: PLR0911 - one return per JSON shape
+def _jsonable(value: object) -> object:
     """Render trace detail for JSON: bytes stay exact (text if UTF-8, else hex)."""
-    if type(value) in _PLAIN or value is None:
-        return value  # the common case first: most detail is plain text and numbers
+    cls = type(value)
+    # The common shapes first, by exact type: most detail is plain text and numbers,
+    # plain dicts and tuples of them, and states.
+    if cls in _PLAIN:
+        return value
+    if cls is dict:
+        return {str(k): _jsonable(v) for k, v in value.items()}  # type: ignore[attr-defined]
+    if cls is tuple or cls is list:
+        return [_jsonable(v) for v in value]  # type: ignore[attr-defined]
+    return _other(value)
+
+
+def _other(value: object) -> object:  # noqa: PLR0911 - one return per JSON shape
     if isinstance(value, bytes):
         try:
             return {"utf8": value.decode("utf-8")}
         except UnicodeDecodeError:
             return {"hex": value.hex()}
     if isinstance(value, Enum):  # states and other labels: their value
-        return value.value
+        return value._value_
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | frozenset | set):
         items = sorted(value, key=str) if isinstance(value, frozenset | set) else value
         return [_jsonable(v) for v in items]
-    if value is None or isinstance(value, str | int | float | bool):
+    if isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, datetime):
         return value.isoformat()

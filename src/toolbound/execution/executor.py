@@ -24,11 +24,12 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Coroutine, Generator
     from datetime import datetime
 
     from toolbound._model import JSONObject
@@ -282,7 +283,33 @@ async def _await_inline(coro: Awaitable[object], budget: float, raw: RawAttempt)
     The same endings as :func:`_wait_async`: the deadline cancels the tool and
     reads as timed out; a CancelledError the tool raises of itself reads as
     cancelled; the caller's own cancellation propagates (after the tool saw it).
+
+    The tool's first step runs at once: one that answers without suspending (a
+    cached or computed answer) needs no timer — a timer could not have fired before
+    it answered anyway. One that suspends is awaited under the rest of its deadline.
     """
+    if not isinstance(coro, types.CoroutineType):
+        await _await_timed(coro, budget, raw)
+        return
+    t0 = time.monotonic()
+    try:
+        pending = coro.send(None)
+    except StopIteration as done:
+        raw.value = done.value
+        return
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
+        raw.cancelled = True
+        return
+    except Exception as exc:  # noqa: BLE001 - classified by the runtime
+        raw.error = exc
+        return
+    await _await_timed(_resume(coro, pending), budget - (time.monotonic() - t0), raw)
+
+
+async def _await_timed(coro: Awaitable[object], budget: float, raw: RawAttempt) -> None:
     timer = asyncio.timeout(budget)
     try:
         async with timer:
@@ -299,6 +326,29 @@ async def _await_inline(coro: Awaitable[object], budget: float, raw: RawAttempt)
         raw.cancelled = True
     except Exception as exc:  # noqa: BLE001 - classified by the runtime
         raw.error = exc
+
+
+@types.coroutine
+def _resume(
+    coro: Coroutine[object, object, object], pending: object
+) -> Generator[object, object, object]:
+    """The rest of ``coro``, whose first step yielded ``pending``: ``yield from``, by hand."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every exception goes to the tool
+            try:
+                pending = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                pending = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
 
 
 async def _wait_async(  # noqa: C901 - deadline, cancel event and caller cancel

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, assert_never, ge
 from urllib.parse import urlsplit
 
 from toolbound._errors import ConfigurationError, Problem
+from toolbound._frozen import quick_init
 from toolbound._model import Action
 from toolbound.problems import make_problem
 
@@ -99,6 +100,7 @@ def _require_aware(value: datetime, what: str) -> None:
 # Request and decisions
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuthzRequest:
     """Everything a policy may look at for one call.
@@ -125,6 +127,7 @@ class AuthzRequest:
         _require_aware(self.now, "AuthzRequest.now")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Allow:
     """Run the call; execution may use exactly ``capabilities`` and no more."""
@@ -135,6 +138,7 @@ class Allow:
     evidence: tuple[Finding, ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deny:
     """Do not run the call; ``problem`` says why (``kind="authorization"``)."""
@@ -145,6 +149,7 @@ class Deny:
     """What the policy matched, e.g. where a value came from (recorded in the trace)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Confirm:
     """Run the call only after a person approves this exact invocation (R7)."""

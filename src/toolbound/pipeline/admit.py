@@ -14,12 +14,12 @@ call whose trace records every step and builds the :class:`~.call.Admitted` call
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from toolbound._errors import Problem, Rejection
+from toolbound._ids import call_ids
 from toolbound._model import Invocation, NormalizationContext
 from toolbound._state import Lifecycle, State
 from toolbound.gates.authorize import AuthzRequest, Deny, authorize
@@ -92,9 +92,13 @@ class Verdict(NamedTuple):
 
 def open_call(env: Env, proposal: Proposal, ctx: CallContext) -> Opened:
     """A new call in PROPOSED, its trace opened with the raw proposal (R14)."""
+    invocation_id, trace_id = ctx.invocation_id, ctx.trace_id
+    if not invocation_id or not trace_id:
+        fresh_invocation, fresh_trace = call_ids()
+        invocation_id, trace_id = invocation_id or fresh_invocation, trace_id or fresh_trace
     trace = Trace(
-        invocation_id=ctx.invocation_id or os.urandom(16).hex(),
-        trace_id=ctx.trace_id or os.urandom(16).hex(),
+        invocation_id=invocation_id,
+        trace_id=trace_id,
         clock=env.clock,
         sinks=env.sinks,
     )

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from toolbound._frozen import quick_init
+
 if TYPE_CHECKING:
     import threading
     from datetime import datetime
@@ -74,6 +76,7 @@ class CallContext:
     provenance: Provenance | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Opened:
     """PROPOSED: the trace holds the raw proposal; nothing else is known yet."""
@@ -90,6 +93,7 @@ class Opened:
         return self.life.trace.invocation_id
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Admitted(Opened):
     """AUTHORIZED (or waiting for a person): the invocation is fixed (R1, R5, R6)."""
@@ -115,6 +119,7 @@ class AttemptLog:
     done: list[Attempt] = field(default_factory=list)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Prepared(Admitted):
     """PREPARED: targets checked and, for a write, its ledger key claimed (R6, R8)."""

@@ -153,7 +153,9 @@ class Runtime:
     async def arun(self, proposal: Proposal, context: CallContext) -> Outcome:
         """:meth:`run` for async callers: async tools run on the caller's loop."""
         env = self._env
-        step = await prepare.aready(env, self._front(env, proposal, context))
+        step = self._front(env, proposal, context)
+        if isinstance(step, prepare.Waiting):  # the same call is executing elsewhere (R8)
+            step = await prepare.aready(env, step)
         return await execute.arun(env, step) if isinstance(step, Prepared) else step
 
     def preview(self, proposal: Proposal, context: CallContext) -> Preview:

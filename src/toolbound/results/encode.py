@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from toolbound._frozen import quick_init
 from toolbound.results.redact import Cut
 
 if TYPE_CHECKING:
@@ -53,9 +54,27 @@ _OPEN = b'{"type":"tool_result","call_id":'
 _TOOL = b',"tool":'
 _DATA = b',"status":"ok","trust":"' + TRUST_MARK.encode() + b'","data":'
 _CLOSE = b',"truncated":false}'
+# What json.dumps(str, ensure_ascii=False) gives, without the encoder around it.
+_quoted = json.encoder.encode_basestring
+# The envelope's middle for each tool (its ref is a registered tool's, so they are
+# few): encoded once. Bounded all the same.
+_MIDDLES: dict[str, bytes] = {}
+_MAX_MIDDLES = 4096
+
+
+def _middle(tool: str) -> bytes:
+    middle = _MIDDLES.get(tool)
+    if middle is None:
+        if len(_MIDDLES) >= _MAX_MIDDLES:
+            _MIDDLES.clear()
+        middle = _MIDDLES[tool] = _TOOL + _quoted(tool).encode() + _DATA
+    return middle
+
+
 _HEAD_KEYS = 5  # type, call_id, tool, status, trust: no "empty" and "meaning"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelProjection:
     """What goes back to the model for one call, byte for byte (``content``)."""
@@ -74,6 +93,7 @@ class ModelProjection:
         return self.content.decode()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HumanProjection:
     """The evidence a person reviews: the whole (secret-free) observation, structured."""
@@ -138,7 +158,7 @@ def model_result(
         # The usual envelope, from its fixed text and three encoded values: the
         # same bytes dumps(payload) gives, without walking the head as a dict.
         content = b"".join(
-            (_OPEN, dumps(proposal_id), _TOOL, dumps(tool), _DATA, dumps(value), _CLOSE)
+            (_OPEN, _quoted(proposal_id).encode(), _middle(tool), dumps(value), _CLOSE)
         )
     else:
         content = dumps(payload)
