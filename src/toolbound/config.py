@@ -49,6 +49,7 @@ decides from, budgets, retention and telemetry::
     console_secret_env = "TOOLBOUND_CONSOLE_SECRET"   # replicas share the console's sessions
     max_body_bytes = 4194304             # larger request bodies are refused with 413
     confirmation_ttl = 900               # seconds a parked call waits for a person
+    lease = 30                           # seconds a replica holds its calls unrenewed
 
 :func:`load_config` reads and validates the whole file and raises one
 :class:`ConfigError` listing every problem, each with the key path it is about
@@ -128,6 +129,7 @@ _ACTIONS: frozenset[str] = frozenset({"read", "create", "modify", "delete"})
 _SHA256_HEX = re.compile("[0-9a-f]{64}")
 _MAX_BODY_BYTES = 4 << 20  # as large as the proposal envelope the service parses
 _CONFIRMATION_TTL = timedelta(minutes=15)
+_LEASE = timedelta(seconds=30)
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
 _EXPORTERS: frozenset[str] = frozenset({"none", "console", "otlp"})
@@ -291,6 +293,7 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("console_trace_url", "http(s) URL with {trace_id}"),
             ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
             ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
+            ConfigKey("lease", _SECONDS, str(int(_LEASE.total_seconds()))),
         ),
     ),
     ConfigTable(
@@ -392,6 +395,8 @@ class ServiceConfig:
     """A tracing UI's page for a trace, with ``{trace_id}``: the console links to it."""
     max_body_bytes: int = _MAX_BODY_BYTES
     confirmation_ttl: timedelta = _CONFIRMATION_TTL
+    lease: timedelta = _LEASE
+    """How long a call stays its process's without a renewal (the service's owners)."""
     timeout: float | None = None
     result_budget: int | None = None
     retention: timedelta = timedelta(days=30)
@@ -875,6 +880,7 @@ class _Checker(_ToolChecks, _IdentityChecks):
         self.known(service, "service", _allowed("service"))
         max_body = self.integer(service, "service", "max_body_bytes", _MAX_BODY_BYTES)
         ttl = self.number(service, "service", "confirmation_ttl")
+        lease = self.number(service, "service", "lease")
         secret_env = service.get("console_secret_env")
         if secret_env is not None and (not isinstance(secret_env, str) or not secret_env):
             self.fail(
@@ -923,6 +929,7 @@ class _Checker(_ToolChecks, _IdentityChecks):
             console_trace_url=trace_url,
             max_body_bytes=max_body,
             confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
+            lease=_LEASE if lease is None else timedelta(seconds=lease),
             timeout=self.number(budgets, "budgets", "timeout"),
             result_budget=result_budget,
             retention=timedelta(days=days),

@@ -210,7 +210,8 @@ class _Api:
         return run
 
     async def health(self, _request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        # The instance is the owner name this process's calls carry in the journal.
+        return JSONResponse({"status": "ok", "instance": self.service.instance_id})
 
     async def openapi(self, _request: Request) -> Response:
         return JSONResponse(OPENAPI)
@@ -398,6 +399,7 @@ def summary(call: StoredCall) -> dict[str, object]:
         "digest": call.digest,
         "decision": call.decision,
         "approver": call.approver,
+        "owner": call.owner,
         "created_at": call.created_at.isoformat(),
         "updated_at": call.updated_at.isoformat(),
     }

@@ -157,12 +157,12 @@ class Service:
         clock: Clock | None = None,
         sinks: Sequence[TraceSink] = (),
         confirmation_ttl: timedelta | None = None,
-        lease: timedelta = timedelta(seconds=30),
+        lease: timedelta | None = None,
     ) -> None:
         self.config = config
         self.instance_id = os.urandom(8).hex()
         """This process as the owner of the calls it works on."""
-        self.lease = lease
+        self.lease = config.lease if lease is None else lease
         """How long a call stays this process's without a renewal (:meth:`renew`)."""
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = registry if registry is not None else config.build_registry()
@@ -188,7 +188,7 @@ class Service:
                 self.journal,
                 self._tenants,
                 owner=self.instance_id,
-                lease=lease.total_seconds(),
+                lease=self.lease.total_seconds(),
             ),
             four_eyes=config.four_eyes,
             clock=self.clock,
