@@ -129,6 +129,9 @@ def test_a_dead_owners_call_that_never_reached_the_ledger_is_interrupted(service
     assert stored.status == "interrupted"
     assert stored.owner == second.instance_id
     assert stored.body["response"]["taken_over"]["ledger_phase"] is None
+    # The evidence names the owner that died, and the process that took the call over.
+    assert stored.body["response"]["taken_over"]["taken_over_from"] == "dead-process"
+    assert stored.body["response"]["taken_over"]["taken_over_by"] == second.instance_id
 
 
 def test_a_dead_owners_committed_call_ends_with_the_ledgers_result(services):

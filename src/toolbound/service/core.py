@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -39,11 +38,10 @@ from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import ConfirmationRequest
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
-from toolbound.ledger.rules import ABANDONED
-from toolbound.ledger.store import LedgerError, result_to_json
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
+from toolbound.service.takeover import dumps, request_of, settle_running
 from toolbound.wiring import journal_for, ledger_for
 
 if TYPE_CHECKING:
@@ -420,7 +418,7 @@ class Service:
         """
         count = 0
         for seen in self.journal.expired(limit=1000):
-            if self._take_over(seen.invocation_id):
+            if self._take_over(seen.invocation_id, seen.owner):
                 count += 1
         return count
 
@@ -430,7 +428,7 @@ class Service:
         Then the key has the settled call's answer, not ``request_in_progress``.
         """
         call = self.journal.call_for_request(tenant, key)
-        return call is not None and self._take_over(call.invocation_id)
+        return call is not None and self._take_over(call.invocation_id, call.owner)
 
     def purge(self) -> int:
         """Apply the retention period to the journal."""
@@ -438,70 +436,25 @@ class Service:
 
     # -- internals -----------------------------------------------------------------
 
-    def _take_over(self, invocation_id: str) -> bool:
+    def _take_over(self, invocation_id: str, dead_owner: str | None) -> bool:
+        # ``dead_owner``: whose lease was seen passing (the call returned names the taker).
         call = self.journal.take_over(
             invocation_id, self.instance_id, lease=self.lease.total_seconds()
         )
         if call is None:
             return False
-        if call.status == "running":
-            self._settle_running(call)
+        # A decided call its dead owner had begun to execute is in the ledger: it ends as
+        # the ledger knows it. Running it again would only meet the dead owner's claim
+        # and end "failed, not committed" over a tool that may have committed (R9).
+        if call.status == "running" or self.ledger.find(call.invocation_id) is not None:
+            settle_running(self.journal, self.ledger, call, dead_owner, now=self.clock.now())
         else:
             self._resume_decided(call)
         return True
 
-    def _settle_running(self, call: StoredCall) -> None:
-        """End a dead owner's running call as the ledger knows it (R9)."""
-        record = self.ledger.find(call.invocation_id)
-        now = self.clock.now()
-        evidence = {"taken_over_from": call.owner or "unknown"}
-        if record is not None and record.phase in ABANDONED:
-            # The owner is gone: intent → failed (never started), executing → unknown.
-            with contextlib.suppress(LedgerError):
-                self.ledger.advance(
-                    record.key,
-                    invocation_id=call.invocation_id,
-                    phase=ABANDONED[record.phase],
-                    now=now,
-                    evidence=evidence,
-                )
-            record = self.ledger.find(call.invocation_id)
-        phase = None if record is None else record.phase
-        status, state, content, is_error = _TAKEN_OVER[phase or "none"]
-        answer: dict[str, object] = {
-            "invocation_id": call.invocation_id,
-            "call_id": _request(call).get("call_id"),
-            "tool": record.tool if record is not None else call.tool,
-            "status": status,
-            "state": state,
-            "digest": record.digest if record is not None else call.digest,
-            "taken_over": {**evidence, "ledger_phase": phase},
-            "message": {"content": content, "is_error": is_error, "truncated": False},
-        }
-        if record is not None and record.phase == "committed" and record.result is not None:
-            answer["result"] = result_to_json(record.result)
-            answer["message"] = {
-                "content": dumps(record.result.value),
-                "is_error": False,
-                "truncated": False,
-            }
-        stored = replace(
-            call,
-            tool=str(answer["tool"]),
-            status=status,
-            state=state,
-            digest=None if answer["digest"] is None else str(answer["digest"]),
-            updated_at=now,
-            body={**call.body, "response": answer, "note": {"reason": content}},
-        )
-        finish = None
-        if call.request_key is not None:
-            finish = Finish(call.tenant, call.request_key, 200, dumps(answer))
-        self.journal.put_call(stored, finish=finish)
-
     def _resume_decided(self, call: StoredCall) -> None:
         """Run on a call a person decided and whose owner died, with that decision."""
-        request = _request(call)
+        request = request_of(call)
         parked = call.body.get("confirmation")
         if not isinstance(parked, dict) or call.approver is None:
             self.journal.put_call(
@@ -612,43 +565,6 @@ def _split(ref: str) -> tuple[str, str | None]:
     return name, version or None
 
 
-_TAKEN_OVER: dict[str, tuple[str, str, str, bool]] = {
-    # ledger phase → journal status, state, message, is_error
-    "none": ("interrupted", "proposed", "the service stopped before the call ran", True),
-    "intent": (
-        "interrupted",
-        "prepared",
-        "the service stopped before the tool started; nothing happened",
-        True,
-    ),
-    "executing": (
-        "outcome_unknown",
-        "outcome_unknown",
-        "the service stopped while the tool ran; whether it took effect is unknown",
-        True,
-    ),
-    "failed": (
-        "interrupted",
-        "failed_before_commit",
-        "the service stopped before the tool started; nothing happened",
-        True,
-    ),
-    "unknown": (
-        "outcome_unknown",
-        "outcome_unknown",
-        "the service stopped while the tool ran; whether it took effect is unknown",
-        True,
-    ),
-    "committed": ("observed", "committed", "the tool committed before the service stopped", False),
-}
-"""How a dead owner's running call ends, by what the ledger recorded (R9)."""
-
-
-def _request(call: StoredCall) -> dict[str, object]:
-    request = call.body.get("request")
-    return request if isinstance(request, dict) else {}
-
-
 def _stored_context(
     call: StoredCall,
     request: dict[str, object],
@@ -693,11 +609,6 @@ def _replace_status(
     call: StoredCall, status: str, now: datetime, note: dict[str, object]
 ) -> StoredCall:
     return replace(call, status=status, updated_at=now, body={**call.body, "note": note})
-
-
-def dumps(value: object) -> str:
-    """Compact JSON for answers."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class StoredConfirmations:
