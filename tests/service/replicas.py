@@ -36,7 +36,7 @@ def store_url(cluster: PgCluster, conninfo: str) -> str:
 
 @dataclass
 class Life:
-    """One instance of a replica: its owner id, and when it was up."""
+    """One instance of a replica: its owner id, and when it was up (``time.time()``)."""
 
     replica: int
     instance: str
@@ -73,19 +73,20 @@ class Replicas:
         server = self.servers[i].start(timeout=60)
         instance = httpx.get(f"{server.url}/healthz", timeout=10).json()["instance"]
         with self._lock:
-            self.lives.append(Life(i, instance, time.monotonic()))
+            self.lives.append(Life(i, instance, time.time()))
 
     def stop(self, i: int, *, kill: bool) -> None:
-        """SIGKILL (``kill``) or SIGTERM replica ``i``; it counts as dead from now on."""
-        with self._lock:
-            life = self._current(i)
-            if life is not None:
-                # Dead from the moment the signal is sent: a takeover after this is fair.
-                life.ended = time.monotonic()
+        """SIGKILL (``kill``) or SIGTERM replica ``i`` and wait until it has exited."""
         if kill:
             self.servers[i].kill()
         else:
             self.servers[i].stop()
+        with self._lock:
+            life = self._current(i)
+            if life is not None:
+                # Dead only once it has exited: a SIGTERMed replica drains its requests
+                # and renews its leases meanwhile, and nothing of it may be taken before.
+                life.ended = time.time()
 
     def alive(self) -> list[int]:
         return [i for i, s in enumerate(self.servers) if s.process and s.process.poll() is None]
