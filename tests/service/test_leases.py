@@ -12,6 +12,7 @@ import asyncio
 import threading
 import time
 from dataclasses import replace
+from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
@@ -253,3 +254,27 @@ def test_a_retried_key_of_a_dead_owners_call_gets_the_settled_answer(services):
     assert retry.json()["status"] == "observed"
     assert retry.headers["idempotent-replayed"] == "true"
     assert effects() == ["k"]
+
+
+def test_a_key_claimed_by_a_process_that_died_before_recording_its_call_is_taken_over(services):
+    """Claimed, no call recorded, older than a lease: the retry runs it, not 409 for 300 s."""
+    service = services(lease=timedelta(seconds=5))
+    body = b'{"tool": "notes.add", "arguments": "{\\"text\\": \\"c\\"}", "call_id": "c"}'
+    journal = service.journal
+    before = service.clock.now() - timedelta(seconds=6)
+    for key, at in (("k-died", before), ("k-live", service.clock.now())):
+        claim = journal.claim_request("acme", key, fingerprint(body), now=at, stale_after=300)
+        assert claim.kind == "new"
+    headers = {"Authorization": f"Bearer {KEYS['agent']}"}
+    with TestClient(create_app(service)) as client:
+        # A claim younger than a lease may still be about to record its call: 409.
+        live = client.post(
+            "/v1/proposals", content=body, headers={**headers, "Idempotency-Key": "k-live"}
+        )
+        assert live.status_code == 409
+        retry = client.post(
+            "/v1/proposals", content=body, headers={**headers, "Idempotency-Key": "k-died"}
+        )
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["status"] == "observed"
+    assert effects() == ["c"]

@@ -282,11 +282,22 @@ class _Api:
         claim = journal.claim_request(
             principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
         )
-        if claim.kind == "in_progress" and await asyncio.to_thread(
-            self.service.settle_request, principal.tenant, key
-        ):
+        if claim.kind != "in_progress":
+            return claim
+        if await asyncio.to_thread(self.service.settle_request, principal.tenant, key):
             # Its owner died: the call was settled just now, and the key has its answer.
-            claim = journal.peek_request(principal.tenant, key, print_) or claim
+            return journal.peek_request(principal.tenant, key, print_) or claim
+        if journal.call_for_request(principal.tenant, key) is None:
+            # Claimed, and no call recorded: a live claimant records its call right after
+            # claiming, so one silent for a whole lease died between the two. Nothing
+            # ran; this request takes the key over rather than wait out _STALE_REQUEST.
+            claim = journal.claim_request(
+                principal.tenant,
+                key,
+                print_,
+                now=self.service.clock.now(),
+                stale_after=self.service.lease.total_seconds(),
+            )
         return claim
 
     async def list_calls(self, request: Request) -> Response:
