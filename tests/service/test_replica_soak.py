@@ -20,6 +20,7 @@ import itertools
 import os
 import random
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -289,7 +290,7 @@ def soak(replicas: Replicas, *, seconds: float, seed: int) -> None:
         wait_for("every call to settle", lambda: not unfinished(agent))
         calls = _send_again(url, log, seed)
         wait_for("every re-sent call to settle", lambda: not unfinished(agent))
-        _reconcile(ops, seed)
+        reconciled = _reconcile(ops, seed)
         phases.append(("check", time.monotonic()))
         for sent, _, answer in log.acknowledged:
             calls.setdefault(sent.text, answer["invocation_id"])
@@ -298,10 +299,14 @@ def soak(replicas: Replicas, *, seconds: float, seed: int) -> None:
             details = pool.map(lambda i: agent.get(f"/v1/invocations/{i}").json(), calls.values())
             stored = dict(zip(calls, details, strict=True))
         _each_effect_once_and_as_recorded(replicas, log, stored, seed)
-        _traces_open_and_nothing_taken_from_a_live_owner(replicas, agent, sampler, stored, seed)
+        taken = _traces_open_and_nothing_taken_from_a_live_owner(
+            replicas, agent, sampler, stored, seed
+        )
     phases.append(("end", time.monotonic()))
-    print(  # noqa: T201 - where the time went
-        "replica soak: "
+    statuses = Counter(call["status"] for call in stored.values())
+    print(  # noqa: T201 - what the run came to, and where the time went
+        f"replica soak: {taken} taken over, {reconciled} unknown reconciled;"
+        f" {dict(sorted(statuses.items()))}; "
         + ", ".join(f"{a} {t2 - t1:.1f} s" for (a, t1), (_, t2) in itertools.pairwise(phases))
     )
 
@@ -327,13 +332,15 @@ def _send_again(url: str, log: Log, seed: int) -> dict[str, str]:
     return calls
 
 
-def _reconcile(ops: httpx.Client, seed: int) -> None:
-    """An operator asks the tool about every unknown outcome; none is left."""
-    for unknown in ops.get("/v1/unknown").json()["unknown"]:
-        r = ops.post(f"/v1/unknown/{unknown['invocation_id']}/reconcile", json={})
+def _reconcile(ops: httpx.Client, seed: int) -> int:
+    """An operator asks the tool about every unknown outcome; none is left. How many."""
+    unknown = ops.get("/v1/unknown").json()["unknown"]
+    for record in unknown:
+        r = ops.post(f"/v1/unknown/{record['invocation_id']}/reconcile", json={})
         assert r.status_code == 200, (seed, r.text)
         assert r.json()["status"] in {"committed", "failed"}, (seed, r.text)
     assert ops.get("/v1/unknown").json()["unknown"] == []
+    return len(unknown)
 
 
 def _acknowledged_records_stand(url: str, agent: httpx.Client, log: Log, seed: int) -> None:
@@ -391,16 +398,16 @@ def _traces_open_and_nothing_taken_from_a_live_owner(
     sampler: Sampler,
     stored: dict[str, dict],
     seed: int,
-) -> None:
+) -> int:
     """Traces open with the proposal; a call was taken over only after its owner exited."""
 
-    def check(call: dict) -> None:
+    def check(call: dict) -> bool:
         events = agent.get(f"/v1/invocations/{call['invocation_id']}/trace").json()["events"]
         # R14: every trace opens with the proposal, also one whose owner died mid-call.
         assert events[0]["kind"] == "proposal", (seed, call, events[:1])
         takeover = takeover_of(events)
         if takeover is None:
-            return
+            return False
         owner, at = takeover
         life = replicas.life_of(owner)
         where = (seed, call["invocation_id"], owner, at, life)
@@ -409,6 +416,7 @@ def _traces_open_and_nothing_taken_from_a_live_owner(
         assert life.ended <= at + SLACK, where
         seen = sampler.seen.get(call["invocation_id"])
         assert seen is None or life.ended <= seen + SLACK, (*where, seen)
+        return True
 
     with ThreadPoolExecutor(CHECKERS) as pool:
-        list(pool.map(check, stored.values()))
+        return sum(pool.map(check, stored.values()))
