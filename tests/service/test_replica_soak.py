@@ -268,6 +268,7 @@ def soak(replicas: Replicas, *, seconds: float, seed: int) -> None:
     chaos.stop()
     load.stop()
     sampler.stop()
+    stopped = time.monotonic()
     assert not chaos.errors, (seed, chaos.errors)
     phases.append(("restart", time.monotonic()))
     with ThreadPoolExecutor(replicas.count) as pool:
@@ -288,6 +289,8 @@ def soak(replicas: Replicas, *, seconds: float, seed: int) -> None:
         httpx.Client(base_url=url, headers=headers("ops"), timeout=60) as ops,
     ):
         wait_for("every call to settle", lambda: not unfinished(agent))
+        # A key claimed by a process killed before it recorded its call is free a lease on.
+        time.sleep(max(0.0, stopped + LEASE - time.monotonic()))
         calls = _send_again(url, log, seed)
         wait_for("every re-sent call to settle", lambda: not unfinished(agent))
         reconciled = _reconcile(ops, seed)
