@@ -21,7 +21,8 @@ from service_pack import effects
 from starlette.testclient import TestClient
 
 from toolbound.config import parse_config
-from toolbound.service.api import create_app
+from toolbound.journal import JournalError
+from toolbound.service.api import _leases, create_app
 from toolbound.service.core import Service, Submission, fingerprint
 
 EXPIRED = -1.0  # a lease that passed a second ago: its owner stopped renewing
@@ -278,3 +279,41 @@ def test_a_key_claimed_by_a_process_that_died_before_recording_its_call_is_taken
     assert retry.status_code == 200, retry.text
     assert retry.json()["status"] == "observed"
     assert effects() == ["c"]
+
+
+class SweepsBadly:
+    """A service whose first sweep outlasts several leases and whose next ones fail."""
+
+    lease = timedelta(seconds=0.3)
+
+    def __init__(self) -> None:
+        self.renewed = 0
+        self.sweeps = 0
+
+    def renew(self) -> int:
+        self.renewed += 1
+        return 0
+
+    def recover(self) -> int:
+        self.sweeps += 1
+        if self.sweeps == 1:
+            time.sleep(1.0)
+            return 0
+        msg = "the store went away"
+        raise JournalError(msg, code="unavailable")
+
+
+def test_renewals_go_on_while_a_sweep_runs_long_or_fails():
+    """A process keeps renewing its leases through a slow sweep and after a failed one."""
+    service = SweepsBadly()
+
+    async def run() -> None:
+        task = asyncio.create_task(_leases(service))
+        await asyncio.sleep(2.0)
+        task.cancel()
+
+    asyncio.run(run())
+    # A renewal every 0.1 s: about 20; a loop that waited for the sweep, or ended with
+    # it, would have made about 6.
+    assert service.renewed >= 12
+    assert service.sweeps >= 2
