@@ -12,7 +12,8 @@ A note's text says how it runs:
   (a kill lands before the effect, or after it and before the ledger commits);
 * ``gate-STAGE-NAME``: stop at STAGE — ``check`` (the target check, after any
   decision and before the ledger's intent), ``before`` (the tool started, no effect
-  yet) or ``after`` (effect made, tool not returned) — write ``NAME.reached`` in the
+  yet), ``after`` (effect made, tool not returned) or ``commit`` (the read-back: the
+  ledger has recorded the commit, the journal not yet) — write ``NAME.reached`` in the
   directory named by ``TOOLBOUND_SOAK_GATES`` and wait there for ``NAME.open``, so a
   test kills the process exactly at that boundary.
 """
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 from toolbound import Registry, ToolOutput, ToolSpec
+from toolbound._model import ReadBack
 from toolbound.execution.reconcile import RemoteCommitted, RemoteNotCommitted
 
 EFFECTS_ENV = "TOOLBOUND_SOAK_EFFECTS"
@@ -94,6 +96,10 @@ def register(registry: Registry) -> None:
     def check(invocation):
         gate(str(invocation.arguments["text"]), "check")
 
+    def read_back(invocation, value):
+        gate(str(invocation.arguments["text"]), "commit")
+        return ReadBack(matches=True, observed=value)
+
     def query(prefix: str):
         def ask(call):
             text = prefix + str(call.arguments["text"])
@@ -129,6 +135,7 @@ def register(registry: Registry) -> None:
             capabilities=("notes:write",),
             idempotency="native_key",
             target_check=check,
+            read_back=read_back,
             query=query(""),
             timeout=60.0,
         ),
@@ -144,6 +151,7 @@ def register(registry: Registry) -> None:
             capabilities=("notes:send",),
             idempotency="native_key",
             target_check=check,
+            read_back=read_back,
             query=query("send:"),
             timeout=60.0,
         ),

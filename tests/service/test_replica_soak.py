@@ -3,10 +3,11 @@
 Two tests, both over real ``toolbound serve`` processes and the soak pack, whose
 every side effect is a file outside toolbound:
 
-* a kill at **each phase boundary** of a call — before the ledger's intent (the
-  target check, also after a person's recorded decision), with the tool started and
-  no effect, with the effect made and the tool not returned, and while parked —
-  ends in a truthful state that the API lists and an operator can act on;
+* a kill at **each phase boundary** of a call — before the ledger's intent, with
+  the tool started and no effect, with the effect made and the tool not returned,
+  and with the commit in the ledger and not yet in the journal, each for a direct
+  write and after a person's recorded approval; and while parked — ends in a
+  truthful state that the API lists and an operator can act on;
 * a **soak**: three replicas, client threads sending writes, reads and calls that
   park and are decided on another replica, while replicas are SIGKILLed, SIGTERMed
   and restarted at random (seeded) for a bounded time. Then nothing acknowledged was
@@ -34,8 +35,10 @@ SETTLE = 60.0  # seconds allowed for lease expiry and a sweep, on a loaded machi
 
 
 @pytest.fixture
-def replicas(pg_cluster, pg_conninfo, tmp_path):
-    made = Replicas(tmp_path, store_url(pg_cluster, pg_conninfo), count=3, lease=LEASE)
+def replicas(request, pg_cluster, pg_conninfo, tmp_path):
+    """Replicas on the test's own schema: three, or as many as the test's parameter says."""
+    count = getattr(request, "param", 3)
+    made = Replicas(tmp_path, store_url(pg_cluster, pg_conninfo), count=count, lease=LEASE)
     yield made
     made.close()
 
@@ -64,8 +67,15 @@ def unfinished(http: httpx.Client) -> list[dict]:
 # -- a kill at each phase boundary ------------------------------------------------------
 
 
-DIRECT = ("gate-check-c1", "gate-before-b1", "gate-after-a1")  # notes.add, no person
-PARKED = ("gate-check-pc", "gate-before-pb", "gate-after-pa", "still-parked")  # notes.send
+DIRECT = ("gate-check-c1", "gate-before-b1", "gate-after-a1", "gate-commit-m1")  # notes.add
+PARKED = (  # notes.send, which a person confirms
+    "gate-check-pc",
+    "gate-before-pb",
+    "gate-after-pa",
+    "gate-commit-pm",
+    "still-parked",
+)
+GATES = ("b1", "a1", "pb", "pa", "pc", "c1", "m1", "pm")
 UNKNOWN = ("gate-before-b1", "gate-after-a1", "gate-before-pb", "gate-after-pa")
 
 
@@ -76,8 +86,12 @@ def _died_with_the_request(send) -> None:
 
 
 def _kill_at_the_gates(replicas: Replicas) -> dict[str, dict]:
-    """Hold calls at every boundary on replicas 0 and 2, then SIGKILL both; the parked."""
-    url_a, url_c = replicas.url_of(0), replicas.url_of(2)
+    """Hold calls at every boundary on all replicas but 1, then SIGKILL them; the parked.
+
+    A gate in the tool holds a worker thread; one in the target check or read-back
+    holds its process's event loop, so each replica holds at most one of those, last.
+    """
+    url_a = replicas.url_of(0)
     parked = {}
     with httpx.Client(base_url=url_a, timeout=120) as http:
         for text in PARKED:
@@ -89,51 +103,61 @@ def _kill_at_the_gates(replicas: Replicas) -> dict[str, dict]:
             assert r.status_code == 202, r.text
             parked[text] = r.json()
 
-        def direct(url: str, text: str):
+        def direct(i: int, text: str):
             return lambda: http.post(
-                f"{url}/v1/proposals",
+                f"{replicas.url_of(i)}/v1/proposals",
                 json=body("notes.add", text),
                 headers=headers("agent", f"k-{text}"),
             )
 
-        def approve(text: str):
+        def approve(i: int, text: str):
             call = parked[text]
             return lambda: http.post(
-                f"/v1/invocations/{call['invocation_id']}/decision",
+                f"{replicas.url_of(i)}/v1/invocations/{call['invocation_id']}/decision",
                 json={"digest": call["digest"], "decision": "approve"},
                 headers=headers("ana"),
             )
 
-        with ThreadPoolExecutor(8) as pool:
-            waiting = [
-                pool.submit(_died_with_the_request, direct(url_a, "gate-before-b1")),
-                pool.submit(_died_with_the_request, direct(url_a, "gate-after-a1")),
-                pool.submit(_died_with_the_request, approve("gate-before-pb")),
-                pool.submit(_died_with_the_request, approve("gate-after-pa")),
-            ]
-            for name in ("b1", "a1", "pb", "pa"):
+        def hold(sends, names) -> list:
+            futures = [pool.submit(_died_with_the_request, send) for send in sends]
+            for name in names:
                 wait_for(f"{name} at its gate", (replicas.gates / f"{name}.reached").exists)
-            # A target check holds its process's event loop: last on A, and C's alone on C.
-            waiting += [
-                pool.submit(_died_with_the_request, approve("gate-check-pc")),
-                pool.submit(_died_with_the_request, direct(url_c, "gate-check-c1")),
-            ]
-            for name in ("pc", "c1"):
-                wait_for(f"{name} at its gate", (replicas.gates / f"{name}.reached").exists)
-            replicas.stop(0, kill=True)
-            replicas.stop(2, kill=True)
+            return futures
+
+        with ThreadPoolExecutor(len(GATES)) as pool:
+            waiting = hold(
+                [
+                    direct(0, "gate-before-b1"),
+                    direct(0, "gate-after-a1"),
+                    approve(0, "gate-before-pb"),
+                    approve(0, "gate-after-pa"),
+                ],
+                ("b1", "a1", "pb", "pa"),
+            )
+            waiting += hold(
+                [
+                    approve(0, "gate-check-pc"),
+                    direct(2, "gate-check-c1"),
+                    direct(3, "gate-commit-m1"),
+                    approve(4, "gate-commit-pm"),
+                ],
+                ("pc", "c1", "m1", "pm"),
+            )
+            for i in (0, 2, 3, 4):
+                replicas.stop(i, kill=True)
             for f in waiting:
                 f.result(timeout=30)
     # Gates open: a call run again would now make its effect a second time.
-    for name in ("b1", "a1", "pb", "pa", "pc", "c1"):
+    for name in GATES:
         (replicas.gates / f"{name}.open").touch()
     return parked
 
 
+@pytest.mark.parametrize("replicas", [5], indirect=True, ids=["5 replicas"])
 def test_a_kill_at_each_phase_boundary_ends_truthfully(replicas):
     """SIGKILL at every boundary: listed, reconcilable, approvals resume once, no double run."""
-    for i in range(3):
-        replicas.start(i)
+    with ThreadPoolExecutor(replicas.count) as pool:
+        list(pool.map(replicas.start, range(replicas.count)))
     parked = _kill_at_the_gates(replicas)
     url = replicas.url_of(1)
     agent = httpx.Client(base_url=url, headers=headers("agent"), timeout=60)
@@ -168,6 +192,10 @@ def test_a_kill_at_each_phase_boundary_ends_truthfully(replicas):
     # The tool started: the outcome is unknown, listed for an operator.
     assert answers["gate-before-b1"]["status"] == "outcome_unknown"
     assert answers["gate-after-a1"]["status"] == "outcome_unknown"
+    # Committed in the ledger, not yet in the journal: the ledger's result, no re-run.
+    assert answers["gate-commit-m1"]["status"] == "observed"
+    assert answers["gate-commit-m1"]["result"]["value"] == {"saved": "gate-commit-m1"}
+    assert status("gate-commit-pm") == "observed"
     # Approved, killed before it ran: the survivor runs it, once.
     assert status("gate-check-pc") == "observed"
     # Approved, killed with the tool started: unknown, never run a second time.
@@ -184,16 +212,15 @@ def test_a_kill_at_each_phase_boundary_ends_truthfully(replicas):
     assert {answers[t]["invocation_id"] for t in answers} <= set(listed)
 
     # An operator reconciles each unknown: the tool is asked, and its effects agree.
-    verdicts = {}
-    for text in UNKNOWN:
-        r = ops.post(f"/v1/unknown/{answers[text]['invocation_id']}/reconcile", json={})
-        assert r.status_code == 200, r.text
-        verdicts[text] = r.json()["status"]
-    assert verdicts == {
-        "gate-before-b1": "failed",
-        "gate-after-a1": "committed",
-        "gate-before-pb": "failed",
-        "gate-after-pa": "committed",
+    verdicts = {
+        text: ops.post(f"/v1/unknown/{answers[text]['invocation_id']}/reconcile", json={})
+        for text in UNKNOWN
+    }
+    assert {text: (r.status_code, r.json()["status"]) for text, r in verdicts.items()} == {
+        "gate-before-b1": (200, "failed"),
+        "gate-after-a1": (200, "committed"),
+        "gate-before-pb": (200, "failed"),
+        "gate-after-pa": (200, "committed"),
     }
     assert status("gate-after-a1") == "reconciled_committed"
     assert status("gate-before-b1") == "reconciled_not_committed"
@@ -219,6 +246,8 @@ def test_a_kill_at_each_phase_boundary_ends_truthfully(replicas):
         assert events[0]["kind"] == "proposal", (text, events[:2])
     assert effect_counts(replicas.effects) == {
         "gate-after-a1": 1,
+        "gate-commit-m1": 1,
+        "send:gate-commit-pm": 1,
         "send:gate-check-pc": 1,
         "send:gate-after-pa": 1,
         "send:still-parked": 1,
