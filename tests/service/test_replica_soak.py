@@ -442,7 +442,7 @@ def _traces_open_and_nothing_taken_from_a_live_owner(
             return False
         owner, at = takeover
         life = replicas.life_of(owner)
-        where = (seed, call["invocation_id"], owner, at, life)
+        where = (seed, call["invocation_id"], call["tool"], call["status"], owner, at, life)
         assert life is not None, where
         assert life.ended is not None, where
         assert life.ended <= at + SLACK, where
