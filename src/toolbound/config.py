@@ -62,6 +62,7 @@ decides from, budgets, retention and telemetry::
     max_body_bytes = 4194304             # larger request bodies are refused with 413
     confirmation_ttl = 900               # seconds a parked call waits for a person
     tool_approvals = "gateway.approvals.json"   # the console reviews the gateway's quarantine
+    lease = 30                           # seconds a replica holds its calls unrenewed
 
 :func:`load_config` reads and validates the whole file and raises one
 :class:`ConfigError` listing every problem, each with the key path it is about
@@ -147,6 +148,7 @@ _ACTIONS: frozenset[str] = frozenset({"read", "create", "modify", "delete"})
 _SHA256_HEX = re.compile("[0-9a-f]{64}")
 _MAX_BODY_BYTES = 4 << 20  # as large as the proposal envelope the service parses
 _CONFIRMATION_TTL = timedelta(minutes=15)
+_LEASE = timedelta(seconds=30)
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
 _EXPORTERS: frozenset[str] = frozenset({"none", "console", "otlp"})
@@ -319,6 +321,7 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("tool_approvals", "path (relative to this file)"),
             ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
             ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
+            ConfigKey("lease", _SECONDS, str(int(_LEASE.total_seconds()))),
         ),
     ),
     ConfigTable(
@@ -504,6 +507,8 @@ class ServiceConfig:
     """The MCP gateway's approvals file: the console reviews its quarantined tools."""
     max_body_bytes: int = _MAX_BODY_BYTES
     confirmation_ttl: timedelta = _CONFIRMATION_TTL
+    lease: timedelta = _LEASE
+    """How long a call stays its process's without a renewal (the service's owners)."""
     timeout: float | None = None
     result_budget: int | None = None
     retention: timedelta = timedelta(days=30)
@@ -1038,7 +1043,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         )
         return None
 
-    def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:  # noqa: C901 - one section after another
+    def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:
         self.known(raw, "", _TOP)
         store = self.table(raw, "store")
         self.known(store, "store", _allowed("store"))
@@ -1058,15 +1063,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             for i, p in enumerate(self.tables(raw, "principal"))
         ]
         self.unique_keys(principals)
-        identity = self.table(raw, "identity")
-        self.known(identity, "identity", _allowed("identity"))
-        issuers = [
-            self.jwt_issuer(t, f"identity.jwt[{i}]", source)
-            for i, t in enumerate(self.tables(identity, "jwt"))
-        ]
-        for i, issuer in enumerate(issuers):
-            if any(other.issuer == issuer.issuer for other in issuers[:i]):
-                self.fail(f"identity.jwt[{i}].issuer", f"{issuer.issuer!r} is trusted twice")
+        issuers = self.issuers(self.table(raw, "identity"), source)
         grants = self.tables(raw, "grant")
         for i, grant in enumerate(grants):
             self.grant(grant, f"grant[{i}]")
@@ -1075,6 +1072,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         self.known(service, "service", _allowed("service"))
         max_body = self.integer(service, "service", "max_body_bytes", _MAX_BODY_BYTES)
         ttl = self.number(service, "service", "confirmation_ttl")
+        lease = self.number(service, "service", "lease")
         secret_env = service.get("console_secret_env")
         if secret_env is not None and (not isinstance(secret_env, str) or not secret_env):
             self.fail(
@@ -1126,12 +1124,25 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             tool_approvals=approvals,
             max_body_bytes=max_body,
             confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
+            lease=_LEASE if lease is None else timedelta(seconds=lease),
             timeout=self.number(budgets, "budgets", "timeout"),
             result_budget=result_budget,
             retention=timedelta(days=days),
             telemetry=telemetry,
             provenance=provenance,
         )
+
+    def issuers(self, identity: Mapping[str, object], source: Path | None) -> list[JwtIssuer]:
+        """The ``[[identity.jwt]]`` issuers, each trusted once."""
+        self.known(identity, "identity", _allowed("identity"))
+        issuers = [
+            self.jwt_issuer(t, f"identity.jwt[{i}]", source)
+            for i, t in enumerate(self.tables(identity, "jwt"))
+        ]
+        for i, issuer in enumerate(issuers):
+            if any(other.issuer == issuer.issuer for other in issuers[:i]):
+                self.fail(f"identity.jwt[{i}].issuer", f"{issuer.issuer!r} is trusted twice")
+        return issuers
 
     def file_path(self, raw: Mapping[str, object], path: str, source: Path | None) -> Path | None:
         """A file named relative to the configuration file's folder (unset: ``None``)."""

@@ -286,6 +286,11 @@ KEYS: dict[str, Described] = {
     "service.confirmation_ttl": Described(
         "how long a parked call waits for a person before its confirmation expires", "600"
     ),
+    "service.lease": Described(
+        "how long a call stays its replica's without a renewal (renewed every third of "
+        "it); after that another replica sharing the store takes it over",
+        "10",
+    ),
     "budgets.timeout": Described(
         "the request deadline; a call's deadline is the shorter of this and the tool's timeout",
         "30",

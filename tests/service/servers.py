@@ -30,6 +30,8 @@ class Server:
     env: dict[str, str]
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
+    log: Path | None = None
+    """Where stderr goes (appended), for long runs; unset, a pipe read on a failed start."""
 
     @property
     def url(self) -> str:
@@ -39,6 +41,7 @@ class Server:
         self.port = self.port or free_port()
         env = {**os.environ, **self.env}
         env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+        log = None if self.log is None else self.log.open("ab")
         self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
             [
                 sys.executable,
@@ -52,12 +55,15 @@ class Server:
             ],
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.PIPE if log is None else log,
         )
+        if log is not None:
+            log.close()  # the child holds its own copy
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 err = self.process.stderr.read().decode() if self.process.stderr else ""
+                err = err or (self.log.read_text(errors="replace")[-2000:] if self.log else "")
                 msg = f"toolbound serve exited with {self.process.returncode}: {err}"
                 raise RuntimeError(msg)
             try:

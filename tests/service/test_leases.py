@@ -12,6 +12,7 @@ import asyncio
 import threading
 import time
 from dataclasses import replace
+from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
@@ -20,7 +21,8 @@ from service_pack import effects
 from starlette.testclient import TestClient
 
 from toolbound.config import parse_config
-from toolbound.service.api import create_app
+from toolbound.journal import JournalError
+from toolbound.service.api import _leases, create_app
 from toolbound.service.core import Service, Submission, fingerprint
 
 EXPIRED = -1.0  # a lease that passed a second ago: its owner stopped renewing
@@ -138,6 +140,9 @@ def test_a_dead_owners_call_that_never_reached_the_ledger_is_interrupted(service
     assert stored.status == "interrupted"
     assert stored.owner == second.instance_id
     assert stored.body["response"]["taken_over"]["ledger_phase"] is None
+    # The evidence names the owner that died, and the process that took the call over.
+    assert stored.body["response"]["taken_over"]["taken_over_from"] == "dead-process"
+    assert stored.body["response"]["taken_over"]["taken_over_by"] == second.instance_id
 
 
 def test_a_call_whose_owner_died_after_the_proposal_keeps_it_then_its_recovery(services):
@@ -319,3 +324,65 @@ def test_a_retried_key_of_a_dead_owners_call_gets_the_settled_answer(services):
     assert retry.json()["status"] == "observed"
     assert retry.headers["idempotent-replayed"] == "true"
     assert effects() == ["k"]
+
+
+def test_a_key_claimed_by_a_process_that_died_before_recording_its_call_is_taken_over(services):
+    """Claimed, no call recorded, older than a lease: the retry runs it, not 409 for 300 s."""
+    service = services(lease=timedelta(seconds=5))
+    body = b'{"tool": "notes.add", "arguments": "{\\"text\\": \\"c\\"}", "call_id": "c"}'
+    journal = service.journal
+    before = service.clock.now() - timedelta(seconds=6)
+    for key, at in (("k-died", before), ("k-live", service.clock.now())):
+        claim = journal.claim_request("acme", key, fingerprint(body), now=at, stale_after=300)
+        assert claim.kind == "new"
+    headers = {"Authorization": f"Bearer {KEYS['agent']}"}
+    with TestClient(create_app(service)) as client:
+        # A claim younger than a lease may still be about to record its call: 409.
+        live = client.post(
+            "/v1/proposals", content=body, headers={**headers, "Idempotency-Key": "k-live"}
+        )
+        assert live.status_code == 409
+        retry = client.post(
+            "/v1/proposals", content=body, headers={**headers, "Idempotency-Key": "k-died"}
+        )
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["status"] == "observed"
+    assert effects() == ["c"]
+
+
+class SweepsBadly:
+    """A service whose first sweep outlasts several leases and whose next ones fail."""
+
+    lease = timedelta(seconds=0.3)
+
+    def __init__(self) -> None:
+        self.renewed = 0
+        self.sweeps = 0
+
+    def renew(self) -> int:
+        self.renewed += 1
+        return 0
+
+    def recover(self) -> int:
+        self.sweeps += 1
+        if self.sweeps == 1:
+            time.sleep(1.0)
+            return 0
+        msg = "the store went away"
+        raise JournalError(msg, code="unavailable")
+
+
+def test_renewals_go_on_while_a_sweep_runs_long_or_fails():
+    """A process keeps renewing its leases through a slow sweep and after a failed one."""
+    service = SweepsBadly()
+
+    async def run() -> None:
+        task = asyncio.create_task(_leases(service))
+        await asyncio.sleep(2.0)
+        task.cancel()
+
+    asyncio.run(run())
+    # A renewal every 0.1 s: about 20; a loop that waited for the sweep, or ended with
+    # it, would have made about 6.
+    assert service.renewed >= 12
+    assert service.sweeps >= 2

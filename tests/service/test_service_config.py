@@ -53,6 +53,15 @@ def test_the_console_links_traces_to_the_configured_ui():
     assert config.console_trace_url == url
 
 
+def test_the_service_lease_is_configured_in_seconds():
+    """[service] lease sets how long a replica holds its calls unrenewed (30 s unset)."""
+    assert parse_config(MINIMAL).lease.total_seconds() == 30
+    assert parse_config(MINIMAL + "\n[service]\nlease = 2.5\n").lease.total_seconds() == 2.5
+    with pytest.raises(ConfigError) as info:
+        parse_config(MINIMAL + "\n[service]\nlease = 0\n")
+    assert [i.path for i in info.value.issues] == ["service.lease"]
+
+
 def test_the_key_itself_is_never_stored():
     config = parse_config(MINIMAL)
     assert "key_sha256" not in repr(config.principals[0])

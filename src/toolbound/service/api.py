@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = ["authenticate", "create_app"]
 
+_log = logging.getLogger(__name__)
 _STALE_REQUEST = 300.0  # seconds after which an unfinished Idempotency-Key is taken over
 # Request bodies are bounded in bytes by BodyLimit; the parser bounds their nesting.
 _BODY_LIMITS = ParseLimits(max_bytes=1 << 62)
@@ -184,17 +186,32 @@ async def _leases(service: Service) -> None:
     """Renew this process's leases, and take over calls whose owner's lease passed.
 
     Renewal every third of the lease, so two missed renewals still leave the calls
-    this process's; a sweep every lease period (and at start, in ``Service``).
+    this process's; a sweep every lease period (and at start, in ``Service``). The
+    sweep runs beside the renewals, never in their way: a takeover may run a decided
+    call's tool, for longer than a lease, and a process that stops renewing meanwhile
+    loses the calls it still runs to another process. A renewal or sweep that fails
+    (the store unreachable for a moment) is logged and tried again next period.
     """
     period = service.lease.total_seconds() / 3
     beat = 0
+    sweep: asyncio.Future[None] | None = None
     while True:
         await asyncio.sleep(period)
-        service.renew()
+        try:
+            service.renew()
+        except Exception:  # noqa: BLE001 - the loop must outlive any one failure
+            _log.exception("renewing this process's leases failed; trying again")
         beat += 1
-        if beat % 3 == 0:
-            # A takeover may run a decided call's tool: off the event loop.
-            await asyncio.to_thread(service.recover)
+        if beat % 3 == 0 and (sweep is None or sweep.done()):
+            # Off the event loop, and not awaited here.
+            sweep = asyncio.ensure_future(asyncio.to_thread(_sweep, service))
+
+
+def _sweep(service: Service) -> None:
+    try:
+        service.recover()
+    except Exception:  # noqa: BLE001 - the next sweep tries again
+        _log.exception("taking over calls whose owner's lease passed failed; trying again")
 
 
 class _Api:
@@ -213,7 +230,8 @@ class _Api:
         return run
 
     async def health(self, _request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        # The instance is the owner name this process's calls carry in the journal.
+        return JSONResponse({"status": "ok", "instance": self.service.instance_id})
 
     async def openapi(self, _request: Request) -> Response:
         return JSONResponse(OPENAPI)
@@ -284,11 +302,22 @@ class _Api:
         claim = journal.claim_request(
             principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
         )
-        if claim.kind == "in_progress" and await asyncio.to_thread(
-            self.service.settle_request, principal.tenant, key
-        ):
+        if claim.kind != "in_progress":
+            return claim
+        if await asyncio.to_thread(self.service.settle_request, principal.tenant, key):
             # Its owner died: the call was settled just now, and the key has its answer.
-            claim = journal.peek_request(principal.tenant, key, print_) or claim
+            return journal.peek_request(principal.tenant, key, print_) or claim
+        if journal.call_for_request(principal.tenant, key) is None:
+            # Claimed, and no call recorded: a live claimant records its call right after
+            # claiming, so one silent for a whole lease died between the two. Nothing
+            # ran; this request takes the key over rather than wait out _STALE_REQUEST.
+            claim = journal.claim_request(
+                principal.tenant,
+                key,
+                print_,
+                now=self.service.clock.now(),
+                stale_after=self.service.lease.total_seconds(),
+            )
         return claim
 
     async def list_calls(self, request: Request) -> Response:
@@ -405,6 +434,7 @@ def summary(call: StoredCall) -> dict[str, object]:
         "digest": call.digest,
         "decision": call.decision,
         "approver": call.approver,
+        "owner": call.owner,
         "created_at": call.created_at.isoformat(),
         "updated_at": call.updated_at.isoformat(),
     }

@@ -178,12 +178,12 @@ class Service:
         clock: Clock | None = None,
         sinks: Sequence[TraceSink] = (),
         confirmation_ttl: timedelta | None = None,
-        lease: timedelta = timedelta(seconds=30),
+        lease: timedelta | None = None,
     ) -> None:
         self.config = config
         self.instance_id = os.urandom(8).hex()
         """This process as the owner of the calls it works on."""
-        self.lease = lease
+        self.lease = config.lease if lease is None else lease
         """How long a call stays this process's without a renewal (:meth:`renew`)."""
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = registry if registry is not None else config.build_registry()
@@ -192,7 +192,7 @@ class Service:
         self.metrics = CallMetrics()
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
-        self._running = RunningCalls(self.journal, lease=lease.total_seconds())
+        self._running = RunningCalls(self.journal, lease=self.lease.total_seconds())
         self.runtime = Runtime(
             policy=policy_for(config, self.clock, self.registry),
             ledger=self.ledger,
@@ -210,7 +210,7 @@ class Service:
                 self.journal,
                 self._tenants,
                 owner=self.instance_id,
-                lease=lease.total_seconds(),
+                lease=self.lease.total_seconds(),
             ),
             four_eyes=config.four_eyes,
             clock=self.clock,
@@ -465,7 +465,10 @@ class Service:
         )
         if call is None:
             return False
-        if call.status == "running":
+        # A decided call its dead owner had begun to execute is in the ledger: it ends as
+        # the ledger knows it. Running it again would only meet the dead owner's claim
+        # and end "failed, not committed" over a tool that may have committed (R9).
+        if call.status == "running" or self.ledger.find(call.invocation_id) is not None:
             now = self.clock.now()
             settle_running(self.journal, self.ledger, call, now=now, dead=seen.owner)
         else:

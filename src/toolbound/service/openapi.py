@@ -70,6 +70,10 @@ _SUMMARY: Final[dict[str, Any]] = {
         "digest": {"type": ["string", "null"]},
         "decision": {"type": ["string", "null"]},
         "approver": {"type": ["string", "null"]},
+        "owner": {
+            "type": ["string", "null"],
+            "description": "the service process (its /healthz instance) that worked on it last",
+        },
         "created_at": {"type": "string"},
         "updated_at": {"type": "string"},
     },
@@ -256,7 +260,17 @@ OPENAPI: Final[dict[str, Any]] = {
                 "security": _PUBLIC,
                 "responses": _answers(
                     s200=_json(
-                        {"type": "object", "properties": {"status": {"const": "ok"}}}, "Alive"
+                        {
+                            "type": "object",
+                            "properties": {
+                                "status": {"const": "ok"},
+                                "instance": {
+                                    "type": "string",
+                                    "description": "this process as the owner of its calls",
+                                },
+                            },
+                        },
+                        "Alive",
                     )
                 ),
             }

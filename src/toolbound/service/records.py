@@ -182,7 +182,7 @@ def settle_running(
     ``call`` is held by its taker now; ``dead`` is the owner it was taken from.
     """
     record = ledger.find(call.invocation_id)
-    evidence = {"taken_over_from": dead or "unknown"}
+    evidence = {"taken_over_from": dead or "unknown", "taken_over_by": call.owner}
     if record is not None and record.phase in ABANDONED:
         # The owner is gone: intent → failed (never started), executing → unknown.
         with contextlib.suppress(LedgerError):
@@ -226,7 +226,9 @@ def settle_running(
         "recovery", now, {**evidence, "ledger_phase": phase, "reason": content}, state=state
     )
     finish = None
-    if call.request_key is not None:
+    if call.request_key is not None and call.status == "running":
+        # The request that submitted a running call had no answer: this is it. A
+        # decided call's request was answered when it parked, and keeps that answer.
         finish = Finish(call.tenant, call.request_key, 200, dumps(answer))
     journal.put_call(stored, events=[event], finish=finish)
 
