@@ -51,6 +51,8 @@ class Shop:
     plan: list[str] = field(default_factory=list)  # behaviour of the next POST /orders
     extra_headers: dict[str, str] = field(default_factory=dict)  # for /status/...
     lock: threading.Lock = field(default_factory=threading.Lock)
+    committed: threading.Event = field(default_factory=threading.Event)  # an order was placed
+    late_answer_sent: threading.Event = field(default_factory=threading.Event)  # "slow" replied
 
 
 ERROR_BODIES: dict[int, dict[str, object]] = {
@@ -131,12 +133,16 @@ class ShopHandler(BaseHTTPRequestHandler):
                 location = f"{self.shop.base}/orders/{order['id']}"
                 if key is not None:
                     self.shop.by_key[key] = (status, payload, location)
+                self.shop.committed.set()
         if behaviour == "drop":
             # Committed above; now hang up without a word.
             self.close_connection = True
             return
         if behaviour == "slow":
             time.sleep(DELAY)
+            self.send(status, payload, {"Location": location})
+            self.shop.late_answer_sent.set()
+            return
         self.send(status, payload, {"Location": location})
 
     def operation(self, key: str) -> None:

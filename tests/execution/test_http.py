@@ -12,7 +12,6 @@ import asyncio
 import json
 import re
 import socket
-import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -432,12 +431,14 @@ def test_connection_refused_is_not_reached(call, closed_port):
 def test_response_timeout_on_a_write_is_commit_unknown(shop, call):
     """The server commits, then answers too late: ResponseLost, and the write did happen."""
     shop.plan.append("slow")
-    started = time.monotonic()
     with pytest.raises(ResponseLost) as caught:
         call(create_order(shop.base), ORDER, context(deadline=DEADLINE))
-    assert time.monotonic() - started < DELAY  # we did not wait for the late answer
+    assert not shop.late_answer_sent.is_set()  # we did not wait for the late answer
     assert caught.value.evidence["error"] == "ReadTimeout"
-    assert list(shop.orders) == ["ord-1"]  # R9: timed out is not "not executed"
+    # R9: timed out is not "not executed" (on a loaded machine the server may commit
+    # only after the client gave up: wait for it, well within its own delay).
+    assert shop.committed.wait(timeout=10 * DELAY)
+    assert list(shop.orders) == ["ord-1"]
     decision = decide(
         classify(caught.value),
         "unkeyed_write",
