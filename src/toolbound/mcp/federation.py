@@ -31,20 +31,17 @@ first in configuration order when two do).
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final, TypeVar, cast
 
-from toolbound._model import Proposal, Resource, ToolSpec
+from toolbound._model import Resource, ToolSpec
 from toolbound.library import READ_TOOL_PREFIX
 from toolbound.mcp.content import mark_block
 from toolbound.mcp.passage import Downstream
-from toolbound.mcp.reads import RESOURCE_NOT_FOUND, not_found, read_through
-from toolbound.pipeline.runtime import CallContext
-from toolbound.registry import Registry, ToolSet
+from toolbound.mcp.reads import RESOURCE_NOT_FOUND, not_found, read_through, run_on
+from toolbound.registry import Registry
 
 try:
     import mcp_types as types
@@ -58,11 +55,9 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from toolbound._model import JSONObject, JSONValue, Subject
-    from toolbound._outcome import Observed
     from toolbound.execution.tool import ToolContext
     from toolbound.mcp.upstream import Upstream
     from toolbound.pipeline.runtime import Runtime
-    from toolbound.registry import RegisteredTool
 
 __all__ = ["READ_TOOL_PREFIX", "RESOURCE_NOT_FOUND", "SUBSCRIBE_TOOL_PREFIX", "Federation"]
 
@@ -167,7 +162,7 @@ class Federation:
                 code=types.METHOD_NOT_FOUND,
                 message=f"upstream {upstream.name} does not offer resource subscriptions",
             )
-        await self._run(self._subscribers[upstream.name], uri, subject)
+        await run_on(self._runtime, subject, self._subscribers[upstream.name], uri)
         self._downstream.subscribe(uri, connection)
 
     async def unsubscribe(self, subject: Subject, uri: str, connection: object) -> None:
@@ -177,25 +172,6 @@ class Federation:
             raise not_found(uri)
         if self._downstream.unsubscribe(uri, connection) and await upstream.subscribes():
             await upstream.subscribe(uri, subscribe=False)
-
-    async def _run(self, tool: RegisteredTool, uri: str, subject: Subject) -> Observed:
-        """One of the resource tools on ``uri``, as ``subject``; a refusal as an MCP error."""
-        proposal = Proposal(
-            name=tool.spec.name,
-            arguments=json.dumps({"uri": uri}).encode(),
-            proposal_id="mcp-resource-" + os.urandom(8).hex(),
-        )
-        context = CallContext(subject=subject, tools=ToolSet([tool]))
-        outcome = await self._runtime.arun(proposal, context)
-        if outcome.kind != "observed":
-            payload = outcome.message.payload
-            error = cast("JSONObject", payload.get("error") or payload)
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message=f"{error.get('code', outcome.kind)}: {error.get('message', '')}",
-                data=payload,
-            )
-        return outcome
 
     # -- prompts -------------------------------------------------------------------------
 

@@ -30,10 +30,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 if TYPE_CHECKING:
     from toolbound._model import JSONObject, Subject
+    from toolbound._outcome import Observed
     from toolbound.pipeline.runtime import Runtime
     from toolbound.registry import RegisteredTool
 
-__all__ = ["RESOURCE_NOT_FOUND", "not_found", "read_through"]
+__all__ = ["RESOURCE_NOT_FOUND", "not_found", "read_through", "run_on"]
 
 RESOURCE_NOT_FOUND: Final = -32002
 """The JSON-RPC code MCP gives an unknown resource."""
@@ -57,21 +58,7 @@ async def read_through(
     source: str,
 ) -> types.ReadResourceResult:
     """Read ``uri`` with ``reader`` as ``subject``; ``source`` names where it comes from."""
-    proposal = Proposal(
-        name=reader.spec.name,
-        arguments=json.dumps({"uri": uri}).encode(),
-        proposal_id="mcp-read-" + os.urandom(8).hex(),
-    )
-    context = CallContext(subject=subject, tools=ToolSet([reader]))
-    outcome = await runtime.arun(proposal, context)
-    if outcome.kind != "observed":
-        payload = outcome.message.payload
-        error = cast("JSONObject", payload.get("error") or payload)
-        raise MCPError(
-            code=types.INVALID_PARAMS,
-            message=f"{error.get('code', outcome.kind)}: {error.get('message', '')}",
-            data=payload,
-        )
+    outcome = await run_on(runtime, subject, reader, uri)
     contents = _CONTENTS.validate_python(outcome.result.value)
     kept, cuts = _bounded(contents, limit=limit, source=source)
     marked = mark_contents(kept)
@@ -82,6 +69,29 @@ async def read_through(
         cuts=cuts,
     )
     return types.ReadResourceResult(contents=marked)
+
+
+async def run_on(runtime: Runtime, subject: Subject, tool: RegisteredTool, uri: str) -> Observed:
+    """Run a resource tool (a read, a subscription) on ``uri`` as ``subject``.
+
+    A refusal or failure is an MCP error carrying toolbound's envelope.
+    """
+    proposal = Proposal(
+        name=tool.spec.name,
+        arguments=json.dumps({"uri": uri}).encode(),
+        proposal_id="mcp-resource-" + os.urandom(8).hex(),
+    )
+    context = CallContext(subject=subject, tools=ToolSet([tool]))
+    outcome = await runtime.arun(proposal, context)
+    if outcome.kind != "observed":
+        payload = outcome.message.payload
+        error = cast("JSONObject", payload.get("error") or payload)
+        raise MCPError(
+            code=types.INVALID_PARAMS,
+            message=f"{error.get('code', outcome.kind)}: {error.get('message', '')}",
+            data=payload,
+        )
+    return outcome
 
 
 def _bounded(
