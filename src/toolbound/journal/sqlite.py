@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from toolbound.journal._records import ClaimedRequest
     from toolbound.journal.schema import Cursor
 
 __all__ = ["SQLiteJournal"]
@@ -70,6 +71,10 @@ class SQLiteJournal(SQLJournal):
             conn.rollback()
             raise
         conn.commit()
+
+    def peek_request(self, tenant: str, key: str, fingerprint: str) -> ClaimedRequest | None:
+        """What an earlier request with ``key`` found: one statement, its own snapshot."""
+        return self._existing(cast("Cursor", self._connection().cursor()), tenant, key, fingerprint)
 
     def close(self) -> None:
         """Stop the checkpoints and close every thread's connection."""
