@@ -1,4 +1,4 @@
-"""The SQLite journal's write-ahead log is copied into its file off the writers' path.
+"""The SQLite journal: its write-ahead log copied off the writers' path, its rows in order.
 
 A commit is durable once it is in the WAL (``synchronous=NORMAL``); the copy into the
 database file, which syncs that file, is a thread's own work, and ends with the journal.
@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from toolbound.journal import SQLiteJournal, StoredCall
+from toolbound.service.core import new_invocation_id
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -77,3 +78,11 @@ def test_closing_the_journal_stops_its_checkpoints(tmp_path: Path) -> None:
     assert len(_checkpoint_threads()) == before + 1
     journal.close()
     assert len(_checkpoint_threads()) == before
+
+
+def test_invocation_ids_sort_as_the_calls_were_made() -> None:
+    """The service's ids are 32 hex digits, later calls' after earlier ones', none twice."""
+    ids = [new_invocation_id() for _ in range(200)]
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert [i[:16] for i in ids] == sorted(i[:16] for i in ids)
