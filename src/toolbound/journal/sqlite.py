@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from toolbound.journal.schema import Cursor
 
 __all__ = ["SQLiteJournal"]
+
+_log = logging.getLogger(__name__)
 
 
 _CHECKPOINT_EVERY = 0.1
@@ -102,9 +105,14 @@ class _Checkpoints:
         self._thread.start()
 
     def _run(self) -> None:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         try:
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.Error:
+            # The file is gone already: nothing to copy; writers checkpoint themselves.
+            _log.warning("the journal's checkpoints could not start on %s", self._path)
+            return
+        try:
             while not self._stopped.wait(_CHECKPOINT_EVERY):
                 try:
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
