@@ -114,22 +114,23 @@ class SQLJournal(RequestsSQL, SessionsSQL):
     ) -> None:
         if not events:
             return
-        cur.execute(
-            self._q(
-                "SELECT COALESCE(MAX(seq), -1) FROM toolbound_call_events WHERE invocation_id = ?"
-            ),
-            (invocation_id,),
-        )
-        row = cur.fetchone()
-        first = 1 + int(cast("int", row[0])) if row is not None else 0
+        # Each row numbered after the call's last, in the statement: no round trip to
+        # read the number first (the rows of one executemany see the ones before them).
         cur.executemany(
             self._q(
                 "INSERT INTO toolbound_call_events (invocation_id, seq, at, kind, event)"
-                " VALUES (?, ?, ?, ?, ?)"
+                " VALUES (?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM toolbound_call_events"
+                " WHERE invocation_id = ?), ?, ?, ?)"
             ),
             [
-                (invocation_id, first + n, str(e.get("at", "")), str(e.get("kind", "")), dumps(e))
-                for n, e in enumerate(events)
+                (
+                    invocation_id,
+                    invocation_id,
+                    str(e.get("at", "")),
+                    str(e.get("kind", "")),
+                    dumps(e),
+                )
+                for e in events
             ],
         )
 

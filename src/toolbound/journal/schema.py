@@ -197,6 +197,10 @@ def migrate_traces(cur: Cursor, mark: str) -> int:
     return moved
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""One encoder for every record: ``json.dumps`` with options builds one per call."""
+
+
 def dumps(value: object) -> str:
     """Compact JSON, as the journal stores it."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODE(value)

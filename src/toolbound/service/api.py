@@ -267,7 +267,7 @@ class _Api:
             earlier = journal.peek_request(principal.tenant, key, print_)
             if earlier is not None:
                 return _answer_earlier(earlier)
-            with propagation_scope(request.headers) as trace_id:
+            with propagation_scope(_carrier(request)) as trace_id:
                 status, text, lost = await self.service.submit(
                     principal, submission, trace_id=trace_id, request_key=key, fingerprint=print_
                 )
@@ -284,7 +284,7 @@ class _Api:
             )
             raise refused
         try:
-            with propagation_scope(request.headers) as trace_id:
+            with propagation_scope(_carrier(request)) as trace_id:
                 status, text, _ = await self.service.submit(
                     principal, submission, trace_id=trace_id, request_key=key
                 )
@@ -412,6 +412,18 @@ def _answer_earlier(claim: ClaimedRequest) -> Response:
         media_type=PROBLEM_JSON if status >= 400 else "application/json",  # noqa: PLR2004
         headers={"Idempotent-Replayed": "true"},
     )
+
+
+def _carrier(request: Request) -> dict[str, str]:
+    """The request's headers as a plain mapping for the trace propagators, decoded once.
+
+    ASGI names are lower-case already; of a repeated header the first counts, as in
+    Starlette's ``Headers.get``.
+    """
+    carrier: dict[str, str] = {}
+    for name, value in request.headers.raw:
+        carrier.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return carrier
 
 
 async def _json(request: Request) -> dict[str, object]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
@@ -251,7 +252,7 @@ class Service:
         _require(principal, "agent")
         tools = self._toolset(submission.tools)
         now = self.clock.now()
-        invocation_id = os.urandom(16).hex()
+        invocation_id = new_invocation_id()
         subject = Subject(id=principal.subject, tenant=principal.tenant)
         context = CallContext(
             subject=subject,
@@ -522,6 +523,15 @@ class Service:
         tools = self._toolset(tuple(str(n) for n in names) if isinstance(names, list) else None)
         context = _stored_context(call, request, approval, tools, self.config)
         return replace(context, provenance=self.sessions.stored(call.tenant, request))
+
+
+def new_invocation_id() -> str:
+    """32 hex digits: the time in microseconds, then 64 random bits.
+
+    In the order they are made, so that each new call's rows go to the end of the
+    journal's indexes rather than to a random page of them.
+    """
+    return f"{time.time_ns() // 1000:016x}{os.urandom(8).hex()}"
 
 
 def fingerprint(body: bytes) -> str:

@@ -10,7 +10,6 @@ event too (:func:`~toolbound.journal.call_event`), so the trace alone tells the 
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import replace
 from datetime import datetime
 from itertools import islice
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 from toolbound.adapters.http import outcome_digest
 from toolbound.gates.confirm import ConfirmationRequest
 from toolbound.journal import Finish, JournalError, call_event
+from toolbound.journal.schema import dumps as journal_dumps
 from toolbound.ledger.rules import ABANDONED
 from toolbound.ledger.store import LedgerError, result_to_json
 
@@ -272,5 +272,5 @@ def request_of(call: StoredCall) -> dict[str, object]:
 
 
 def dumps(value: object) -> str:
-    """Compact JSON for answers."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON for answers, as the journal encodes its records."""
+    return journal_dumps(value)

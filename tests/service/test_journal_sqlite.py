@@ -1,0 +1,88 @@
+"""The SQLite journal: its write-ahead log copied off the writers' path, its rows in order.
+
+A commit is durable once it is in the WAL (``synchronous=NORMAL``); the copy into the
+database file, which syncs that file, is a thread's own work, and ends with the journal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from toolbound.journal import SQLiteJournal, StoredCall
+from toolbound.service.core import new_invocation_id
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+T0 = datetime(2026, 7, 19, 6, 0, tzinfo=UTC)
+
+
+def _call(n: int) -> StoredCall:
+    return StoredCall(
+        invocation_id=f"inv-{n}",
+        tenant="acme",
+        subject="u1",
+        principal="agent",
+        tool="orders.lookup",
+        status="observed",
+        state="committed",
+        digest=None,
+        decision=None,
+        approver=None,
+        created_at=T0,
+        updated_at=T0,
+        body={"response": {"n": n}},
+    )
+
+
+def _checkpoint_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "toolbound-journal-checkpoints"]
+
+
+def test_calls_reach_the_database_file_without_a_writer_checkpointing(tmp_path: Path) -> None:
+    """Calls committed to the WAL are in the database file itself shortly after."""
+    journal = SQLiteJournal(tmp_path / "journal.db")
+    try:
+        for n in range(20):
+            journal.put_call(_call(n), events=[{"at": T0.isoformat(), "kind": "proposal"}])
+        deadline = time.monotonic() + 10
+        count, attempt = 0, 0
+        while time.monotonic() < deadline:
+            # The file alone, without its WAL: only what a checkpoint copied is in it.
+            attempt += 1
+            copied = tmp_path / f"copy-{attempt}.db"
+            shutil.copyfile(tmp_path / "journal.db", copied)
+            with contextlib.closing(sqlite3.connect(copied)) as copy:
+                tables = copy.execute("SELECT name FROM sqlite_master").fetchall()
+                if ("toolbound_service_calls",) in tables:
+                    row = copy.execute("SELECT count(*) FROM toolbound_service_calls").fetchone()
+                    count = row[0]
+            if count == 20:
+                break
+            time.sleep(0.05)
+        assert count == 20
+    finally:
+        journal.close()
+
+
+def test_closing_the_journal_stops_its_checkpoints(tmp_path: Path) -> None:
+    """No thread outlives the journal it checkpoints."""
+    before = len(_checkpoint_threads())
+    journal = SQLiteJournal(tmp_path / "journal.db")
+    assert len(_checkpoint_threads()) == before + 1
+    journal.close()
+    assert len(_checkpoint_threads()) == before
+
+
+def test_invocation_ids_sort_as_the_calls_were_made() -> None:
+    """The service's ids are 32 hex digits, later calls' after earlier ones', none twice."""
+    ids = [new_invocation_id() for _ in range(200)]
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert [i[:16] for i in ids] == sorted(i[:16] for i in ids)
