@@ -340,14 +340,16 @@ def test_same_call_in_progress_can_wait_for_the_result(clock):
     import threading
 
     h = Harness(clock)
-    tool = FakeTool(delay=0.3, returns={"text": "ok"})
+    tool = FakeTool(delay=1.0, returns={"text": "ok"})
     h.registry.register(write(), tool)
     first: list = []
     t = threading.Thread(target=lambda: first.append(h.run("write", {"text": "x"})))
     t.start()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while not tool.calls and time.monotonic() < deadline:  # the first call is executing
+        time.sleep(0.005)
     impatient = h.run("write", {"text": "x"})
-    patient = h.run("write", {"text": "x"}, wait_in_flight=2.0)
+    patient = h.run("write", {"text": "x"}, wait_in_flight=5.0)
     t.join()
     h.close()
     assert impatient.problem.code == "in_progress"
