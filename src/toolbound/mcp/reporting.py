@@ -22,11 +22,11 @@ import asyncio
 import contextlib
 import logging
 import warnings
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast, get_args
 
 from toolbound.execution.tool import REPORTER, LogLevel
+from toolbound.mcp.relay import DEFAULT_LEVEL, LOG_LEVELS, connection_of
 
 try:
     from mcp.shared.exceptions import MCPDeprecationWarning
@@ -44,9 +44,9 @@ if TYPE_CHECKING:
     from toolbound.mcp.relay import ProgressSink
     from toolbound.trace import Trace
 
-__all__ = ["DEFAULT_LOG_LEVEL", "LogLevels", "Reports", "connection_of", "relaying"]
+__all__ = ["DEFAULT_LOG_LEVEL", "LogLevels", "Reports", "relaying"]
 
-DEFAULT_LOG_LEVEL: Final[LogLevel] = "info"
+DEFAULT_LOG_LEVEL: Final[LogLevel] = DEFAULT_LEVEL
 """What a client gets until it sets a level."""
 _RANK: Final = {level: rank for rank, level in enumerate(get_args(LogLevel))}
 _DRAIN_SECONDS: Final = 5.0  # a client that stops reading must not hold the result forever
@@ -54,15 +54,16 @@ _LOG = logging.getLogger("toolbound.mcp")
 
 
 class LogLevels:
-    """The least severe level each client connection wants (``logging/setLevel``)."""
+    """The least severe level each client connection wants (``logging/setLevel``).
 
-    def __init__(self) -> None:
-        self._levels: weakref.WeakKeyDictionary[object, LogLevel] = weakref.WeakKeyDictionary()
+    Kept in :data:`toolbound.mcp.relay.LOG_LEVELS`, the one table per connection: a
+    tool's own log messages and a gateway's relayed upstream ones read the same level.
+    """
 
     def set(self, ctx: ServerRequestContext[Any, Any], level: str) -> None:
         """Remember ``level`` for the connection ``ctx`` belongs to."""
         if level in _RANK:
-            self._levels[connection_of(ctx.session)] = cast("LogLevel", level)
+            LOG_LEVELS[connection_of(ctx.session)] = level
 
     def get(self, ctx: ServerRequestContext[Any, Any]) -> LogLevel:
         """The level set for the connection ``ctx`` belongs to, or the default.
@@ -72,7 +73,7 @@ class LogLevels:
         """
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return "debug"
-        return self._levels.get(connection_of(ctx.session), DEFAULT_LOG_LEVEL)
+        return cast("LogLevel", LOG_LEVELS.get(connection_of(ctx.session), DEFAULT_LOG_LEVEL))
 
 
 @dataclass(slots=True)
@@ -184,12 +185,3 @@ async def relaying(
         except asyncio.CancelledError:
             sender.cancel()
             raise
-
-
-def connection_of(session: object) -> object:
-    """What stands for one client connection.
-
-    The SDK makes a session object per request, around the connection that lives as
-    long as the client does.
-    """
-    return getattr(session, "_connection", session)

@@ -61,7 +61,6 @@ from toolbound.mcp.content import content_blocks, pass_through, summary
 from toolbound.mcp.events import SessionEventStores
 from toolbound.mcp.relay import (
     CALLER,
-    LOG_LEVELS,
     PROGRESS,
     caller_of,
     connection_of,
@@ -488,7 +487,6 @@ class GuardedServer:
             # a gateway relays its upstreams' log messages at this level too.
             caller(ctx)
             self.log_levels.set(ctx, params.level)
-            _remember_level(ctx, params)
             return types.EmptyResult()
 
         handlers = {} if self.federation is None else self._federated(caller)
@@ -1080,13 +1078,6 @@ def _progress_sink(
         )
 
     return report
-
-
-def _remember_level(
-    ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
-) -> None:
-    """Keep a client's ``logging/setLevel``: relayed log messages below it are not sent."""
-    LOG_LEVELS[connection_of(ctx.session)] = params.level
 
 
 def _legacy(ctx: ServerRequestContext[Any, Any]) -> bool:

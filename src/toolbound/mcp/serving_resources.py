@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 from toolbound.library import PromptSpec, TemplateSpec, messages, reader
 from toolbound.mcp.content import mark_block
 from toolbound.mcp.reads import not_found, read_through
-from toolbound.mcp.reporting import connection_of
+from toolbound.mcp.relay import connection_of
 from toolbound.registry import Registry
 from toolbound.results.content import Text, block_json
 
