@@ -343,7 +343,9 @@ class Service:
         call = self._visible(principal, invocation_id)
         if approval.reason is not None:
             # Kept before the call runs on: a process taking it over tells the model too.
-            call = note_denial(self, principal, invocation_id, reason=approval.reason)
+            call = note_denial(
+                self, principal, invocation_id, reason=approval.reason, with_decision=True
+            )
         request = call.body["request"]
         assert isinstance(request, dict)  # noqa: S101 - written by submit
         outcome = await self.runtime.arun(

@@ -14,8 +14,6 @@ from toolbound.adapters.http import ApiError
 from toolbound.journal import call_event
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from toolbound.config import Principal
     from toolbound.journal import StoredCall
     from toolbound.service.core import Service
@@ -24,12 +22,19 @@ __all__ = ["note_denial"]
 
 
 def note_denial(
-    service: Service, principal: Principal, invocation_id: str, *, reason: str
+    service: Service,
+    principal: Principal,
+    invocation_id: str,
+    *,
+    reason: str,
+    with_decision: bool = False,
 ) -> StoredCall:
     """Keep the reason a person gave for denying a call, beside the decision, once.
 
     Only the approver who denied the call may give it, and once. The service keeps it
     as it records the denial, before the call runs on (and the model is told it).
+    ``with_decision``: the reason came with the decision, so its ``decision`` event
+    carries it already; given afterwards, it is an event of its own (R14).
     """
     call = service.get(principal, invocation_id)
     if "approver" not in principal.roles:
@@ -47,20 +52,9 @@ def note_denial(
     # A call decided and not yet run on stays this process's (its lease kept), so that
     # another takes it over, reason and all, should this one die before it ends.
     running_on = call.status == "awaiting_confirmation"
-    # R14: the reason is on the trace — on the decision event when it came with the
-    # decision, as an event of its own when given afterwards.
-    told = any(
-        e.get("kind") == "decision" and _data(e).get("reason") == reason
-        for e in service.journal.events(invocation_id)
-    )
     service.journal.put_call(
         noted,
-        events=() if told else [call_event("denial_reason", now, denial)],
+        events=() if with_decision else [call_event("denial_reason", now, denial)],
         lease=service.lease.total_seconds() if running_on else None,
     )
     return noted
-
-
-def _data(event: Mapping[str, object]) -> Mapping[str, object]:
-    data = event.get("data")
-    return data if isinstance(data, dict) else {}
