@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import re
 import struct
@@ -31,6 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import rfc8785
 
 from toolbound._errors import ConfigurationError, Problem, Rejection
+from toolbound._jsontext import compact
 from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
@@ -63,13 +63,7 @@ _SAFE_INT: Final = 2**53 - 1
 # ``sort_keys`` orders by code point while RFC 8785 §3.2.3 orders by UTF-16 code
 # unit, and the two orders differ only there. ``tests/gates/test_normalize.py``
 # proves the equivalence against rfc8785.
-_encode_plain: Final = json.JSONEncoder(
-    ensure_ascii=False,
-    sort_keys=True,
-    separators=(",", ":"),
-    allow_nan=False,
-    check_circular=False,  # JSON has no cycles; a cyclic value fails the walk below
-).encode
+_encode_plain: Final = compact(sort_keys=True)
 _FIRST_ASTRAL: Final = "\U00010000"
 
 
@@ -145,7 +139,7 @@ def _not_canonicalizable(value: object, exc: BaseException) -> Problem:
     """Describe why rfc8785 (or the fast path) refused ``value``, and where."""
     # Only on this failure path do we walk again, to name the field at fault
     # (rfc8785's exceptions do not say where they were raised).
-    if isinstance(exc, RecursionError):
+    if isinstance(exc, RecursionError) or isinstance(exc.__cause__, RecursionError):
         fault: _Fault | None = ("", "the value is nested too deeply to canonicalize", True)
     else:
         fault = _find_fault(value, "")

@@ -42,7 +42,17 @@ if TYPE_CHECKING:
     from toolbound.provenance import Finding, FlowReport
     from toolbound.registry import RegisteredTool
 
-__all__ = ["Preview", "Refusal", "Verdict", "admit", "judge", "open_call", "preview"]
+__all__ = [
+    "Preview",
+    "Refusal",
+    "Verdict",
+    "admit",
+    "admitted",
+    "authorized",
+    "judge",
+    "open_call",
+    "preview",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +133,11 @@ def open_call(env: Env, proposal: Proposal, ctx: CallContext) -> Opened:
 
 def admit(env: Env, call: Opened) -> Admitted | Rejected:
     """Every gate on ``call``, each recorded in its trace; AUTHORIZED or rejected."""
-    verdict = judge(env, call.proposal, call.ctx, life=call.life)
+    return admitted(call, judge(env, call.proposal, call.ctx, life=call.life))
+
+
+def admitted(call: Opened, verdict: Verdict | Refusal) -> Admitted | Rejected:
+    """The gates' answer on ``call``: the refusal's ending, or the call AUTHORIZED."""
     if isinstance(verdict, Refusal):
         return endings.reject(
             call,
@@ -133,6 +147,23 @@ def admit(env: Env, call: Opened) -> Admitted | Rejected:
             evidence=verdict.evidence,
             **verdict.data,
         )
+    decision = verdict.decision
+    return Admitted(
+        proposal=call.proposal,
+        ctx=call.ctx,
+        life=call.life,
+        started=call.started,
+        tool=verdict.tool,
+        invocation=authorized(call, verdict),
+        authorized_at=verdict.now,
+        confirm_reason=decision.reason if decision.kind == "confirm" else None,
+        flows=verdict.flows,
+        evidence=decision.evidence,
+    )
+
+
+def authorized(call: Opened, verdict: Verdict) -> Invocation:
+    """The invocation the verdict fixes (R1), with the call moved to AUTHORIZED."""
     ctx, spec, decision = call.ctx, verdict.tool.spec, verdict.decision
     timeout = spec.timeout if ctx.timeout is None else min(spec.timeout, ctx.timeout)
     invocation = Invocation(
@@ -160,18 +191,7 @@ def admit(env: Env, call: Opened) -> Admitted | Rejected:
         capabilities=decision.capabilities,
         evidence=decision.evidence,
     )
-    return Admitted(
-        proposal=call.proposal,
-        ctx=ctx,
-        life=call.life,
-        started=call.started,
-        tool=verdict.tool,
-        invocation=invocation,
-        authorized_at=verdict.now,
-        confirm_reason=decision.reason if decision.kind == "confirm" else None,
-        flows=verdict.flows,
-        evidence=decision.evidence,
-    )
+    return invocation
 
 
 def preview(env: Env, proposal: Proposal, ctx: CallContext) -> Preview:

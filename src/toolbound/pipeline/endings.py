@@ -31,6 +31,7 @@ from toolbound.results.encode import HumanProjection, ModelProjection, dumps, mo
 if TYPE_CHECKING:
     from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, JSONObject, JSONValue
+    from toolbound._state import Lifecycle
     from toolbound.execution.executor import RawAttempt
     from toolbound.gates.confirm import ConfirmationRequest
     from toolbound.ledger.store import Phase
@@ -50,6 +51,7 @@ __all__ = [
     "failed_after",
     "failed_before",
     "observed",
+    "observed_of",
     "record_attempt",
     "record_phase",
     "reject",
@@ -210,18 +212,46 @@ def observed(
     replayed_from: str | None = None,
 ) -> Observed:
     """OBSERVED: committed, and the result passed its contract (R11)."""
+    return observed_of(
+        call.life,
+        proposal_id=call.proposal.proposal_id,
+        tool=call.tool,
+        invocation=call.invocation,
+        evidence=call.evidence,
+        result=result,
+        message=message,
+        human_cuts=human_cuts,
+        replayed_from=replayed_from,
+    )
+
+
+def observed_of(
+    life: Lifecycle,
+    *,
+    proposal_id: str,
+    tool: RegisteredTool,
+    invocation: Invocation,
+    evidence: tuple[Finding, ...],
+    result: Result,
+    message: ModelProjection,
+    human_cuts: tuple[Cut, ...],
+    replayed_from: str | None = None,
+) -> Observed:
+    """:func:`observed` from the pieces, for a path that never built the stage values."""
     return Observed(
-        **_common(
-            call,
-            call.tool,
-            message,
-            call.evidence,
+        **_fields(
+            life,
+            proposal_id=proposal_id,
+            ref=tool.spec.ref,
+            invocation=invocation,
+            message=message,
+            evidence=evidence,
             commit="committed",
             result=result,
             value=result.value,
             cuts=human_cuts,
         ),
-        invocation=call.invocation,
+        invocation=invocation,
         result=result,
         replayed_from=replayed_from,
     )
@@ -355,27 +385,57 @@ def _common(
     cuts: tuple[Cut, ...] = (),
 ) -> _Common:
     """The fields every outcome has; records the bytes sent back (R14)."""
-    trace = call.life.trace
-    trace.record(
-        "tool_message",
-        content=message.content,
-        is_error=message.is_error,
-        truncated=message.truncated,
-        cuts=message.cuts,
+    return _fields(
+        call.life,
+        proposal_id=call.proposal.proposal_id,
+        ref=_ref(call, tool),
+        invocation=call.invocation if isinstance(call, Admitted) else None,
+        message=message,
+        evidence=evidence,
+        problem=problem,
+        commit=commit,
+        result=result,
+        value=value,
+        cuts=cuts,
     )
-    invocation = call.invocation if isinstance(call, Admitted) else None
-    ref = _ref(call, tool)
+
+
+def _fields(
+    life: Lifecycle,
+    *,
+    proposal_id: str,
+    ref: str,
+    invocation: Invocation | None,
+    message: ModelProjection,
+    evidence: tuple[Finding, ...],
+    problem: Problem | None = None,
+    commit: CommitStatus | None = None,
+    result: Result | None = None,
+    value: JSONValue = None,
+    cuts: tuple[Cut, ...] = (),
+) -> _Common:
+    trace = life.trace
+    trace.add(
+        "tool_message",
+        None,
+        {
+            "content": message.content,
+            "is_error": message.is_error,
+            "truncated": message.truncated,
+            "cuts": message.cuts,
+        },
+    )
     return {
         "invocation_id": trace.invocation_id,
-        "proposal_id": call.proposal.proposal_id,
+        "proposal_id": proposal_id,
         "tool": ref,
-        "path": tuple(call.life.path),
+        "path": tuple(life.path),
         "trace": trace,
         "message": message,
         "human": HumanProjection(
             invocation_id=trace.invocation_id,
             tool=ref,
-            state=call.life.state.value,
+            state=life.state.value,
             commit_status=commit,
             arguments=None if invocation is None else invocation.arguments,
             digest=None if invocation is None else invocation.digest,

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from toolbound.pipeline.env import Env
     from toolbound.registry import RegisteredTool
 
-__all__ = ["arun", "run", "run_transactional"]
+__all__ = ["aattempt", "aresume", "arun", "attempt", "resume", "run", "run_transactional"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,18 +55,12 @@ def run(env: Env, call: Prepared) -> Outcome:
     started = _start(env, call)
     if not isinstance(started, ToolContext):
         return started
-    tctx = started
+    return resume(env, call, started, attempt(env, call, started))
+
+
+def resume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outcome:
+    """Go on from an attempt that has ended (``raw``): settle it or try again (R10)."""
     while True:
-        raw = RawAttempt(started_at=env.clock.now())
-        env.executor.run(
-            call.tool,
-            call.invocation.arguments,
-            tctx,
-            raw,
-            budget=tctx.deadline_in,
-            cancel=call.ctx.cancel,
-        )
-        raw.ended_at = env.clock.now()
         decision = _retry_decision(env, call, raw)
         answer = _ask(call) if decision is not None and decision.action == "query" else None
         step = _after_attempt(env, call, raw, decision, answer)
@@ -74,6 +68,22 @@ def run(env: Env, call: Prepared) -> Outcome:
             return step
         env.sleeper.sleep(step.delay)
         tctx = _next_attempt(env, call, tctx)
+        raw = attempt(env, call, tctx)
+
+
+def attempt(env: Env, call: Prepared, tctx: ToolContext) -> RawAttempt:
+    """One attempt, from a sync caller, as the executor saw it."""
+    raw = RawAttempt(started_at=env.clock.now())
+    env.executor.run(
+        call.tool,
+        call.invocation.arguments,
+        tctx,
+        raw,
+        budget=tctx.deadline_in,
+        cancel=call.ctx.cancel,
+    )
+    raw.ended_at = env.clock.now()
+    return raw
 
 
 async def arun(env: Env, call: Prepared) -> Outcome:
@@ -84,18 +94,12 @@ async def arun(env: Env, call: Prepared) -> Outcome:
     started = _start(env, call)
     if not isinstance(started, ToolContext):
         return started
-    tctx = started
+    return await aresume(env, call, started, await aattempt(env, call, started))
+
+
+async def aresume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outcome:
+    """:func:`resume` for async callers."""
     while True:
-        raw = RawAttempt(started_at=env.clock.now())
-        await env.executor.arun(
-            call.tool,
-            call.invocation.arguments,
-            tctx,
-            raw,
-            budget=tctx.deadline_in,
-            cancel=call.ctx.cancel,
-        )
-        raw.ended_at = env.clock.now()
         if raw.caller_cancelled:
             # The caller's task was cancelled: settle the call truthfully, then
             # let the cancellation go on as asyncio expects.
@@ -110,6 +114,22 @@ async def arun(env: Env, call: Prepared) -> Outcome:
             return step
         await env.sleeper.asleep(step.delay)
         tctx = _next_attempt(env, call, tctx)
+        raw = await aattempt(env, call, tctx)
+
+
+async def aattempt(env: Env, call: Prepared, tctx: ToolContext) -> RawAttempt:
+    """:func:`attempt` for async callers."""
+    raw = RawAttempt(started_at=env.clock.now())
+    await env.executor.arun(
+        call.tool,
+        call.invocation.arguments,
+        tctx,
+        raw,
+        budget=tctx.deadline_in,
+        cancel=call.ctx.cancel,
+    )
+    raw.ended_at = env.clock.now()
+    return raw
 
 
 def run_transactional(env: Env, call: Prepared) -> Outcome:  # noqa: C901, PLR0911

@@ -14,7 +14,7 @@ from toolbound.execution.executor import Executor
 from toolbound.execution.retry import SystemSleeper
 from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits
 from toolbound.ledger.memory import MemoryLedger
-from toolbound.pipeline import admit, confirm, endings, execute, prepare
+from toolbound.pipeline import admit, confirm, endings, execute, express, prepare
 from toolbound.pipeline.admit import Preview
 from toolbound.pipeline.call import Admitted, CallContext, Prepared
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk, HeldCalls
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from toolbound.gates.confirm import Confirmation, ConfirmationRequest
     from toolbound.journal import Journal
     from toolbound.ledger.store import Ledger
+    from toolbound.pipeline.admit import Refusal, Verdict
+    from toolbound.pipeline.call import Opened
     from toolbound.pipeline.prepare import Waiting
     from toolbound.results.encode import ModelProjection
     from toolbound.trace import TraceSink
@@ -147,13 +149,21 @@ class Runtime:
     def run(self, proposal: Proposal, context: CallContext) -> Outcome:
         """Take ``proposal`` through every gate and, if admitted, execute it."""
         env = self._env
-        step = prepare.ready(env, self._front(env, proposal, context))
+        call = admit.open_call(env, proposal, context)
+        verdict = admit.judge(env, proposal, context, life=call.life)
+        if express.takes(verdict, context):
+            return express.run(env, call, cast("admit.Verdict", verdict))
+        step = prepare.ready(env, self._front(env, call, verdict))
         return execute.run(env, step) if isinstance(step, Prepared) else step
 
     async def arun(self, proposal: Proposal, context: CallContext) -> Outcome:
         """:meth:`run` for async callers: async tools run on the caller's loop."""
         env = self._env
-        step = self._front(env, proposal, context)
+        call = admit.open_call(env, proposal, context)
+        verdict = admit.judge(env, proposal, context, life=call.life)
+        if express.takes(verdict, context):
+            return await express.arun(env, call, cast("admit.Verdict", verdict))
+        step = self._front(env, call, verdict)
         if isinstance(step, prepare.Waiting):  # the same call is executing elsewhere (R8)
             step = await prepare.aready(env, step)
         return await execute.arun(env, step) if isinstance(step, Prepared) else step
@@ -180,14 +190,15 @@ class Runtime:
         return endings.reject(call, State.PARSE_REJECTED, problem)
 
     def _front(
-        self, env: Env, proposal: Proposal, context: CallContext
+        self, env: Env, call: Opened, verdict: Verdict | Refusal
     ) -> Prepared | Waiting | Outcome:
         """Admission, then a person if the policy asks for one, then preparation."""
-        step = admit.admit(env, admit.open_call(env, proposal, context))
+        step = admit.admitted(call, verdict)
         if not isinstance(step, Admitted):
             return step
         reason = step.confirm_reason
         if reason is not None:
+            context = call.ctx
             if context.approval is None:
                 return confirm.park(env, self._held if self._hold_parked else None, step, reason)
             held = confirm.approved(env, step, context.approval, reason)

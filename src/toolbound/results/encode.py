@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from toolbound._frozen import quick_init
+from toolbound._jsontext import compact
 from toolbound.results.redact import Cut
 
 if TYPE_CHECKING:
@@ -41,12 +42,12 @@ DEFAULT_EMPTY_MEANING = "the tool found nothing matching these arguments"
 
 
 # Built once: json.dumps with options would build a new encoder on every call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ENCODE = compact()
 
 
 def dumps(value: object) -> bytes:
     """Compact JSON bytes, UTF-8, no NaN/Infinity."""
-    return _ENCODER.encode(value).encode()
+    return _ENCODE(value).encode()
 
 
 # The fixed text of a success envelope, around its call id, tool and data.
