@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Literal, Self, TypeVar
 
 from toolbound._errors import ConfigurationError
 from toolbound.ledger._sql import (
-    SOURCES,
+    SOURCES_SQL,
     SWEEP_EVIDENCE,
     SWEEP_FROM,
     SWEEP_TO,
@@ -121,16 +121,26 @@ _HOLDER = """
     SELECT invocation_id, phase FROM toolbound_ledger
     WHERE scope = ? AND tool_version = ? AND key = ?
 """
-# One guarded UPDATE: the allowed source phases come from PHASE_EDGES (R9) as a JSON
-# array, so a refused edge changes nothing and no read-then-write is needed.
+# One guarded UPDATE per target phase: the phases that may move to it are PHASE_EDGES's
+# (R9), written into the statement as a constant list, so a refused edge changes nothing
+# and no read-then-write is needed. Evidence (reconciliation, sweeps) has its own form.
 _ADVANCE = """
     UPDATE toolbound_ledger
-    SET phase = ?, updated_us = ?, result = COALESCE(?, result),
-        evidence = CASE WHEN ? IS NULL THEN evidence
-                        ELSE json_insert(evidence, '$[#]', json(?)) END
+    SET phase = ?, updated_us = ?, result = COALESCE(?, result)
     WHERE scope = ? AND tool_version = ? AND key = ? AND invocation_id = ?
-      AND phase IN (SELECT value FROM json_each(?))
+      AND phase IN ({sources})
 """
+_ADVANCE_WITH_EVIDENCE = """
+    UPDATE toolbound_ledger
+    SET phase = ?, updated_us = ?, result = COALESCE(?, result),
+        evidence = json_insert(evidence, '$[#]', json(?))
+    WHERE scope = ? AND tool_version = ? AND key = ? AND invocation_id = ?
+      AND phase IN ({sources})
+"""
+_ADVANCES = {
+    target: (_ADVANCE.format(sources=sources), _ADVANCE_WITH_EVIDENCE.format(sources=sources))
+    for target, sources in SOURCES_SQL.items()
+}
 _SWEEP = f"""
     UPDATE toolbound_ledger
     SET phase = {SWEEP_TO},
@@ -140,7 +150,6 @@ _SWEEP = f"""
     RETURNING scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
               deadline_us, created_us, updated_us, result, evidence
 """  # noqa: S608 - formatted from rules.ABANDONED, a constant table, never from input
-_SOURCES = {target: dumps(sources) for target, sources in SOURCES.items()}
 _VERSION_DDL = """
     CREATE TABLE toolbound_schema_version (
         version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)
@@ -155,7 +164,7 @@ class _Queued:
 
     work: Callable[[sqlite3.Connection], object]
     statement: bool
-    """One statement, atomic on its own: alone, it needs no ``BEGIN``/``COMMIT`` around it."""
+    """Atomic on its own (see ``_Storage._grouped``): alone, no ``BEGIN``/``COMMIT`` around it."""
     done: threading.Event = field(default_factory=threading.Event)
     value: object = None
     error: BaseException | None = None
@@ -344,16 +353,34 @@ class _Storage:
         error raised in its own thread; if the transaction fails, every write in it gets
         that error and none is recorded (R9: never reported as recorded when it is not).
         Inside :meth:`atomic` the write joins that transaction; at ``NORMAL`` (no fsync
-        to share) each write is its own transaction. ``statement``: ``work`` is one
-        statement, atomic on its own, so alone it runs without ``BEGIN``/``COMMIT``.
+        to share) each write is its own transaction. ``statement``: alone (outside any
+        transaction) ``work`` keeps itself atomic, so it runs without ``BEGIN``/``COMMIT``
+        around it: it is one statement, atomic on its own, or opens its own transaction
+        when it needs more than one (a claim on a taken key).
         """
         conn = self._connection()
-        if statement and self._write_lock is None and not conn.in_transaction:
-            with self._errors():
-                return work(conn)
-        if conn.in_transaction or self._write_lock is None:
+        lock = self._write_lock
+        if conn.in_transaction or lock is None:
+            if statement and not conn.in_transaction:
+                with self._errors():
+                    return work(conn)
             with self._write(conn) as joined:
                 return work(joined)
+        if lock.acquire(blocking=False):
+            # No commit under way: lead at once. The queue is nearly always empty then,
+            # and a write alone needs no queue entry, no event and no savepoint.
+            try:
+                with self._queued_lock:
+                    group, self._queued = self._queued, []
+                if not group:
+                    return self._alone(conn, work, statement=statement)
+                queued = _Queued(work, statement)
+                self._commit_group(conn, [*group, queued])
+            finally:
+                lock.release()
+            if queued.error is not None:
+                raise queued.error
+            return queued.value  # type: ignore[return-value]  # what work returned
         queued = _Queued(work, statement)
         with self._queued_lock:
             self._queued.append(queued)
@@ -373,6 +400,16 @@ class _Storage:
         if queued.error is not None:
             raise queued.error
         return queued.value  # type: ignore[return-value]  # what work returned
+
+    def _alone(
+        self, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T], *, statement: bool
+    ) -> _T:
+        """Run one write in its own transaction (the caller holds the write queue)."""
+        if statement:
+            with self._errors():
+                return work(conn)
+        with self._write(conn) as joined:
+            return work(joined)
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Queued]) -> None:
         """One transaction for ``group`` (the caller holds the write queue)."""
@@ -522,11 +559,13 @@ class SQLiteLedger(_Storage):
 
     def claim(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim`. The intent is fsynced before ``Claimed`` returns."""
-        return self._grouped(lambda conn: self._claim(conn, intent, now=now))
+        return self._grouped(lambda conn: self._claim(conn, intent, now=now), statement=True)
 
     def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim_executing`. One transaction, one fsync."""
-        return self._grouped(lambda conn: self._claim(conn, intent, now=now, phase="executing"))
+        return self._grouped(
+            lambda conn: self._claim(conn, intent, now=now, phase="executing"), statement=True
+        )
 
     def advance(
         self,
@@ -629,13 +668,25 @@ class SQLiteLedger(_Storage):
     def _claim(
         self, conn: sqlite3.Connection, intent: Intent, *, now: datetime, phase: Phase = "intent"
     ) -> Claim:
-        """Claim inside an open write transaction (the caller holds the write lock).
+        """Claim on ``conn``, inside an open write transaction or alone.
 
-        ``phase``: the phase a ``Claimed`` record opens in (``rules.OPENING``).
+        ``phase``: the phase a ``Claimed`` record opens in (``rules.OPENING``). A free key
+        is the one ``INSERT``, atomic and durable on its own, so alone it needs no
+        ``BEGIN``/``COMMIT``; a taken key is read and judged under the write lock.
         """
         fresh = intent_record(intent, now=now, phase=phase)
         if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
             return Claimed()  # R8: the key was free (decide_claim's answer for no record)
+        if conn.in_transaction:
+            return self._claim_taken(conn, intent, now=now, phase=phase)
+        with self._write(conn):
+            return self._claim_taken(conn, intent, now=now, phase=phase)
+
+    def _claim_taken(
+        self, conn: sqlite3.Connection, intent: Intent, *, now: datetime, phase: Phase
+    ) -> Claim:
+        """The key holds a record: answer R8, maybe overwrite it (under the write lock)."""
+        # The ledger never deletes a record, so the one the INSERT met is still there.
         digest, holder, current, created_us, result = conn.execute(
             _LOOKUP, _pk(intent.key)
         ).fetchone()
@@ -665,20 +716,15 @@ class SQLiteLedger(_Storage):
         evidence: Mapping[str, object] | None,
     ) -> None:
         stored = None if result is None else dumps_result(result)
-        proof = None if evidence is None else dumps(dict(evidence))
-        changed = conn.execute(
-            _ADVANCE,
-            (
-                phase,
-                to_micros(now),
-                stored,
-                proof,
-                proof,
-                *_pk(key),
-                invocation_id,
-                _SOURCES[phase],
-            ),
-        ).rowcount
+        plain, with_evidence = _ADVANCES[phase]
+        where = (*_pk(key), invocation_id)
+        if evidence is None:
+            changed = conn.execute(plain, (phase, to_micros(now), stored, *where)).rowcount
+        else:
+            proof = dumps(dict(evidence))
+            changed = conn.execute(
+                with_evidence, (phase, to_micros(now), stored, proof, *where)
+            ).rowcount
         if changed == 1:
             return
         row = conn.execute(_HOLDER, _pk(key)).fetchone()
