@@ -102,3 +102,35 @@ def test_an_advance_with_evidence_appends_it_in_the_same_statement(ledger):
     record = ledger.get(KEY)
     assert record is not None
     assert record.evidence == ({"a": 1}, {"b": "no"})
+
+
+def test_the_wal_is_checkpointed_by_a_thread_not_by_the_writers(tmp_path: Path):
+    """Writers leave the copy into the file to the ledger's thread; close() stops it."""
+    import time
+
+    from toolbound.ledger._checkpoints import WAL_BOUND
+
+    path = tmp_path / "ledger.db"
+    with SQLiteLedger(path) as ledger:
+        assert ledger._connection().execute("PRAGMA wal_autocheckpoint").fetchone() == (WAL_BOUND,)
+        before = path.stat().st_size
+        for n in range(100):
+            key = LedgerKey("acme/mira", "v1", f"order-{n}")
+            bulky = Intent(
+                key=key,
+                digest="digest-a",
+                invocation_id=f"inv-{n}",
+                tool="orders.create@v1",
+                canonical=b'{"note":"' + b"x" * 2000 + b'"}',
+                subject={"id": "mira", "tenant": "acme", "session": None},
+                deadline=T0,
+            )
+            assert isinstance(ledger.claim_executing(bulky, now=T0), Claimed)
+        # About 100 pages of records in the WAL: far below the bound, so only the
+        # thread copies them into the file.
+        deadline = time.monotonic() + 10
+        while path.stat().st_size <= before + 50 * 4096:
+            assert time.monotonic() < deadline, "the WAL was never checkpointed"
+            time.sleep(0.02)
+        thread = ledger._checkpoints._thread  # type: ignore[union-attr]
+    assert not thread.is_alive()

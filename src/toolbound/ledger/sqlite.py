@@ -16,7 +16,9 @@ seconds for the lock, then fails with ``LedgerError(code="storage_unavailable")`
 an fsync per commit, a process's own writers first queue on an in-process lock, which
 SQLite's sleeping busy handler is poor at (see ``SQLiteLedger._writer``), and the writes
 that queued while one commit was fsyncing go to disk together in the next transaction:
-one fsync for all of them (group commit, ``SQLiteLedger._grouped``).
+one fsync for all of them (group commit, ``SQLiteLedger._grouped``). Copying the WAL
+into the database file (a checkpoint) is a thread's work, not a writer's
+(:mod:`toolbound.ledger._checkpoints`).
 
 Errors: every :mod:`sqlite3` error is mapped at this boundary to
 :class:`~toolbound.ledger.store.LedgerError` with a ``code``:
@@ -42,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Self, TypeVar
 
 from toolbound._errors import ConfigurationError
+from toolbound.ledger._checkpoints import WAL_BOUND, Checkpoints
 from toolbound.ledger._sql import (
     SOURCES_SQL,
     SWEEP_EVIDENCE,
@@ -193,6 +196,7 @@ class _Storage:
     _savepoints: itertools.count[int]
     _pid: int
     _closed: bool
+    _checkpoints: Checkpoints | None
 
     def close(self) -> None:
         """Close every connection; the subclass says how."""
@@ -222,6 +226,9 @@ class _Storage:
                     check_same_thread=False,  # only so close() may close it from any thread
                 )
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                # Checkpoints are the background thread's (see _checkpoints); a writer
+                # copies the WAL itself only once it is far past SQLite's default.
+                conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_BOUND}")
             self._connections[threading.current_thread()] = conn
         self._local.conn = conn
         return conn
@@ -231,6 +238,7 @@ class _Storage:
         # corrupt the file's locking. Drop them unclosed (they are the parent's) and start
         # afresh; the write queue is new too, since a lock may have been held at the fork.
         self._pid = os.getpid()
+        self._checkpoints = None  # the parent's thread is not ours; writers checkpoint
         self._local = threading.local()
         self._connections = {}
         self._connections_lock = threading.Lock()
@@ -548,12 +556,14 @@ class SQLiteLedger(_Storage):
         self._savepoints = itertools.count()
         self._pid = os.getpid()
         self._closed = False
+        self._checkpoints = None
         conn = self._connection()
         try:
             self._open(conn, adopt=adopt)
         except BaseException:
             self.close()
             raise
+        self._checkpoints = Checkpoints(self.path, synchronous=synchronous)
 
     # -- the protocol -----------------------------------------------------------------
 
@@ -651,6 +661,9 @@ class SQLiteLedger(_Storage):
             self._closed = True
             connections = list(self._connections.values())
             self._connections.clear()
+            checkpoints, self._checkpoints = self._checkpoints, None
+        if checkpoints is not None:
+            checkpoints.stop()
         for conn in connections:
             conn.close()
 
