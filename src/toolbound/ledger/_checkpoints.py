@@ -32,12 +32,13 @@ class Checkpoints:
 
     Passive: it never waits for, nor blocks, a reader or a writer; what it cannot copy
     yet it copies next time. ``synchronous`` is the file's level (the checkpoint syncs
-    as its writers do).
+    as its writers do); ``every`` the seconds between checkpoints.
     """
 
-    def __init__(self, path: str, *, synchronous: str) -> None:
+    def __init__(self, path: str, *, synchronous: str, every: float = EVERY) -> None:
         self._path = path
         self._synchronous = synchronous
+        self._every = every
         self._stopped = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name="toolbound-ledger-checkpoints", daemon=True
@@ -53,7 +54,7 @@ class Checkpoints:
             _log.warning("the ledger's checkpoints could not start on %s", self._path)
             return
         try:
-            while not self._stopped.wait(EVERY):
+            while not self._stopped.wait(self._every):
                 try:
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 except sqlite3.Error:
