@@ -365,6 +365,66 @@ def test_postgres_idle_connection_dropped_between_claim_and_advance_is_replaced(
     assert pg_ledger.get(KEY).phase == "executing"
 
 
+@pytest.fixture
+def round_trips(monkeypatch) -> list[object]:
+    """The connections the pool checked with a round trip (the real check still runs)."""
+    from psycopg_pool import ConnectionPool
+
+    checked: list[object] = []
+    real = ConnectionPool.check_connection
+
+    def check(conn) -> None:
+        checked.append(conn)
+        real(conn)
+
+    monkeypatch.setattr(ConnectionPool, "check_connection", staticmethod(check))
+    return checked
+
+
+def test_postgres_a_connection_back_moments_ago_is_reused_without_a_round_trip(
+    pg_ledger, round_trips
+):
+    """Nothing on its socket, back within FRESH: claim and advance are one round trip each."""
+    assert pg_ledger.get(KEY) is None  # the pool's first connection, checked once
+    round_trips.clear()
+    assert pg_ledger.claim(intent(), now=T0) == Claimed()
+    pg_ledger.advance(KEY, invocation_id="inv-1", phase="executing", now=T0)
+    assert round_trips == []
+    assert pg_ledger.get(KEY).phase == "executing"
+
+
+def test_postgres_a_connection_idle_past_fresh_is_checked_with_a_round_trip(
+    pg_ledger, round_trips, monkeypatch
+):
+    """Idle longer than FRESH: the empty query goes to the server first."""
+    from toolbound.ledger import postgres
+
+    monkeypatch.setattr(postgres, "FRESH", 0.0)
+    assert pg_ledger.claim(intent(), now=T0) == Claimed()
+    pg_ledger.advance(KEY, invocation_id="inv-1", phase="executing", now=T0)
+    assert len(round_trips) == 2
+
+
+def test_postgres_a_connection_the_server_wrote_to_is_checked_with_a_round_trip(
+    pg_ledger, pg_admin, round_trips
+):
+    """Something arrived on the idle connection's socket: it is checked before use."""
+    with pg_ledger.atomic() as tx:
+        tx.connection.execute("LISTEN toolbound_test")
+        listening = tx.connection
+    round_trips.clear()
+    pg_admin.execute("NOTIFY toolbound_test")
+    wait_until(lambda: postgres_readable(listening))
+    assert pg_ledger.claim(intent(), now=T0) == Claimed()
+    assert round_trips == [listening]
+
+
+def postgres_readable(conn) -> bool:
+    from toolbound.ledger.postgres import _readable
+
+    return _readable(conn.pgconn.socket)
+
+
 def test_postgres_unchecked_dropped_connection_fails_one_call_then_recovers(pg_conninfo, pg_admin):
     """Without the pool check: that call is storage_unavailable; the next works; record intact."""
     from toolbound.ledger.postgres import PostgresLedger

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from toolbound._errors import ConfigurationError
 from toolbound.ledger.rules import ABANDONED, SWEPT, check_advance
-from toolbound.ledger.store import PHASE_EDGES, ExpiredPolicy, LedgerError
+from toolbound.ledger.store import _ENCODE, PHASE_EDGES, ExpiredPolicy, LedgerError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EPOCH",
     "SOURCES",
+    "SOURCES_SQL",
     "SWEEP_EVIDENCE",
     "SWEEP_FROM",
     "SWEEP_TO",
@@ -44,6 +45,15 @@ SOURCES: dict[Phase, tuple[Phase, ...]] = {
 }
 """For each phase, the phases that may move to it: an ``UPDATE … WHERE phase IN``
 guard made from :data:`PHASE_EDGES`, so the table stays the one source of truth (R9)."""
+
+SOURCES_SQL: dict[Phase, str] = {
+    target: ", ".join(f"'{phase}'" for phase in sources) or "NULL"
+    for target, sources in SOURCES.items()
+}
+""":data:`SOURCES` as SQL lists, for ``phase IN (…)`` written into each advance
+statement: a constant list costs SQLite and PostgreSQL nothing per call, where a list
+bound as a parameter is decoded on every one. ``NULL`` where no phase may move (no row
+matches ``phase IN (NULL)``)."""
 
 # The sweep is one UPDATE in each SQL store, so its rule (rules.ABANDONED) is spelled in
 # SQL here, once. The phases are constants of the table, never input, and the IN list
@@ -95,7 +105,7 @@ def from_micros(micros: int) -> datetime:
 
 def dumps(value: object) -> str:
     """Compact JSON text, unicode kept as is (what the SQL stores write)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(value)
 
 
 def explain_refused_advance(

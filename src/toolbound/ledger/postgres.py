@@ -26,14 +26,17 @@ server down, pool exhausted), ``storage_full`` (the server's disk is full),
 
 from __future__ import annotations
 
+import select
 import threading
+import weakref
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Self
+from time import monotonic
+from typing import TYPE_CHECKING, Final, Self
 
 from toolbound._errors import ConfigurationError
 from toolbound.ledger._sql import (
-    SOURCES,
+    SOURCES_SQL,
     SWEEP_EVIDENCE,
     SWEEP_FROM,
     SWEEP_TO,
@@ -58,6 +61,7 @@ from toolbound.ledger.store import (
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg import pq
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -77,6 +81,10 @@ if TYPE_CHECKING:
 __all__ = ["PostgresLedger", "PostgresTransaction"]
 
 _MIGRATION_LOCK = 0x746F6F6C626F756E  # "toolboun": one advisory lock id for schema changes
+
+FRESH: Final = 1.0
+"""Seconds after a call during which its connection is handed out again without a round
+trip, if nothing has arrived on its socket since (see :class:`PostgresLedger`)."""
 
 _COLUMNS = (
     "scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,"
@@ -113,16 +121,27 @@ _OVERWRITE = """
         result = %(result)s::json, evidence = %(evidence)s::jsonb
     WHERE scope = %(scope)s AND tool_version = %(tool_version)s AND key = %(key)s
 """
-# One guarded UPDATE: the allowed source phases come from PHASE_EDGES (R9), so a refused
-# edge changes nothing and a single statement needs no read-then-write.
+# One guarded UPDATE per target phase: the phases that may move to it are PHASE_EDGES's
+# (R9), written into the statement as a constant list, so a refused edge changes nothing
+# and a single statement needs no read-then-write. Evidence (reconciliation, sweeps) has
+# its own form.
 _ADVANCE = """
     UPDATE toolbound_ledger
-    SET phase = %(phase)s, updated_at = %(now)s, result = COALESCE(%(result)s::json, result),
-        evidence = CASE WHEN %(evidence)s::jsonb IS NULL THEN evidence
-                        ELSE evidence || %(evidence)s::jsonb END
-    WHERE scope = %(scope)s AND tool_version = %(tool_version)s AND key = %(key)s
-      AND invocation_id = %(invocation_id)s AND phase = ANY(%(sources)s)
+    SET phase = %s, updated_at = %s, result = COALESCE(%s::json, result)
+    WHERE scope = %s AND tool_version = %s AND key = %s AND invocation_id = %s
+      AND phase IN ({sources})
 """
+_ADVANCE_WITH_EVIDENCE = """
+    UPDATE toolbound_ledger
+    SET phase = %s, updated_at = %s, result = COALESCE(%s::json, result),
+        evidence = evidence || %s::jsonb
+    WHERE scope = %s AND tool_version = %s AND key = %s AND invocation_id = %s
+      AND phase IN ({sources})
+"""
+_ADVANCES = {
+    target: (_ADVANCE.format(sources=sources), _ADVANCE_WITH_EVIDENCE.format(sources=sources))
+    for target, sources in SOURCES_SQL.items()
+}
 _HOLDER = """
     SELECT invocation_id, phase FROM toolbound_ledger
     WHERE scope = %s AND tool_version = %s AND key = %s
@@ -158,9 +177,14 @@ class PostgresLedger:
     is taken from the pool, so one the server dropped while idle (a restart, a
     failover) is replaced rather than failing the call — an ``advance`` that failed
     that way after a side effect would leave the call to reconciliation. The check is
-    one round trip per call (about a fifth of a ledger write's time on loopback);
-    ``check_connections=False`` saves it, and then each dropped connection fails one
-    call with ``storage_unavailable`` before the pool replaces it.
+    a round trip (an empty query) for a connection idle longer than :data:`FRESH`
+    seconds, or one on whose socket something has arrived since its last call (a
+    server that drops a connection says so, and closes it). A connection back from a
+    call moments ago, with nothing waiting on its socket, is as sound as that call
+    found it: it is handed out without the round trip, which would cost a busy ledger
+    two of its four round trips per write. ``check_connections=False`` checks nothing,
+    and then each dropped connection fails one call with ``storage_unavailable``
+    before the pool replaces it.
     """
 
     def __init__(
@@ -189,13 +213,14 @@ class PostgresLedger:
             # So operators (and the fault tests) can tell the ledger's sessions apart.
             settings["application_name"] = "toolbound-ledger"
         self._where = f"PostgreSQL database {given.get('dbname', '')!s}".rstrip()
+        self._returned: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             conninfo,
             kwargs=settings,
             min_size=1,
             max_size=pool_size,
             timeout=timeout,
-            check=ConnectionPool.check_connection if check_connections else None,
+            check=self._check if check_connections else None,
             name="toolbound-ledger",
             open=False,
         )
@@ -295,7 +320,7 @@ class PostgresLedger:
             raise
         finally:
             if outer is None:
-                self._pool.putconn(conn)
+                self._put_back(conn)
 
     def close(self) -> None:
         """Close the pool and its connections."""
@@ -362,20 +387,16 @@ class PostgresLedger:
         result: Result | None,
         evidence: Mapping[str, object] | None,
     ) -> None:
-        changed = conn.execute(
-            _ADVANCE,
-            {
-                "phase": phase,
-                "now": require_aware(now),
-                "result": None if result is None else dumps_result(result),
-                "evidence": None if evidence is None else dumps([dict(evidence)]),
-                "scope": key.scope,
-                "tool_version": key.tool_version,
-                "key": key.key,
-                "invocation_id": invocation_id,
-                "sources": list(SOURCES[phase]),
-            },
-        ).rowcount
+        stored = None if result is None else dumps_result(result)
+        plain, with_evidence = _ADVANCES[phase]
+        where = (*_pk(key), invocation_id)
+        if evidence is None:
+            changed = conn.execute(plain, (phase, require_aware(now), stored, *where)).rowcount
+        else:
+            proof = dumps([dict(evidence)])
+            changed = conn.execute(
+                with_evidence, (phase, require_aware(now), stored, proof, *where)
+            ).rowcount
         if changed == 1:
             return
         row = conn.execute(_HOLDER, _pk(key)).fetchone()
@@ -403,8 +424,19 @@ class PostgresLedger:
             raise _map_error(exc, self._where) from exc
         finally:
             if joined is None:
-                # A connection the server dropped comes back broken; the pool discards it.
-                self._pool.putconn(conn)
+                self._put_back(conn)
+
+    def _put_back(self, conn: Connection) -> None:
+        # A connection the server dropped comes back broken; the pool discards it.
+        self._returned[conn] = monotonic()
+        self._pool.putconn(conn)
+
+    def _check(self, conn: Connection) -> None:
+        """The pool's check of a connection being taken out; raises if it is unusable."""
+        returned = self._returned.get(conn)
+        if returned is not None and monotonic() - returned < FRESH and _quiet(conn):
+            return
+        ConnectionPool.check_connection(conn)
 
     def _migrate(self) -> None:
         with self._pool.connection() as conn, conn.transaction():
@@ -528,6 +560,27 @@ def _columns(record: LedgerRecord) -> dict[str, object]:
         "result": None if record.result is None else dumps_result(record.result),
         "evidence": dumps([dict(e) for e in record.evidence]),
     }
+
+
+def _quiet(conn: Connection) -> bool:
+    """Idle, sound as far as libpq knows, and nothing from the server waiting to be read.
+
+    A server that terminates a session (a restart, ``pg_terminate_backend``, an idle
+    timeout) sends an error and closes the socket, so the socket turns readable.
+    """
+    pgconn = conn.pgconn
+    if pgconn.status != pq.ConnStatus.OK or pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        return False
+    return not _readable(pgconn.socket)
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read (or was closed), without waiting."""
+    if not hasattr(select, "poll"):  # Windows: select() has no limit on socket numbers
+        return bool(select.select([fd], [], [], 0)[0])
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
 
 
 def _one(row: TupleRow | None, key: LedgerKey) -> TupleRow:

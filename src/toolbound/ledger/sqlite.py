@@ -16,7 +16,9 @@ seconds for the lock, then fails with ``LedgerError(code="storage_unavailable")`
 an fsync per commit, a process's own writers first queue on an in-process lock, which
 SQLite's sleeping busy handler is poor at (see ``SQLiteLedger._writer``), and the writes
 that queued while one commit was fsyncing go to disk together in the next transaction:
-one fsync for all of them (group commit, ``SQLiteLedger._grouped``).
+one fsync for all of them (group commit, ``SQLiteLedger._grouped``). Copying the WAL
+into the database file (a checkpoint) is a thread's work, not a writer's
+(:mod:`toolbound.ledger._checkpoints`).
 
 Errors: every :mod:`sqlite3` error is mapped at this boundary to
 :class:`~toolbound.ledger.store.LedgerError` with a ``code``:
@@ -42,8 +44,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Self, TypeVar
 
 from toolbound._errors import ConfigurationError
+from toolbound.ledger._checkpoints import WAL_BOUND, Checkpoints
 from toolbound.ledger._sql import (
-    SOURCES,
+    SOURCES_SQL,
     SWEEP_EVIDENCE,
     SWEEP_FROM,
     SWEEP_TO,
@@ -121,16 +124,26 @@ _HOLDER = """
     SELECT invocation_id, phase FROM toolbound_ledger
     WHERE scope = ? AND tool_version = ? AND key = ?
 """
-# One guarded UPDATE: the allowed source phases come from PHASE_EDGES (R9) as a JSON
-# array, so a refused edge changes nothing and no read-then-write is needed.
+# One guarded UPDATE per target phase: the phases that may move to it are PHASE_EDGES's
+# (R9), written into the statement as a constant list, so a refused edge changes nothing
+# and no read-then-write is needed. Evidence (reconciliation, sweeps) has its own form.
 _ADVANCE = """
     UPDATE toolbound_ledger
-    SET phase = ?, updated_us = ?, result = COALESCE(?, result),
-        evidence = CASE WHEN ? IS NULL THEN evidence
-                        ELSE json_insert(evidence, '$[#]', json(?)) END
+    SET phase = ?, updated_us = ?, result = COALESCE(?, result)
     WHERE scope = ? AND tool_version = ? AND key = ? AND invocation_id = ?
-      AND phase IN (SELECT value FROM json_each(?))
+      AND phase IN ({sources})
 """
+_ADVANCE_WITH_EVIDENCE = """
+    UPDATE toolbound_ledger
+    SET phase = ?, updated_us = ?, result = COALESCE(?, result),
+        evidence = json_insert(evidence, '$[#]', json(?))
+    WHERE scope = ? AND tool_version = ? AND key = ? AND invocation_id = ?
+      AND phase IN ({sources})
+"""
+_ADVANCES = {
+    target: (_ADVANCE.format(sources=sources), _ADVANCE_WITH_EVIDENCE.format(sources=sources))
+    for target, sources in SOURCES_SQL.items()
+}
 _SWEEP = f"""
     UPDATE toolbound_ledger
     SET phase = {SWEEP_TO},
@@ -140,7 +153,6 @@ _SWEEP = f"""
     RETURNING scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
               deadline_us, created_us, updated_us, result, evidence
 """  # noqa: S608 - formatted from rules.ABANDONED, a constant table, never from input
-_SOURCES = {target: dumps(sources) for target, sources in SOURCES.items()}
 _VERSION_DDL = """
     CREATE TABLE toolbound_schema_version (
         version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)
@@ -155,7 +167,7 @@ class _Queued:
 
     work: Callable[[sqlite3.Connection], object]
     statement: bool
-    """One statement, atomic on its own: alone, it needs no ``BEGIN``/``COMMIT`` around it."""
+    """Atomic on its own (see ``_Storage._grouped``): alone, no ``BEGIN``/``COMMIT`` around it."""
     done: threading.Event = field(default_factory=threading.Event)
     value: object = None
     error: BaseException | None = None
@@ -184,6 +196,7 @@ class _Storage:
     _savepoints: itertools.count[int]
     _pid: int
     _closed: bool
+    _checkpoints: Checkpoints | None
 
     def close(self) -> None:
         """Close every connection; the subclass says how."""
@@ -213,6 +226,9 @@ class _Storage:
                     check_same_thread=False,  # only so close() may close it from any thread
                 )
                 conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                # Checkpoints are the background thread's (see _checkpoints); a writer
+                # copies the WAL itself only once it is far past SQLite's default.
+                conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_BOUND}")
             self._connections[threading.current_thread()] = conn
         self._local.conn = conn
         return conn
@@ -222,6 +238,7 @@ class _Storage:
         # corrupt the file's locking. Drop them unclosed (they are the parent's) and start
         # afresh; the write queue is new too, since a lock may have been held at the fork.
         self._pid = os.getpid()
+        self._checkpoints = None  # the parent's thread is not ours; writers checkpoint
         self._local = threading.local()
         self._connections = {}
         self._connections_lock = threading.Lock()
@@ -344,16 +361,34 @@ class _Storage:
         error raised in its own thread; if the transaction fails, every write in it gets
         that error and none is recorded (R9: never reported as recorded when it is not).
         Inside :meth:`atomic` the write joins that transaction; at ``NORMAL`` (no fsync
-        to share) each write is its own transaction. ``statement``: ``work`` is one
-        statement, atomic on its own, so alone it runs without ``BEGIN``/``COMMIT``.
+        to share) each write is its own transaction. ``statement``: alone (outside any
+        transaction) ``work`` keeps itself atomic, so it runs without ``BEGIN``/``COMMIT``
+        around it: it is one statement, atomic on its own, or opens its own transaction
+        when it needs more than one (a claim on a taken key).
         """
         conn = self._connection()
-        if statement and self._write_lock is None and not conn.in_transaction:
-            with self._errors():
-                return work(conn)
-        if conn.in_transaction or self._write_lock is None:
+        lock = self._write_lock
+        if conn.in_transaction or lock is None:
+            if statement and not conn.in_transaction:
+                with self._errors():
+                    return work(conn)
             with self._write(conn) as joined:
                 return work(joined)
+        if lock.acquire(blocking=False):
+            # No commit under way: lead at once. The queue is nearly always empty then,
+            # and a write alone needs no queue entry, no event and no savepoint.
+            try:
+                with self._queued_lock:
+                    group, self._queued = self._queued, []
+                if not group:
+                    return self._alone(conn, work, statement=statement)
+                queued = _Queued(work, statement)
+                self._commit_group(conn, [*group, queued])
+            finally:
+                lock.release()
+            if queued.error is not None:
+                raise queued.error
+            return queued.value  # type: ignore[return-value]  # what work returned
         queued = _Queued(work, statement)
         with self._queued_lock:
             self._queued.append(queued)
@@ -373,6 +408,16 @@ class _Storage:
         if queued.error is not None:
             raise queued.error
         return queued.value  # type: ignore[return-value]  # what work returned
+
+    def _alone(
+        self, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T], *, statement: bool
+    ) -> _T:
+        """Run one write in its own transaction (the caller holds the write queue)."""
+        if statement:
+            with self._errors():
+                return work(conn)
+        with self._write(conn) as joined:
+            return work(joined)
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Queued]) -> None:
         """One transaction for ``group`` (the caller holds the write queue)."""
@@ -511,22 +556,26 @@ class SQLiteLedger(_Storage):
         self._savepoints = itertools.count()
         self._pid = os.getpid()
         self._closed = False
+        self._checkpoints = None
         conn = self._connection()
         try:
             self._open(conn, adopt=adopt)
         except BaseException:
             self.close()
             raise
+        self._checkpoints = Checkpoints(self.path, synchronous=synchronous)
 
     # -- the protocol -----------------------------------------------------------------
 
     def claim(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim`. The intent is fsynced before ``Claimed`` returns."""
-        return self._grouped(lambda conn: self._claim(conn, intent, now=now))
+        return self._grouped(lambda conn: self._claim(conn, intent, now=now), statement=True)
 
     def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim_executing`. One transaction, one fsync."""
-        return self._grouped(lambda conn: self._claim(conn, intent, now=now, phase="executing"))
+        return self._grouped(
+            lambda conn: self._claim(conn, intent, now=now, phase="executing"), statement=True
+        )
 
     def advance(
         self,
@@ -612,6 +661,9 @@ class SQLiteLedger(_Storage):
             self._closed = True
             connections = list(self._connections.values())
             self._connections.clear()
+            checkpoints, self._checkpoints = self._checkpoints, None
+        if checkpoints is not None:
+            checkpoints.stop()
         for conn in connections:
             conn.close()
 
@@ -629,13 +681,25 @@ class SQLiteLedger(_Storage):
     def _claim(
         self, conn: sqlite3.Connection, intent: Intent, *, now: datetime, phase: Phase = "intent"
     ) -> Claim:
-        """Claim inside an open write transaction (the caller holds the write lock).
+        """Claim on ``conn``, inside an open write transaction or alone.
 
-        ``phase``: the phase a ``Claimed`` record opens in (``rules.OPENING``).
+        ``phase``: the phase a ``Claimed`` record opens in (``rules.OPENING``). A free key
+        is the one ``INSERT``, atomic and durable on its own, so alone it needs no
+        ``BEGIN``/``COMMIT``; a taken key is read and judged under the write lock.
         """
         fresh = intent_record(intent, now=now, phase=phase)
         if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
             return Claimed()  # R8: the key was free (decide_claim's answer for no record)
+        if conn.in_transaction:
+            return self._claim_taken(conn, intent, now=now, phase=phase)
+        with self._write(conn):
+            return self._claim_taken(conn, intent, now=now, phase=phase)
+
+    def _claim_taken(
+        self, conn: sqlite3.Connection, intent: Intent, *, now: datetime, phase: Phase
+    ) -> Claim:
+        """The key holds a record: answer R8, maybe overwrite it (under the write lock)."""
+        # The ledger never deletes a record, so the one the INSERT met is still there.
         digest, holder, current, created_us, result = conn.execute(
             _LOOKUP, _pk(intent.key)
         ).fetchone()
@@ -665,20 +729,15 @@ class SQLiteLedger(_Storage):
         evidence: Mapping[str, object] | None,
     ) -> None:
         stored = None if result is None else dumps_result(result)
-        proof = None if evidence is None else dumps(dict(evidence))
-        changed = conn.execute(
-            _ADVANCE,
-            (
-                phase,
-                to_micros(now),
-                stored,
-                proof,
-                proof,
-                *_pk(key),
-                invocation_id,
-                _SOURCES[phase],
-            ),
-        ).rowcount
+        plain, with_evidence = _ADVANCES[phase]
+        where = (*_pk(key), invocation_id)
+        if evidence is None:
+            changed = conn.execute(plain, (phase, to_micros(now), stored, *where)).rowcount
+        else:
+            proof = dumps(dict(evidence))
+            changed = conn.execute(
+                with_evidence, (phase, to_micros(now), stored, proof, *where)
+            ).rowcount
         if changed == 1:
             return
         row = conn.execute(_HOLDER, _pk(key)).fetchone()

@@ -336,9 +336,14 @@ def result_from_json(data: Mapping[str, object]) -> Result:
     )
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+"""``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` without building an
+encoder per call: the SQL stores encode a result and a subject on every write."""
+
+
 def dumps_result(result: Result) -> str:
     """Compact JSON text of a result."""
-    return json.dumps(result_to_json(result), ensure_ascii=False, separators=(",", ":"))
+    return _ENCODE(result_to_json(result))
 
 
 def loads_result(text: str | bytes | None) -> Result | None:

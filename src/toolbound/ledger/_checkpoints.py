@@ -1,0 +1,71 @@
+"""Checkpoints of an SQLite write-ahead log, off the writers' path.
+
+In WAL mode a commit is durable once its frames are in the WAL (fsynced at ``FULL``).
+Copying those pages into the database file — a checkpoint, which syncs the WAL and
+then the file — is housekeeping: by default SQLite makes whichever commit first finds
+the WAL past 1,000 pages do it, so every few hundred ledger writes one caller waits
+for two more fsyncs and the copy. Here a thread does it instead, every
+:data:`EVERY` seconds, and a writer checkpoints itself only when the WAL has grown past
+:data:`WAL_BOUND` pages (the thread fell behind, or is not running, as in a forked
+child). What is durable, and when, does not change.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from typing import Final
+
+__all__ = ["EVERY", "WAL_BOUND", "Checkpoints"]
+
+_log = logging.getLogger(__name__)
+
+EVERY: Final = 0.1
+"""Seconds between background checkpoints."""
+WAL_BOUND: Final = 8192
+"""WAL pages past which a writer checkpoints itself (``PRAGMA wal_autocheckpoint``)."""
+
+
+class Checkpoints:
+    """A thread that checkpoints the WAL of the SQLite file at ``path``, passively.
+
+    Passive: it never waits for, nor blocks, a reader or a writer; what it cannot copy
+    yet it copies next time. ``synchronous`` is the file's level (the checkpoint syncs
+    as its writers do); ``every`` the seconds between checkpoints.
+    """
+
+    def __init__(self, path: str, *, synchronous: str, every: float = EVERY) -> None:
+        self._path = path
+        self._synchronous = synchronous
+        self._every = every
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="toolbound-ledger-checkpoints", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        except sqlite3.Error:
+            # The file is gone or unreadable: writers checkpoint themselves past the bound.
+            _log.warning("the ledger's checkpoints could not start on %s", self._path)
+            return
+        try:
+            while not self._stopped.wait(self._every):
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:
+                    # Busy, full or unreadable for a moment: the next round tries again,
+                    # and a writer checkpoints itself past the bound.
+                    continue
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        """Stop the thread (its last checkpoint finishes first)."""
+        self._stopped.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
