@@ -43,6 +43,7 @@ from toolbound.journal._records import (
     ClaimedRequest,
     Finish,
     JournalError,
+    JSONBody,
     StoredCall,
     Surface,
     call_event,
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimedRequest",
     "Finish",
+    "JSONBody",
     "Journal",
     "JournalError",
     "PostgresJournal",
