@@ -1,8 +1,9 @@
 """The HTTP API against a bare Starlette endpoint, both on loopback, in the same run.
 
-All run under uvicorn (one worker each, one at a time) and are driven by ``wrk``
-(Debian's package) for a fixed time after a warm-up: SQLite's files grow to their
-working size in the first seconds, which roughly halves early throughput. The
+All run under uvicorn (one worker each, all started at once, each driven in turn) by
+``wrk`` (Debian's package) after a warm-up — SQLite's files grow to their working
+size in the first seconds, which roughly halves early throughput — in interleaved
+rounds, best round of each: a busy moment of the shared machine touches all alike. The
 service takes a read-only proposal through the whole pipeline — API key,
 Idempotency-Key claim, parse, validate, normalize, digest, authorize, execute,
 encode, trace, journal — and the bare endpoint does ``json.loads`` and the same
@@ -245,12 +246,12 @@ def main() -> None:
         # The other benchmarks still run under `make bench`; this one says why it did not.
         print("SKIPPED: wrk is not installed (apt-get install wrk); nothing measured")
         return
-    seconds, warmup = (3, 2) if "--quick" in sys.argv else (10, 8)
-    results = {}
+    quick = "--quick" in sys.argv
+    seconds, warmup, rounds = (2, 2, 3) if quick else (4, 8, 5)
     with tempfile.TemporaryDirectory() as folder:
         path = config(Path(folder))
         bare = [sys.executable, "-m", "uvicorn", "bare_app:app", "--log-level", "warning"]
-        for name, command, url, headers, record in (
+        servers = [
             ("bare, no record", bare, "/call", {}, "0"),
             ("bare, durable", bare, "/call", {}, "1"),
             (
@@ -261,33 +262,65 @@ def main() -> None:
                 {"Authorization": f"Bearer {KEY}"},
                 "1",
             ),
-        ):  # fmt: skip
-            port = free_port()
-            process = start(
-                [*command, "--port", str(port)],
-                f"POST http://127.0.0.1:{port}{url}",
-                Path(folder),
-                record,
-            )
-            try:
-                # Steady state: the store's files grow to their working size first.
-                wrk(f"http://127.0.0.1:{port}{url}", body, headers, warmup)
-                results[name] = wrk(f"http://127.0.0.1:{port}{url}", body, headers, seconds)
-            finally:
-                process.terminate()
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+        ]  # fmt: skip
+        processes: list[subprocess.Popen[bytes]] = []
+        try:
+            runs: dict[str, tuple[str, dict[str, str]]] = {}
+            for name, command, url, headers, record in servers:
+                port = free_port()
+                target = f"http://127.0.0.1:{port}{url}"
+                argv = [*command, "--port", str(port)]
+                processes.append(start(argv, f"POST {target}", Path(folder), record))
+                runs[name] = (target, headers)
+            results = _rounds(runs, body, seconds=seconds, warmup=warmup, rounds=rounds)
+        finally:
+            for process in processes:
+                _stop(process)
     plain, durable = results["bare, no record"]["rps"], results["bare, durable"]["rps"]
-    print(f"read-only proposal over HTTP, wrk 1 thread 8 connections, {seconds} s each")
+    print(
+        f"read-only proposal over HTTP, wrk 1 thread 8 connections,"
+        f" best of {rounds} interleaved rounds of {seconds} s"
+    )
     print(f"{'':16}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'of bare':>10}{'of durable':>12}")
     for name, r in results.items():
         print(
             f"{name:16}{r['rps']:>10.0f}{r['p50']:>10.2f}{r['p99']:>10.2f}"
             f"{r['rps'] / plain:>10.0%}{r['rps'] / durable:>12.0%}"
         )
+
+
+def _rounds(
+    runs: dict[str, tuple[str, dict[str, str]]],
+    body: str,
+    *,
+    seconds: int,
+    warmup: int,
+    rounds: int,
+) -> dict[str, dict[str, float]]:
+    """Each server's best round (by requests/s), the servers taking turns.
+
+    All run at once, idle but for their turn: a busy moment of the shared machine
+    touches each alike, and the best round of each is the one least disturbed.
+    """
+    for target, headers in runs.values():
+        # Steady state: the store's files grow to their working size first.
+        wrk(target, body, headers, warmup)
+    best: dict[str, dict[str, float]] = {}
+    for _ in range(rounds):
+        for name, (target, headers) in runs.items():
+            result = wrk(target, body, headers, seconds)
+            if name not in best or result["rps"] > best[name]["rps"]:
+                best[name] = result
+    return best
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 if __name__ == "__main__":
