@@ -43,7 +43,6 @@ from toolbound.journal._records import (
     ClaimedRequest,
     Finish,
     JournalError,
-    JSONBody,
     StoredCall,
     Surface,
     call_event,
@@ -63,7 +62,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimedRequest",
     "Finish",
-    "JSONBody",
     "Journal",
     "JournalError",
     "PostgresJournal",

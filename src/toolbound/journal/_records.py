@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from toolbound._errors import ToolboundError
-from toolbound.journal.schema import dumps
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -15,7 +14,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ClaimedRequest",
     "Finish",
-    "JSONBody",
     "JournalError",
     "StoredCall",
     "Surface",
@@ -105,24 +103,3 @@ def call_event(
     these carry no number of their own: the journal's order is theirs.
     """
     return {"seq": None, "at": at.isoformat(), "kind": kind, "state": state, "data": dict(data)}
-
-
-class JSONBody(dict[str, object]):
-    """A head's ``body`` whose JSON text is made already, from members encoded before.
-
-    The API's answer, say, is encoded once for the HTTP response; the head that keeps
-    it takes that text as it is. As a mapping it is the body itself; the journal
-    stores :attr:`text`, which is ``dumps`` of it.
-    """
-
-    __slots__ = ("text",)
-
-    def __init__(self, members: Mapping[str, object], *, encoded: Mapping[str, str]) -> None:
-        super().__init__(members)
-        self.text = (
-            "{"
-            + ",".join(
-                f"{dumps(k)}:{encoded[k] if k in encoded else dumps(v)}" for k, v in self.items()
-            )
-            + "}"
-        )

@@ -10,7 +10,6 @@ from toolbound.journal._records import (
     ClaimedRequest,
     Finish,
     JournalError,
-    JSONBody,
     StoredCall,
     Surface,
     call_event,
@@ -336,15 +335,8 @@ def _values(call: StoredCall) -> tuple[object, ...]:
         call.approver,
         iso(call.created_at),
         iso(call.updated_at),
-        _body_text(call.body),
+        dumps({k: v for k, v in call.body.items() if k != "trace"}),
     )
-
-
-def _body_text(body: Mapping[str, object]) -> str:
-    """The head's body as JSON; a trace an older release kept in it is the events' now."""
-    if isinstance(body, JSONBody) and "trace" not in body:
-        return body.text
-    return dumps({k: v for k, v in body.items() if k != "trace"})
 
 
 def _call(row: tuple[object, ...]) -> StoredCall:

@@ -306,15 +306,7 @@ class Service:
             finish = Finish(principal.tenant, request_key, status, text, fingerprint)
         now = self.clock.now()
         lost = store_outcome(
-            self.journal,
-            running,
-            outcome,
-            request,
-            answer,
-            now=now,
-            finish=finish,
-            written=written,
-            answer_text=text,
+            self.journal, running, outcome, request, answer, now=now, finish=finish, written=written
         )
         # After the answer is durable: a session that cannot be written never loses it.
         self.sessions.learn(principal.tenant, submission.context, outcome)

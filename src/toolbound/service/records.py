@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from toolbound.adapters.http import outcome_digest
 from toolbound.gates.confirm import ConfirmationRequest
-from toolbound.journal import Finish, JournalError, JSONBody, call_event
+from toolbound.journal import Finish, JournalError, call_event
 from toolbound.journal.schema import dumps as journal_dumps
 from toolbound.ledger.rules import ABANDONED
 from toolbound.ledger.store import LedgerError, result_to_json
@@ -52,13 +52,11 @@ def store_outcome(
     now: datetime,
     finish: Finish | None = None,
     written: int = 0,
-    answer_text: str | None = None,
 ) -> ClaimedRequest | None:
     """Append the run's trace to the call's and project its ending onto the head.
 
     ``written``: how many of the run's first events are in the journal already (the
-    proposal of a write, see :class:`RunningCalls`). ``answer_text``: ``answer``
-    encoded already (the HTTP response's body), kept in the head as it is.
+    proposal of a write, see :class:`RunningCalls`).
     """
     body: dict[str, object] = {
         "request": request,
@@ -78,7 +76,7 @@ def store_outcome(
         state=outcome.state.value,
         digest=outcome_digest(outcome),
         updated_at=now,
-        body=body if answer_text is None else JSONBody(body, encoded={"response": answer_text}),
+        body=body,
     )
     try:
         # R14: append-only — a resumed call's run follows its events up to the parking.
