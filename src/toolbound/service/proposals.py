@@ -53,7 +53,11 @@ def principal_of(service: Service, headers: Mapping[str, str]) -> Principal:
     if not key:
         # The API takes keys only; the console's session cookie never reaches /v1.
         raise ApiError(401, "unauthenticated", "send an API key: Authorization: Bearer KEY")
+    principal = service.keys.principal(key)
+    if principal is not None:
+        return principal
     try:
+        # A bearer JWT, or a key nobody has: the configuration says which and why.
         return service.config.authenticate(key)
     except TokenRefused as refused:
         raise ApiError(refused.status, refused.code, str(refused)) from None
