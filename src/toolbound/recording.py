@@ -151,8 +151,7 @@ class JournalRecorder:
         try:
             call = stored_call(invocation_id, events, self.surface, self._principal_of)
             # The head and the events since the last write: one transaction.
-            new = [event.as_json() for event in events[written:]]
-            self.journal.put_call(call, events=new)
+            self.journal.put_call(call, events=events[written:])
         except Exception:  # noqa: BLE001 - a failure to record never fails a call
             self.failures += 1
             _LOG.exception("could not record invocation %s in the journal", invocation_id)

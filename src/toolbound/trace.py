@@ -12,8 +12,9 @@ results are redacted before they are recorded.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound._state import State
 
-__all__ = ["Trace", "TraceEvent", "TraceSink"]
+__all__ = ["Trace", "TraceEvent", "TraceSink", "encode_event"]
 
 
 class TraceEvent(NamedTuple):
@@ -145,6 +146,83 @@ def _jsonable(value: object) -> object:
     return _other(value)
 
 
+def encode_event(event: TraceEvent) -> tuple[str, str]:
+    """The event's time as ISO text, and ``event.as_json()`` as compact JSON text.
+
+    The text is exactly ``json.dumps(event.as_json(), separators=(",", ":"),
+    ensure_ascii=False)``, written in one pass where it can be: the detail goes to
+    the JSON encoder as it is, and only what the encoder cannot write itself (bytes,
+    states, sets, dates, values with ``as_json``) is rendered as :func:`_jsonable`
+    renders it. Detail the encoder would write differently (a key that is not a
+    ``str``, a subclass of a JSON type) takes the dict route of :meth:`as_json`.
+    """
+    at = datetime.fromtimestamp(event.at, UTC).isoformat()
+    state = event.state
+    data = event.data
+    if type(data) is not dict or not _writes_as_is(data):
+        data = {k: _jsonable(v) for k, v in data.items()}
+    head = {"seq": event.seq, "at": at, "kind": event.kind}
+    head["state"] = None if state is None else state._value_
+    head["data"] = data
+    return at, _compact(head)
+
+
+def _writes_as_is(value: dict[object, object]) -> bool:
+    """Whether the JSON encoder writes ``value`` as :func:`_jsonable`'s rendering of it."""
+    for key, item in value.items():
+        if type(key) is not str:
+            return False
+        cls = type(item)
+        if cls in _PLAIN:
+            continue
+        if cls is dict:
+            if not _writes_as_is(item):  # type: ignore[arg-type]
+                return False
+        elif cls is tuple or cls is list:
+            if not _writes_all_as_is(item):  # type: ignore[arg-type]
+                return False
+        elif isinstance(item, _NATIVE):
+            return False
+    return True
+
+
+def _writes_all_as_is(values: tuple[object, ...] | list[object]) -> bool:
+    for item in values:
+        cls = type(item)
+        if cls in _PLAIN:
+            continue
+        if cls is dict:
+            if not _writes_as_is(item):  # type: ignore[arg-type]
+                return False
+        elif cls is tuple or cls is list:
+            if not _writes_all_as_is(item):  # type: ignore[arg-type]
+                return False
+        elif isinstance(item, _NATIVE):
+            return False
+    return True
+
+
+_NATIVE = (str, int, float, dict, list, tuple)
+"""What the encoder writes itself, subclasses too (a ``str`` enum as its text)."""
+
+
+def _compact_encoder() -> Callable[[object], str]:
+    """Compact JSON, non-ASCII as it is; what JSON has no type for goes to :func:`_other`.
+
+    The C encoder made once (``json.dumps`` and ``JSONEncoder.encode`` make one for
+    every call). Without cycle checks: trace detail is a tree, and :func:`_jsonable`
+    would not end on a cycle either.
+    """
+    try:
+        from _json import encode_basestring, make_encoder  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - an interpreter without the C accelerator
+        return json.JSONEncoder(
+            separators=(",", ":"), ensure_ascii=False, default=_other, check_circular=False
+        ).encode
+    encoder = make_encoder(None, _other, encode_basestring, None, ":", ",", False, False, True)  # noqa: FBT003
+    return lambda value: "".join(encoder(value, 0))
+
+
 def _other(value: object) -> object:  # noqa: PLR0911 - one return per JSON shape
     if isinstance(value, bytes):
         try:
@@ -166,6 +244,9 @@ def _other(value: object) -> object:  # noqa: PLR0911 - one return per JSON shap
     if callable(as_json):
         return as_json()
     return repr(value)
+
+
+_compact = _compact_encoder()
 
 
 # -- attempt spans, for propagation ------------------------------------------------------

@@ -189,6 +189,39 @@ def test_an_unexpected_failure_is_a_500_problem_naming_no_internals(service_and_
     assert "RuntimeError" not in r.text
 
 
+@pytest.mark.parametrize("cookie", [{}, {"Cookie": "theme=dark"}])
+def test_a_failing_proposal_is_a_500_problem_naming_no_internals(service_and_client, cookie):
+    """The proposals route, before the router or through it: 500 internal_error, nothing more."""
+    service, client = service_and_client
+
+    async def broken(*_args, **_kwargs):
+        msg = "secret table toolbound_service_calls is corrupt"
+        raise RuntimeError(msg)
+
+    service.submit = broken
+    r = propose(client, "k1", tool="notes.shout", **cookie)
+    assert_problem(r, 500, "internal_error")
+    assert "secret" not in r.text
+
+
+def test_a_proposal_is_answered_alike_with_a_cookie_or_without(client):
+    """A request with a cookie goes through the router; its answer has the same shape."""
+    plain = propose(client, "k1", tool="notes.shout")
+    cookied = propose(client, "k2", tool="notes.shout", Cookie="theme=dark")
+    for r in (plain, cookied):
+        assert r.status_code == 200, r.text
+        assert r.headers["content-type"] == "application/json"
+        assert int(r.headers["content-length"]) == len(r.content)
+        assert r.json()["status"] == "observed"
+    # Either way, a key's answer is the one the other way stored.
+    again = propose(client, "k1", tool="notes.shout", Cookie="theme=dark")
+    assert (again.content, again.headers["idempotent-replayed"]) == (plain.content, "true")
+    assert propose(client, "k2", tool="notes.shout").content == cookied.content
+    assert_problem(
+        propose(client, "k3", Cookie="theme=dark", Authorization=""), 401, "unauthenticated"
+    )
+
+
 # -- the confirmation lifetime ------------------------------------------------------------
 
 

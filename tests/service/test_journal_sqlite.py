@@ -11,6 +11,7 @@ import shutil
 import sqlite3
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -86,3 +87,32 @@ def test_invocation_ids_sort_as_the_calls_were_made() -> None:
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
     assert len(set(ids)) == len(ids)
     assert [i[:16] for i in ids] == sorted(i[:16] for i in ids)
+
+
+def test_only_held_calls_are_in_the_lease_index(tmp_path: Path) -> None:
+    """A database whose lease index held every row gets one of held calls only; sweeps use it."""
+    path = tmp_path / "journal.db"
+    SQLiteJournal(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as old:
+        # As the first releases made it.
+        old.execute("DROP INDEX toolbound_service_calls_leased")
+        old.execute(
+            "CREATE INDEX toolbound_service_calls_by_lease ON toolbound_service_calls (lease_until)"
+        )
+        old.commit()
+    journal = SQLiteJournal(path)
+    try:
+        journal.put_call(_call(1))
+        journal.put_call(replace(_call(2), owner="p1"), lease=-1.0)
+        assert [c.invocation_id for c in journal.expired()] == ["inv-2"]
+    finally:
+        journal.close()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        indexes = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
+        assert "toolbound_service_calls_by_lease" not in indexes
+        assert "WHERE lease_until IS NOT NULL" in indexes["toolbound_service_calls_leased"]
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT invocation_id FROM toolbound_service_calls"
+            " WHERE lease_until IS NOT NULL AND lease_until < 0 ORDER BY lease_until"
+        ).fetchall()
+        assert "toolbound_service_calls_leased" in str(plan)

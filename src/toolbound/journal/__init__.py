@@ -57,6 +57,8 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
     from datetime import datetime
 
+    from toolbound.trace import TraceEvent
+
 __all__ = [
     "ClaimedRequest",
     "Finish",
@@ -102,15 +104,16 @@ class Journal(Protocol):
         self,
         call: StoredCall,
         *,
-        events: Sequence[Mapping[str, object]] = (),
+        events: Sequence[Mapping[str, object] | TraceEvent] = (),
         finish: Finish | None = None,
         lease: float | None = None,
     ) -> ClaimedRequest | None:
         """Write the head of one invocation and append ``events`` to its trace, together.
 
-        ``events`` are JSON events (``TraceEvent.as_json()``, :func:`call_event`)
-        that happened since the last write; they follow the call's earlier events,
-        in one transaction with the head (one commit however many there are).
+        ``events`` are the runtime's events (kept as ``TraceEvent.as_json()`` renders
+        them) or JSON events (:func:`call_event`) that happened since the last write;
+        they follow the call's earlier events, in one transaction with the head (one
+        commit however many there are).
 
         With ``finish``, the answer to the request holding that Idempotency-Key is
         kept in the same transaction: the call and its answer are durable together.

@@ -16,6 +16,7 @@ from toolbound.journal._records import (
 )
 from toolbound.journal._requests import RequestsSQL, SessionsSQL, iso
 from toolbound.journal.schema import COLUMNS, dumps
+from toolbound.trace import TraceEvent, encode_event
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -35,7 +36,7 @@ class SQLJournal(RequestsSQL, SessionsSQL):
         self,
         call: StoredCall,
         *,
-        events: Sequence[Mapping[str, object]] = (),
+        events: Sequence[Mapping[str, object] | TraceEvent] = (),
         finish: Finish | None = None,
         lease: float | None = None,
     ) -> ClaimedRequest | None:
@@ -110,7 +111,7 @@ class SQLJournal(RequestsSQL, SessionsSQL):
         return self._existing(cur, finish.tenant, finish.key, finish.fingerprint)
 
     def _append(
-        self, cur: Cursor, invocation_id: str, events: Sequence[Mapping[str, object]]
+        self, cur: Cursor, invocation_id: str, events: Sequence[Mapping[str, object] | TraceEvent]
     ) -> None:
         if not events:
             return
@@ -122,16 +123,7 @@ class SQLJournal(RequestsSQL, SessionsSQL):
                 " VALUES (?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM toolbound_call_events"
                 " WHERE invocation_id = ?), ?, ?, ?)"
             ),
-            [
-                (
-                    invocation_id,
-                    invocation_id,
-                    str(e.get("at", "")),
-                    str(e.get("kind", "")),
-                    dumps(e),
-                )
-                for e in events
-            ],
+            [(invocation_id, invocation_id, *_row(e)) for e in events],
         )
 
     def events(self, invocation_id: str) -> list[dict[str, object]]:
@@ -319,6 +311,14 @@ class SQLJournal(RequestsSQL, SessionsSQL):
                 self._q("DELETE FROM toolbound_service_requests WHERE created_at < ?"), (stamp,)
             )
         return len(gone)
+
+
+def _row(event: Mapping[str, object] | TraceEvent) -> tuple[str, str, str]:
+    """An event's ``at``, ``kind`` and JSON text; a runtime's event is encoded in one pass."""
+    if isinstance(event, TraceEvent):
+        at, text = encode_event(event)
+        return at, event.kind, text
+    return str(event.get("at", "")), str(event.get("kind", "")), dumps(event)
 
 
 def _values(call: StoredCall) -> tuple[object, ...]:

@@ -11,13 +11,13 @@ Every error is ``application/problem+json`` carrying toolbound's machine-readabl
 ``code``: refusals of the handlers, a replayed refusal, a path or method the routes
 do not know (404, 405), a body over ``[service] max_body_bytes`` (413, refused while
 it is read) and an unexpected failure (500, naming no internals). ``GET
-/openapi.json`` describes it all.
+/openapi.json`` describes it all. ``POST /v1/proposals`` itself is
+:mod:`toolbound.service.proposals`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -29,19 +29,16 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from toolbound._errors import Rejection
-from toolbound.adapters.http import (
-    PROBLEM_JSON,
-    ApiError,
-    BodyLimit,
-    idempotency_key,
-    problem_response,
-    reason_from,
-)
+from toolbound.adapters.http import ApiError, BodyLimit, problem_response, reason_from
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.identity import TokenRefused
-from toolbound.otel import propagation_scope
-from toolbound.service.core import Submission, fingerprint
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
+from toolbound.service.proposals import (
+    PATH,
+    Proposals,
+    ProposalsRoute,
+    principal_of,
+    request_headers,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -51,14 +48,13 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from toolbound.config import Principal
-    from toolbound.journal import ClaimedRequest, StoredCall
+    from toolbound.journal import StoredCall
     from toolbound.ledger.store import LedgerRecord
     from toolbound.service.core import Service
 
 __all__ = ["authenticate", "create_app"]
 
 _log = logging.getLogger(__name__)
-_STALE_REQUEST = 300.0  # seconds after which an unfinished Idempotency-Key is taken over
 # Request bodies are bounded in bytes by BodyLimit; the parser bounds their nesting.
 _BODY_LIMITS = ParseLimits(max_bytes=1 << 62)
 # What the router's own refusals are called.
@@ -67,16 +63,7 @@ _ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 def authenticate(service: Service, request: Request) -> Principal:
     """The principal behind the request's API key or bearer JWT, or a 401 saying why."""
-    header = request.headers.get("authorization", "")
-    key = header[7:].strip() if header[:7].lower() == "bearer " else ""
-    key = key or request.headers.get("x-api-key", "")
-    if not key:
-        # The API takes keys only; the console's session cookie never reaches /v1.
-        raise ApiError(401, "unauthenticated", "send an API key: Authorization: Bearer KEY")
-    try:
-        return service.config.authenticate(key)
-    except TokenRefused as refused:
-        raise ApiError(refused.status, refused.code, str(refused)) from None
+    return principal_of(service, request.headers)
 
 
 def create_app(
@@ -92,7 +79,7 @@ def create_app(
     routes: list[BaseRoute] = [
         Route("/healthz", api.health, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
-        Route("/v1/proposals", api.guarded(api.submit), methods=["POST"]),
+        Route(PATH, api.submit, methods=["POST"]),
         Route("/v1/invocations", api.guarded(api.list_calls), methods=["GET"]),
         Route("/v1/invocations/{invocation_id}", api.guarded(api.get_call), methods=["GET"]),
         Route("/v1/invocations/{invocation_id}/trace", api.guarded(api.trace), methods=["GET"]),
@@ -111,8 +98,12 @@ def create_app(
         ),
         *(extra_routes or []),
     ]
-    # Outermost: a body over the limit is refused before anything reads it.
-    middleware = [Middleware(BodyLimit, max_bytes=service.config.max_body_bytes)]
+    # Outermost: a body over the limit is refused before anything reads it. Then the
+    # API's busiest route, which needs nothing of what follows (see ProposalsRoute).
+    middleware = [
+        Middleware(BodyLimit, max_bytes=service.config.max_body_bytes),
+        Middleware(ProposalsRoute, proposals=api.proposals),
+    ]
     if console:
         # Imported here: the console needs jinja2, the API alone does not.
         from toolbound.service.console import console_middleware, console_routes  # noqa: PLC0415
@@ -217,6 +208,7 @@ def _sweep(service: Service) -> None:
 class _Api:
     def __init__(self, service: Service) -> None:
         self.service = service
+        self.proposals = Proposals(service)
 
     def guarded(
         self, handler: Callable[[Request], Awaitable[Response]]
@@ -243,82 +235,8 @@ class _Api:
         return Response(self.service.metrics.exposition(), media_type=METRICS_TYPE)
 
     async def submit(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
-        header = request.headers.get("idempotency-key")
-        if header is None:
-            raise ApiError(
-                400,
-                "idempotency_key_missing",
-                "POST /v1/proposals needs an Idempotency-Key header",
-                hint="send a unique key per request and the same key when you retry it",
-            )
-        key = idempotency_key(header)
-        body = await request.body()
-        print_ = fingerprint(body)
-        journal = self.service.journal
-        submission: Submission | None = None
-        try:
-            submission = Submission.from_body(body)
-        except ApiError as error:
-            refused = error
-        if submission is not None and self.service.is_read(submission):
-            # A read may run twice harmlessly: the key is claimed with the answer, in one
-            # transaction, and a request that loses that race answers the winner's answer.
-            earlier = journal.peek_request(principal.tenant, key, print_)
-            if earlier is not None:
-                return _answer_earlier(earlier)
-            with propagation_scope(_carrier(request)) as trace_id:
-                status, text, lost = await self.service.submit(
-                    principal, submission, trace_id=trace_id, request_key=key, fingerprint=print_
-                )
-            if lost is not None:
-                return _answer_earlier(lost)
-            return Response(text, status_code=status, media_type="application/json")
-        claim = await self._claim(principal, key, print_)
-        if claim.kind != "new":
-            return _answer_earlier(claim)
-        if submission is None:
-            # A refused request has an answer too: the same key gets it again.
-            journal.finish_request(
-                principal.tenant, key, refused.status, json.dumps(refused.problem())
-            )
-            raise refused
-        try:
-            with propagation_scope(_carrier(request)) as trace_id:
-                status, text, _ = await self.service.submit(
-                    principal, submission, trace_id=trace_id, request_key=key
-                )
-        except ApiError as error:
-            # A refused request has an answer too: the same key gets it again.
-            journal.finish_request(principal.tenant, key, error.status, json.dumps(error.problem()))
-            raise
-        except BaseException:
-            journal.release_request(principal.tenant, key)
-            raise
-        return Response(text, status_code=status, media_type="application/json")
-
-    async def _claim(self, principal: Principal, key: str, print_: str) -> ClaimedRequest:
-        journal = self.service.journal
-        claim = journal.claim_request(
-            principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
-        )
-        if claim.kind != "in_progress":
-            return claim
-        if await asyncio.to_thread(self.service.settle_request, principal.tenant, key):
-            # Its owner died: the call was settled just now, and the key has its answer.
-            return journal.peek_request(principal.tenant, key, print_) or claim
-        if journal.call_for_request(principal.tenant, key) is None:
-            # Claimed, and no call recorded: a live claimant records its call right after
-            # claiming, so one silent for a whole lease died between the two. Nothing
-            # ran; this request takes the key over rather than wait out _STALE_REQUEST.
-            claim = journal.claim_request(
-                principal.tenant,
-                key,
-                print_,
-                now=self.service.clock.now(),
-                stale_after=self.service.lease.total_seconds(),
-            )
-        return claim
+        # A request with a cookie; the others are answered before the router.
+        return await self.proposals.answer(request_headers(request.headers.raw), request.body)
 
     async def list_calls(self, request: Request) -> Response:
         principal = authenticate(self.service, request)
@@ -394,36 +312,6 @@ class _Api:
             evidence=evidence,
         )
         return JSONResponse(answer)
-
-
-def _answer_earlier(claim: ClaimedRequest) -> Response:
-    """What a request whose Idempotency-Key was used before gets (IETF draft)."""
-    if claim.kind == "mismatch":
-        msg = "this Idempotency-Key was used with another request body"
-        raise ApiError(422, "idempotency_key_reused", msg)
-    if claim.kind == "in_progress":
-        msg = "a request with this Idempotency-Key is still being processed"
-        raise ApiError(409, "request_in_progress", msg, hint="retry later")
-    status = claim.status_code or 200
-    return Response(
-        claim.response,
-        status_code=status,
-        # A refusal is replayed as what it was: a problem document.
-        media_type=PROBLEM_JSON if status >= 400 else "application/json",  # noqa: PLR2004
-        headers={"Idempotent-Replayed": "true"},
-    )
-
-
-def _carrier(request: Request) -> dict[str, str]:
-    """The request's headers as a plain mapping for the trace propagators, decoded once.
-
-    ASGI names are lower-case already; of a repeated header the first counts, as in
-    Starlette's ``Headers.get``.
-    """
-    carrier: dict[str, str] = {}
-    for name, value in request.headers.raw:
-        carrier.setdefault(name.decode("latin-1"), value.decode("latin-1"))
-    return carrier
 
 
 async def _json(request: Request) -> dict[str, object]:

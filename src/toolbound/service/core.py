@@ -43,6 +43,7 @@ from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.service.decisions import note_denial
+from toolbound.service.keys import ApiKeys
 from toolbound.service.records import (
     RunningCalls,
     decision_of,
@@ -182,6 +183,8 @@ class Service:
         lease: timedelta | None = None,
     ) -> None:
         self.config = config
+        self.keys = ApiKeys(config.principals)
+        """The API keys of ``config``, by digest: one hash a request."""
         self.instance_id = os.urandom(8).hex()
         """This process as the owner of the calls it works on."""
         self.lease = config.lease if lease is None else lease

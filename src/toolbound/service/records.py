@@ -82,7 +82,7 @@ def store_outcome(
         # R14: append-only — a resumed call's run follows its events up to the parking.
         return journal.put_call(
             stored,
-            events=[event.as_json() for event in islice(outcome.trace, written, None)],
+            events=list(islice(outcome.trace, written, None)),
             finish=finish,
         )
     except JournalError as exc:
@@ -124,7 +124,7 @@ class RunningCalls:
         call = self._expected.pop(invocation_id, None) if event.kind == "proposal" else None
         if call is None:
             return
-        self._journal.put_call(call, events=[event.as_json()], lease=self._lease)
+        self._journal.put_call(call, events=[event], lease=self._lease)
         self._written.add(invocation_id)
 
 
