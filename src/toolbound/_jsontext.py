@@ -2,10 +2,12 @@
 
 ``json.JSONEncoder.encode`` builds its C encoder again on every call (inside
 ``iterencode``), and for the small values the hot path encodes — a tool's record,
-a call's arguments — that costs more than the encoding itself. :func:`compact`
-builds the encoder once and returns a function that only runs it: the same text
-``JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)`` gives,
-in about two fifths of the time.
+a call's arguments, a trace event — that costs more than the encoding itself.
+:func:`compact` builds the encoder once and returns a function that only runs it:
+the same text ``JSONEncoder(ensure_ascii=False, separators=(",", ":"))`` gives with
+the same options, in about two fifths of the time. The model's messages, the
+canonical form, the trace's events and the journal's records are all written
+through it.
 
 The one difference is how a value that contains itself fails. The encoder keeps
 no table of the containers it is inside (that table would be shared by every
@@ -34,26 +36,40 @@ def _default(value: object) -> object:
     raise TypeError(msg)
 
 
-def compact(*, sort_keys: bool = False) -> Callable[[object], str]:
-    """A function giving the compact JSON text of a value; NaN and infinities refused.
+def compact(
+    *,
+    sort_keys: bool = False,
+    allow_nan: bool = False,
+    default: Callable[[object], object] | None = None,
+) -> Callable[[object], str]:
+    """A function giving the compact JSON text of a value.
 
-    Raises ``TypeError`` for a value JSON has no form for and ``ValueError`` for
-    NaN, an infinity, or a value that contains itself or nests too deeply.
+    ``default`` renders what JSON has no type for (by default such a value is a
+    ``TypeError``); ``allow_nan`` writes NaN and the infinities as JavaScript
+    does instead of refusing them. Raises ``TypeError`` for a value JSON has no
+    form for and ``ValueError`` for a refused NaN or infinity, or a value that
+    contains itself or nests too deeply.
     """
+    render = _default if default is None else default
     if _C_ENCODER is None:  # an interpreter without the C accelerator
         return json.JSONEncoder(
-            ensure_ascii=False, sort_keys=sort_keys, separators=(",", ":"), allow_nan=False
+            ensure_ascii=False,
+            sort_keys=sort_keys,
+            separators=(",", ":"),
+            allow_nan=allow_nan,
+            default=render,
+            check_circular=False,
         ).encode
     run = _C_ENCODER(
         None,  # no table of open containers: see the module's docstring
-        _default,
+        render,
         json.encoder.encode_basestring,
         None,
         ":",
         ",",
         sort_keys,
         False,  # noqa: FBT003 - skipkeys: the C signature is positional
-        False,  # noqa: FBT003 - allow_nan
+        allow_nan,
     )
     join = "".join
 

@@ -12,14 +12,14 @@ results are redacted before they are recorded.
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from toolbound._clock import SystemClock
+from toolbound._jsontext import compact
 
 if TYPE_CHECKING:
     from toolbound._clock import Clock
@@ -206,23 +206,6 @@ _NATIVE = (str, int, float, dict, list, tuple)
 """What the encoder writes itself, subclasses too (a ``str`` enum as its text)."""
 
 
-def _compact_encoder() -> Callable[[object], str]:
-    """Compact JSON, non-ASCII as it is; what JSON has no type for goes to :func:`_other`.
-
-    The C encoder made once (``json.dumps`` and ``JSONEncoder.encode`` make one for
-    every call). Without cycle checks: trace detail is a tree, and :func:`_jsonable`
-    would not end on a cycle either.
-    """
-    try:
-        from _json import encode_basestring, make_encoder  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - an interpreter without the C accelerator
-        return json.JSONEncoder(
-            separators=(",", ":"), ensure_ascii=False, default=_other, check_circular=False
-        ).encode
-    encoder = make_encoder(None, _other, encode_basestring, None, ":", ",", False, False, True)  # noqa: FBT003
-    return lambda value: "".join(encoder(value, 0))
-
-
 def _other(value: object) -> object:  # noqa: PLR0911 - one return per JSON shape
     if isinstance(value, bytes):
         try:
@@ -246,7 +229,9 @@ def _other(value: object) -> object:  # noqa: PLR0911 - one return per JSON shap
     return repr(value)
 
 
-_compact = _compact_encoder()
+# What JSON has no type for goes to _other. Without cycle checks: trace detail is a
+# tree, and _jsonable would not end on a cycle either.
+_compact = compact(allow_nan=True, default=_other)
 
 
 # -- attempt spans, for propagation ------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 import pytest
 from service_config import KEYS, config_text
@@ -23,6 +24,9 @@ from identity_support import (
 from toolbound.config import ConfigError, parse_config
 from toolbound.service.api import create_app
 from toolbound.service.core import Service
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 RSA = SigningKey("rsa-1")
 EC = SigningKey("ec-1", "EC")
@@ -91,30 +95,37 @@ def test_a_jwt_principal_has_only_the_roles_its_claims_map_to(file_client):
     assert r.json()["code"] == "forbidden"
 
 
-now = int(time.time())
-REFUSED = {
-    "expired": (RSA.token(**AGENT, exp=now - 120), "token_expired"),
-    "not yet valid": (RSA.token(**AGENT, nbf=now + 600), "token_not_yet_valid"),
-    "wrong audience": (RSA.token(**AGENT, aud="someone-else"), "token_audience_invalid"),
-    "wrong issuer": (RSA.token(**AGENT, iss="https://evil.test/"), "token_issuer_invalid"),
-    "unknown kid": (SigningKey("rsa-9").token(**AGENT), "token_key_unknown"),
-    "bad signature": (STRANGER.token(**AGENT), "token_signature_invalid"),
-    "alg none": (unsigned_token(**AGENT), "token_algorithm_refused"),
+# Each token is made when its case runs (a token made at collection could expire
+# before a long suite reaches it).
+REFUSED: dict[str, tuple[Callable[[], str], str]] = {
+    "expired": (lambda: RSA.token(**AGENT, exp=int(time.time()) - 120), "token_expired"),
+    "not yet valid": (
+        lambda: RSA.token(**AGENT, nbf=int(time.time()) + 600),
+        "token_not_yet_valid",
+    ),
+    "wrong audience": (lambda: RSA.token(**AGENT, aud="someone-else"), "token_audience_invalid"),
+    "wrong issuer": (
+        lambda: RSA.token(**AGENT, iss="https://evil.test/"),
+        "token_issuer_invalid",
+    ),
+    "unknown kid": (lambda: SigningKey("rsa-9").token(**AGENT), "token_key_unknown"),
+    "bad signature": (lambda: STRANGER.token(**AGENT), "token_signature_invalid"),
+    "alg none": (lambda: unsigned_token(**AGENT), "token_algorithm_refused"),
     "hs256 with the public key": (
-        hmac_token(RSA.public_pem(), kid="rsa-1", **AGENT),
+        lambda: hmac_token(RSA.public_pem(), kid="rsa-1", **AGENT),
         "token_algorithm_refused",
     ),
-    "no exp": (RSA.token(**AGENT, exp=None), "token_claim_missing"),
-    "no tenant": (RSA.token(sub="agent-1", roles=["Tools.Call"]), "token_claim_missing"),
-    "garbage": ("not.a.token", "token_invalid"),
-    "unknown key": ("no-such-api-key", "unauthenticated"),
+    "no exp": (lambda: RSA.token(**AGENT, exp=None), "token_claim_missing"),
+    "no tenant": (lambda: RSA.token(sub="agent-1", roles=["Tools.Call"]), "token_claim_missing"),
+    "garbage": (lambda: "not.a.token", "token_invalid"),
+    "unknown key": (lambda: "no-such-api-key", "unauthenticated"),
 }
 
 
-@pytest.mark.parametrize(("token", "code"), REFUSED.values(), ids=REFUSED.keys())
-def test_a_bad_token_is_a_401_naming_why(file_client, token, code):
+@pytest.mark.parametrize(("make", "code"), REFUSED.values(), ids=REFUSED.keys())
+def test_a_bad_token_is_a_401_naming_why(file_client, make, code):
     """Each refusal is problem+json with a catalogued code, and nothing is proposed."""
-    r = propose(file_client, token)
+    r = propose(file_client, make())
     assert r.status_code == 401, r.text
     assert r.headers["content-type"] == "application/problem+json"
     assert r.json()["code"] == code

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Protocol
 
+from toolbound._jsontext import compact
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
@@ -201,31 +203,9 @@ def migrate_traces(cur: Cursor, mark: str) -> int:
     return moved
 
 
-def _unencodable(value: object) -> object:
-    msg = f"Object of type {type(value).__name__} is not JSON serializable"
-    raise TypeError(msg)
-
-
-def _compact_encoder() -> Callable[[object], str]:
-    """Compact JSON, non-ASCII as it is: one encoder for every record.
-
-    ``json.dumps`` with options, and ``JSONEncoder.encode`` itself, build the C encoder
-    anew for every call; this one is built once. Without cycle checks: a record is
-    built from the call's JSON values, a tree.
-    """
-    try:
-        from _json import encode_basestring, make_encoder  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - an interpreter without the C accelerator
-        return json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-    sort_keys = skipkeys = False
-    allow_nan = True
-    encoder = make_encoder(
-        None, _unencodable, encode_basestring, None, ":", ",", sort_keys, skipkeys, allow_nan
-    )
-    return lambda value: "".join(encoder(value, 0))
-
-
-_ENCODE = _compact_encoder()
+# One encoder for every record (without cycle checks: a record is a tree of the
+# call's JSON values).
+_ENCODE = compact(allow_nan=True)
 
 
 def dumps(value: object) -> str:
