@@ -117,6 +117,7 @@ class _Relay:
         # Set by the thread that reports, read on the loop's thread once the tool has
         # returned: the tool's return follows its last report.
         self._used = False
+        self._drained = False
 
     def progress(self, progress: float, total: float | None, message: str | None) -> None:
         self._put(("progress", progress, total, message) if self._progress else ("drop",))
@@ -128,6 +129,7 @@ class _Relay:
     async def drain(self) -> None:
         """Send every report made so far, then stop the sender (none: nothing to wait for)."""
         if not self._used:
+            self._drained = True  # a report made after the call has ended goes nowhere
             return
         # Through the loop's queue as well, so it comes after every report made before.
         self._put(None)
@@ -149,6 +151,8 @@ class _Relay:
     def _enqueue(self, item: tuple[Any, ...] | None) -> None:
         # On the loop's thread, in the order the reports were made.
         if self._queue is None:
+            if self._drained:
+                return
             self._queue = asyncio.Queue()
             self._sender = self._loop.create_task(self._send_all(self._queue))
         self._queue.put_nowait(item)
