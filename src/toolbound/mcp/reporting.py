@@ -95,7 +95,11 @@ class Reports:
 
 
 class _Relay:
-    """A :class:`~toolbound.execution.tool.Reporter` that queues reports for one sender."""
+    """A :class:`~toolbound.execution.tool.Reporter` that queues reports for one sender.
+
+    The queue and its sender start with the first report: most calls report nothing,
+    and those cost neither a task nor a wake-up of the loop.
+    """
 
     def __init__(
         self,
@@ -108,7 +112,12 @@ class _Relay:
         self._progress = progress
         self._least = _RANK[level]
         self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[tuple[Any, ...] | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[Any, ...] | None] | None = None
+        self._sender: asyncio.Task[None] | None = None
+        # Set by the thread that reports, read on the loop's thread once the tool has
+        # returned: the tool's return follows its last report.
+        self._used = False
+        self._drained = False
 
     def progress(self, progress: float, total: float | None, message: str | None) -> None:
         self._put(("progress", progress, total, message) if self._progress else ("drop",))
@@ -117,18 +126,56 @@ class _Relay:
         wanted = _RANK.get(level, -1) >= self._least
         self._put(("log", level, data, logger) if wanted else ("drop",))
 
-    def close(self) -> None:
+    async def drain(self) -> None:
+        """Send every report made so far, then stop the sender (none: nothing to wait for)."""
+        if not self._used:
+            self._drained = True  # a report made after the call has ended goes nowhere
+            return
         # Through the loop's queue as well, so it comes after every report made before.
         self._put(None)
+        finished = self._loop.create_future()
+        self._loop.call_soon_threadsafe(self._after_sender, finished)
+        try:
+            await asyncio.wait_for(asyncio.shield(finished), _DRAIN_SECONDS)
+        except TimeoutError:
+            self._cancel()  # the result goes back; the reports still queued are dropped
+        except asyncio.CancelledError:
+            self._cancel()
+            raise
 
     def _put(self, item: tuple[Any, ...] | None) -> None:
+        self._used = True
         with contextlib.suppress(RuntimeError):  # the loop is closing: nobody to tell
-            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+            self._loop.call_soon_threadsafe(self._enqueue, item)
 
-    async def send_all(self) -> None:
+    def _enqueue(self, item: tuple[Any, ...] | None) -> None:
+        # On the loop's thread, in the order the reports were made.
+        if self._queue is None:
+            if self._drained:
+                return
+            self._queue = asyncio.Queue()
+            self._sender = self._loop.create_task(self._send_all(self._queue))
+        self._queue.put_nowait(item)
+
+    def _after_sender(self, finished: asyncio.Future[None]) -> None:
+        def settle(_: object = None) -> None:
+            if not finished.done():
+                finished.set_result(None)
+
+        sender = self._sender
+        if sender is None or sender.done():
+            settle()
+        else:
+            sender.add_done_callback(settle)
+
+    def _cancel(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
+
+    async def _send_all(self, queue: asyncio.Queue[tuple[Any, ...] | None]) -> None:
         # Counted here, on the loop's thread only.
         reports = self.reports
-        while (item := await self._queue.get()) is not None:
+        while (item := await queue.get()) is not None:
             if item[0] == "drop":
                 reports.dropped += 1
                 continue
@@ -171,17 +218,9 @@ async def relaying(
         yield Reports()
         return
     relay = _Relay(ctx, progress, levels.get(ctx))
-    sender = asyncio.create_task(relay.send_all())
     token = REPORTER.set(relay)
     try:
         yield relay.reports
     finally:
         REPORTER.reset(token)
-        relay.close()
-        try:
-            await asyncio.wait_for(asyncio.shield(sender), _DRAIN_SECONDS)
-        except TimeoutError:
-            sender.cancel()  # the result goes back; the reports still queued are dropped
-        except asyncio.CancelledError:
-            sender.cancel()
-            raise
+        await relay.drain()

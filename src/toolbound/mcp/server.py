@@ -69,6 +69,7 @@ from toolbound.mcp.relay import (
 from toolbound.mcp.reporting import LogLevels, relaying
 from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
+from toolbound.mcp.wire import DirectCalls
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.registry import Registry, ToolSet
@@ -509,8 +510,12 @@ class GuardedServer:
                 get_tool_input_schema=lambda _name: None,
                 **handlers,
             )
-        # R14: our MCP server spans (the runtime's tracer) in place of the SDK's.
-        server.middleware[:] = [ServerSpans(telemetry_for(self.runtime))]
+        # R14: our MCP server spans (the runtime's tracer) in place of the SDK's; inside
+        # them, tools/call answered without the SDK's typed layer (mcp.wire).
+        server.middleware[:] = [
+            ServerSpans(telemetry_for(self.runtime)),
+            DirectCalls(on_call_tool, lambda: server.server_info_stamp),
+        ]
         return server
 
     def _federated(

@@ -281,9 +281,9 @@ class ClientCall:
         self.meta = meta
         self.attributes = attributes
 
-    def answered(self, result: CallToolResult) -> None:
-        """The upstream answered: an ``isError`` result is a failed call."""
-        if result.is_error:
+    def answered(self, result: Mapping[str, object]) -> None:
+        """The upstream answered (its result as sent): an ``isError`` result is a failed call."""
+        if _is_tool_error(result):
             _failed(self.span, self.attributes, _TOOL_ERROR, None, rpc=False)
 
 

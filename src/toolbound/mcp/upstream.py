@@ -62,7 +62,7 @@ try:
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
-    from pydantic import ValidationError
+    from pydantic import RootModel, ValidationError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
     raise ImportError(msg) from exc
@@ -81,6 +81,7 @@ __all__ = [
     "IDEMPOTENCY_META_KEY",
     "Upstream",
     "UpstreamTool",
+    "WireResult",
     "call_failure",
     "close_schema",
     "definition_digest",
@@ -95,6 +96,21 @@ IDEMPOTENCY_META_KEY: Final = "io.toolbound/idempotency-key"
 
 _LOG = logging.getLogger("toolbound.mcp")
 _T = TypeVar("_T")
+
+WireResult = dict[str, Any]
+"""A ``tools/call`` result as the upstream sent it (its JSON object), once the SDK has
+checked it against the negotiated protocol version's schema."""
+
+
+class _AsSent(RootModel[WireResult]):
+    """The result type asked of the SDK for a ``tools/call``: the answer as it came.
+
+    The SDK checks every answer against the version's schema whatever type it is
+    asked for; this one keeps the JSON object, with no result model built only to
+    be read and dumped again.
+    """
+
+
 _PAGES: Final = 100  # a paginator that never ends cannot hang a refresh
 # JSON-RPC errors answered before anything ran: the same request fails the same way.
 _REFUSALS: Final = frozenset(
@@ -159,32 +175,50 @@ def close_schema(schema: Mapping[str, object]) -> dict[str, object]:
     return out
 
 
-def result_value(result: types.CallToolResult, *, structured: bool) -> JSONValue:
+def result_value(result: WireResult, *, structured: bool) -> JSONValue:
     """The observation in a successful ``tools/call`` result.
 
     ``structured`` (the tool declares an output schema): the structured content,
     which the runtime then checks against that schema (``None`` if missing, which
     fails the check). Otherwise the structured content if any, else the content:
-    the text of a single text block, or the blocks themselves as JSON.
+    the text of a single text block, or the blocks themselves as JSON (as
+    :func:`normal_blocks` leaves them).
     """
-    if structured or result.structured_content is not None:
-        return cast("JSONValue", result.structured_content)
-    blocks = result.content
-    if len(blocks) == 1 and isinstance(blocks[0], types.TextContent):
-        return blocks[0].text
-    return [
-        cast("JSONValue", b.model_dump(by_alias=True, mode="json", exclude_none=True))
-        for b in blocks
-    ]
+    found = result.get("structuredContent")
+    if structured or found is not None:
+        return cast("JSONValue", found)
+    blocks: list[dict[str, Any]] = result.get("content", [])
+    if _single_text(blocks):
+        return cast("str", blocks[0]["text"])
+    return cast("JSONValue", blocks)
 
 
-def error_text(result: types.CallToolResult) -> str:
+def normal_blocks(result: WireResult) -> WireResult:
+    """``result`` with its content blocks as the SDK's models dump them (unset fields left out).
+
+    Only a result whose blocks become the observation needs it (no structured
+    content, not a single text block); any other is returned as it is.
+    Raises :class:`~pydantic.ValidationError` for blocks the models refuse.
+    """
+    if result.get("structuredContent") is not None or _single_text(result.get("content", [])):
+        return result
+    model = types.CallToolResult.model_validate(result, by_name=False)
+    blocks = [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in model.content]
+    return {**result, "content": blocks}
+
+
+def _single_text(blocks: list[dict[str, Any]]) -> bool:
+    return len(blocks) == 1 and blocks[0].get("type") == "text"
+
+
+def error_text(result: WireResult) -> str:
     """The text an ``isError`` result carries, all of it (R18: never hide the real error)."""
-    texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+    texts = [b["text"] for b in result.get("content", []) if b.get("type") == "text"]
     if texts:
         return "\n".join(texts)
-    if result.structured_content is not None:
-        return str(result.structured_content)
+    found = result.get("structuredContent")
+    if found is not None:
+        return str(found)
     return "the upstream tool reported an error without any text"
 
 
@@ -312,7 +346,7 @@ class Upstream:
         meta: Mapping[str, object] | None,
         timeout: float | None,
         write: bool,
-    ) -> types.CallToolResult:
+    ) -> WireResult:
         """One ``tools/call``; failures come out as the signals of :func:`call_failure`."""
         return await self._on_home(self._call(name, arguments, meta, timeout, write=write))
 
@@ -411,7 +445,7 @@ class Upstream:
         timeout: float | None,
         *,
         write: bool,
-    ) -> types.CallToolResult:
+    ) -> WireResult:
         try:
             client = await self._connected()
         except Exception as exc:
@@ -430,9 +464,10 @@ class Upstream:
                 # Not Client.call_tool: it would check the result against the upstream's
                 # own output schema, and the runtime checks it against the closed one (R11).
                 with continued(meta):
-                    return await client.session.send_request(
-                        request, types.CallToolResult, progress_callback=PROGRESS.get()
+                    answer = await client.session.send_request(
+                        request, _AsSent, progress_callback=PROGRESS.get()
                     )
+            return normal_blocks(answer.root)
         except Exception as exc:
             if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
                 await self._disconnect()
@@ -579,7 +614,7 @@ class UpstreamTool:
                     self.tool, arguments, meta=sent.meta or None, timeout=timeout, write=self.write
                 )
             sent.answered(result)
-        if result.is_error:
+        if result.get("isError") is True:
             # The tool's own word that it failed: its text reaches the model whole,
             # and no output contract applies to it.
             raise NotCommitted(
