@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import threading
 import time
 import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
+
+from toolbound.execution.workers import Job, Workers, answer
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -64,7 +65,7 @@ class Executor:
 
     def __init__(self, *, max_workers: int = 8) -> None:
         self._max_workers = max_workers
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: Workers | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -82,16 +83,17 @@ class Executor:
         """One attempt from a sync caller; fills ``raw``."""
         if tool.inline:
             _run_inline(tool, args, tctx, budget, raw)
-        else:
-            if tool.is_async:
-                coro: Awaitable[object] = tool.function(args, tctx)  # type: ignore[assignment]
-                fut: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
-                    coro,  # type: ignore[arg-type]
-                    self._background_loop(),
-                )
-            else:
-                fut = self.workers().submit(tool.function, args, tctx)
+        elif tool.is_async:
+            coro: Awaitable[object] = tool.function(args, tctx)  # type: ignore[assignment]
+            fut: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
+                coro,  # type: ignore[arg-type]
+                self._background_loop(),
+            )
             _wait_sync(fut, budget, cancel, raw)
+        else:
+            job = Job(tool.function, (args, tctx))
+            self.workers().submit(job)
+            _wait_job(job, budget, cancel, raw)
         raw.marked = tctx.committed
 
     async def arun(
@@ -118,20 +120,13 @@ class Executor:
                 await _await_inline(tool.function(args, tctx), budget, raw)  # type: ignore[arg-type]
             except asyncio.CancelledError:
                 raw.cancelled = raw.caller_cancelled = True
-        elif cancel is None:
-            # A sync tool on the pool, nothing to poll: one future, one timer.
-            try:
-                await self._hand_off(tool, args, tctx, budget, raw)
-            except asyncio.CancelledError:
-                raw.cancelled = raw.caller_cancelled = True
+        elif not tool.is_async:
+            # A sync tool on a worker, its answer handed back to this loop.
+            await self._hand_off(tool, args, tctx, raw, budget=budget, cancel=cancel)
         else:
-            loop = asyncio.get_running_loop()
-            if tool.is_async:
-                fut: asyncio.Future[object] = asyncio.ensure_future(
-                    tool.function(args, tctx)  # type: ignore[arg-type]
-                )
-            else:
-                fut = loop.run_in_executor(self.workers(), tool.function, args, tctx)
+            fut: asyncio.Future[object] = asyncio.ensure_future(
+                tool.function(args, tctx)  # type: ignore[arg-type]
+            )
             try:
                 await _wait_async(fut, budget, cancel, raw)
             except asyncio.CancelledError:
@@ -144,51 +139,61 @@ class Executor:
         tool: RegisteredTool,
         args: JSONObject,
         tctx: ToolContext,
-        budget: float,
         raw: RawAttempt,
+        *,
+        budget: float,
+        cancel: threading.Event | None,
     ) -> None:
-        """Run a sync tool on the pool and wait for it on this loop, up to ``budget``.
+        """Run a sync tool on a worker and wait for it on this loop, up to ``budget``.
 
-        Cheaper than ``run_in_executor`` under ``asyncio.timeout``: the worker
-        answers the loop's future itself, and the deadline is one timer that
-        resolves it. At the deadline the runtime stops waiting; the tool's thread
-        runs on and what it returns then is dropped.
+        The worker resolves a bare future of this loop itself; the deadline (and the
+        cancel event, if any) is watched by one timer on the loop. When the runtime
+        stops waiting, the tool's thread runs on and what it returns then is dropped.
         """
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[tuple[object, BaseException | None]] = loop.create_future()
-        function = tool.function
-
-        def work() -> None:
-            try:
-                answer: tuple[object, BaseException | None] = (function(args, tctx), None)
-            except Exception as exc:  # noqa: BLE001 - classified by the runtime
-                answer = (None, exc)
-            # A loop closed while the tool ran has nobody waiting for the answer.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_answer, waiter, answer)
-
-        timer = loop.call_later(budget, _answer, waiter, _EXPIRED)
+        waiter: asyncio.Future[Job | None] = loop.create_future()
+        job = Job(tool.function, (args, tctx), loop=loop, waiter=waiter)
+        watch = _Watch(loop, waiter, budget, cancel)
+        self.workers().submit(job)
         try:
-            self.workers().submit(work)
-            raw.value, raw.error = await waiter
+            ended = await waiter
+        except asyncio.CancelledError:
+            job.dropped = True
+            raw.cancelled = raw.caller_cancelled = True
+            return
         finally:
-            timer.cancel()
-        if raw.error is _DEADLINE:
-            raw.error, raw.timed_out = None, True
+            watch.stop()
+        if ended is None:
+            job.dropped = True
+            if watch.cancelled:
+                raw.cancelled = True
+            else:
+                raw.timed_out = True
+            return
+        _take(job, raw)
 
     async def in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a blocking function on one worker thread, from async code."""
-        return await asyncio.get_running_loop().run_in_executor(self.workers(), fn, *args)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[Job | None] = loop.create_future()
+        job = Job(fn, args, loop=loop, waiter=waiter)
+        self.workers().submit(job)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            job.dropped = True
+            raise
+        if job.error is not None:
+            raise job.error
+        return job.value  # type: ignore[return-value]  # what fn returned
 
-    def workers(self) -> concurrent.futures.ThreadPoolExecutor:
-        """The worker pool, started on first use."""
+    def workers(self) -> Workers:
+        """The worker threads, started on first use."""
         pool = self._pool
         if pool is None:
             with self._lock:
                 if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=self._max_workers, thread_name_prefix="toolbound-tool"
-                    )
+                    self._pool = Workers(max_workers=self._max_workers, name="toolbound-tool")
                 pool = self._pool
         return pool
 
@@ -209,7 +214,7 @@ class Executor:
     def close(self) -> None:
         """Stop the pool and the loop thread (running tools are not interrupted)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.close()
             self._pool = None
         if self._loop is not None:
             loop, self._loop = self._loop, None
@@ -221,16 +226,82 @@ class Executor:
                 loop.close()
 
 
-_DEADLINE = TimeoutError("deadline")
-_EXPIRED: tuple[object, BaseException | None] = (None, _DEADLINE)
+class _Watch:
+    """The deadline of a sync tool's hand-off, and its cancel event if any, on the loop.
+
+    Without a cancel event it is one timer at the deadline; with one it looks at the
+    event every ``_POLL`` seconds until the deadline. Either way it resolves the
+    waiter with ``None``: the runtime stops waiting.
+    """
+
+    __slots__ = ("_cancel", "_end", "_handle", "_loop", "_waiter", "cancelled")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        waiter: asyncio.Future[Job | None],
+        budget: float,
+        cancel: threading.Event | None,
+    ) -> None:
+        self._loop, self._waiter, self._cancel = loop, waiter, cancel
+        self.cancelled = False
+        """The cancel event, not the deadline, ended the wait."""
+        if cancel is None:
+            self._end = 0.0
+            self._handle = loop.call_later(budget, answer, waiter, None)
+        else:
+            self._end = loop.time() + budget
+            self._handle = loop.call_later(min(_POLL, budget), self._look)
+
+    def _look(self) -> None:
+        waiter = self._waiter
+        if waiter.done():
+            return
+        if self._cancel is not None and self._cancel.is_set():
+            self.cancelled = True
+            waiter.set_result(None)
+            return
+        left = self._end - self._loop.time()
+        if left <= 0:
+            waiter.set_result(None)
+            return
+        self._handle = self._loop.call_later(min(_POLL, left), self._look)
+
+    def stop(self) -> None:
+        self._handle.cancel()
 
 
-def _answer(
-    waiter: asyncio.Future[tuple[object, BaseException | None]],
-    answer: tuple[object, BaseException | None],
-) -> None:
-    if not waiter.done():  # the first of the tool and its deadline wins
-        waiter.set_result(answer)
+def _take(job: Job, raw: RawAttempt) -> None:
+    """Read a finished job into ``raw`` as if the tool had run on the caller's thread.
+
+    An ``Exception`` is the tool's to be classified; anything else (``SystemExit``,
+    ``KeyboardInterrupt``...) goes on up the caller's stack, as an inline tool's would.
+    """
+    error = job.error
+    if error is None:
+        raw.value = job.value
+    elif isinstance(error, Exception):
+        raw.error = error
+    else:
+        raise error
+
+
+def _wait_job(job: Job, budget: float, cancel: threading.Event | None, raw: RawAttempt) -> None:
+    """Wait on the caller's thread for a sync tool's job, up to ``budget``."""
+    if cancel is None:
+        if not job.wait(budget):
+            job.dropped = raw.timed_out = True
+            return
+    else:
+        end = time.monotonic() + budget
+        while not job.wait(min(_POLL, end - time.monotonic())):
+            if cancel.is_set():
+                job.dropped = raw.cancelled = True
+                return
+            if time.monotonic() >= end:
+                job.dropped = raw.timed_out = True
+                return
+    _take(job, raw)
 
 
 def _run_inline(
