@@ -451,3 +451,50 @@ def test_calls_one_after_another_reuse_one_worker(executor):
         )
         assert raw.value == {"text": "x"}
     assert executor.workers().threads == 1
+
+
+def test_each_of_many_waiting_calls_ends_at_its_own_deadline(release):
+    """Calls waiting on one loop: a later call with an earlier deadline is not held up."""
+    executor = Executor(max_workers=8)  # room for every blocked tool of both rounds
+
+    def slow(_args, _ctx):
+        release.wait(5)
+        return {"text": "late"}
+
+    async def timed(budget: float, delay: float = 0.0) -> tuple[RawAttempt, float]:
+        await asyncio.sleep(delay)
+        raw = RawAttempt(started_at=NOW)
+        t0 = time.monotonic()
+        await executor.arun(
+            registered(slow), {"text": "x"}, context(), raw, budget=budget, cancel=None
+        )
+        return raw, time.monotonic() - t0
+
+    async def quick() -> RawAttempt:
+        raw = RawAttempt(started_at=NOW)
+        await executor.arun(
+            registered(lambda _a, _c: {"text": "q"}),
+            {"text": "x"},
+            context(),
+            raw,
+            budget=5.0,
+            cancel=None,
+        )
+        return raw
+
+    async def main() -> list[tuple[RawAttempt, float]]:
+        # The longest deadline is armed first; the shorter ones come after it.
+        waits = asyncio.gather(timed(1.2), timed(0.3, delay=0.05), timed(0.6, delay=0.02))
+        await asyncio.sleep(0.1)
+        answered = await quick()  # a call that ends early leaves the others' deadlines be
+        assert answered.value == {"text": "q"}
+        return list(await waits)
+
+    try:
+        for _ in range(2):  # a second loop on the same thread keeps its own deadlines
+            ended = asyncio.run(main())
+            for (raw, waited), budget in zip(ended, (1.2, 0.3, 0.6), strict=True):
+                assert raw.timed_out
+                assert budget - 0.01 <= waited < budget + 0.5
+    finally:
+        executor.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 import threading
 import time
 import types
@@ -69,6 +70,7 @@ class Executor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()
 
     def run(
         self,
@@ -153,7 +155,9 @@ class Executor:
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[Job | None] = loop.create_future()
         job = Job(tool.function, (args, tctx), loop=loop, waiter=waiter)
-        watch = _Watch(loop, waiter, budget, cancel)
+        deadlines = self._deadlines(loop)
+        deadlines.add(waiter, budget)
+        poll = None if cancel is None else _CancelPoll(loop, waiter, cancel)
         self.workers().submit(job)
         try:
             ended = await waiter
@@ -162,15 +166,26 @@ class Executor:
             raw.cancelled = raw.caller_cancelled = True
             return
         finally:
-            watch.stop()
+            deadlines.discard(waiter)
+            if poll is not None:
+                poll.stop()
         if ended is None:
             job.dropped = True
-            if watch.cancelled:
+            if poll is not None and poll.cancelled:
                 raw.cancelled = True
             else:
                 raw.timed_out = True
             return
         _take(job, raw)
+
+    def _deadlines(self, loop: asyncio.AbstractEventLoop) -> _Deadlines:
+        """The deadline timer of ``loop``, the running loop of this thread."""
+        deadlines: _Deadlines | None = getattr(self._local, "deadlines", None)
+        if deadlines is None or deadlines.loop is not loop:
+            # A thread runs one loop at a time; a call still waiting on an earlier
+            # loop keeps that loop's timer, which answers it there.
+            deadlines = self._local.deadlines = _Deadlines(loop)
+        return deadlines
 
     async def in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a blocking function on one worker thread, from async code."""
@@ -226,46 +241,77 @@ class Executor:
                 loop.close()
 
 
-class _Watch:
-    """The deadline of a sync tool's hand-off, and its cancel event if any, on the loop.
+class _Deadlines:
+    """The deadlines of the sync tools one loop is waiting for, behind one timer.
 
-    Without a cancel event it is one timer at the deadline; with one it looks at the
-    event every ``_POLL`` seconds until the deadline. Either way it resolves the
-    waiter with ``None``: the runtime stops waiting.
+    A timer per call would be a timer handle made, pushed on the loop's heap and
+    cancelled for each call — most of them long before they were due. Here one timer
+    is armed for the earliest deadline; a call that ends early only leaves the table;
+    when the timer fires, every call whose deadline has passed is answered with
+    ``None`` (the runtime stops waiting) and the timer is armed for the next one.
+    A deadline is never answered late: the timer is always due at or before the
+    earliest deadline still waited for. Touched only from its loop's thread.
     """
 
-    __slots__ = ("_cancel", "_end", "_handle", "_loop", "_waiter", "cancelled")
+    __slots__ = ("_handle", "_pending", "_when", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._pending: dict[asyncio.Future[Job | None], float] = {}
+        self._handle: asyncio.TimerHandle | None = None
+        self._when = math.inf
+
+    def add(self, waiter: asyncio.Future[Job | None], budget: float) -> None:
+        """Answer ``waiter`` with ``None`` once ``budget`` seconds have passed."""
+        when = self.loop.time() + budget
+        self._pending[waiter] = when
+        if when < self._when:
+            self._arm(when)
+
+    def discard(self, waiter: asyncio.Future[Job | None]) -> None:
+        """Stop watching ``waiter`` (it was answered, or its caller gave up)."""
+        self._pending.pop(waiter, None)
+
+    def _arm(self, when: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._when = when
+        self._handle = self.loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._handle, self._when = None, math.inf
+        now, pending = self.loop.time(), self._pending
+        for waiter in [w for w, when in pending.items() if when <= now]:
+            del pending[waiter]
+            answer(waiter, None)
+        if pending:
+            self._arm(min(pending.values()))
+
+
+class _CancelPoll:
+    """A look at a call's cancel event every ``_POLL`` seconds, from the loop."""
+
+    __slots__ = ("_cancel", "_handle", "_loop", "_waiter", "cancelled")
 
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
         waiter: asyncio.Future[Job | None],
-        budget: float,
-        cancel: threading.Event | None,
+        cancel: threading.Event,
     ) -> None:
         self._loop, self._waiter, self._cancel = loop, waiter, cancel
         self.cancelled = False
         """The cancel event, not the deadline, ended the wait."""
-        if cancel is None:
-            self._end = 0.0
-            self._handle = loop.call_later(budget, answer, waiter, None)
-        else:
-            self._end = loop.time() + budget
-            self._handle = loop.call_later(min(_POLL, budget), self._look)
+        self._handle = loop.call_later(_POLL, self._look)
 
     def _look(self) -> None:
-        waiter = self._waiter
-        if waiter.done():
+        if self._waiter.done():
             return
-        if self._cancel is not None and self._cancel.is_set():
+        if self._cancel.is_set():
             self.cancelled = True
-            waiter.set_result(None)
+            self._waiter.set_result(None)
             return
-        left = self._end - self._loop.time()
-        if left <= 0:
-            waiter.set_result(None)
-            return
-        self._handle = self._loop.call_later(min(_POLL, left), self._look)
+        self._handle = self._loop.call_later(_POLL, self._look)
 
     def stop(self) -> None:
         self._handle.cancel()
