@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+import warnings
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -498,3 +505,96 @@ def test_each_of_many_waiting_calls_ends_at_its_own_deadline(release):
                 assert budget - 0.01 <= waited < budget + 0.5
     finally:
         executor.close()
+
+
+FDS = Path("/proc/self/fd")
+
+
+def _open_fds() -> int:
+    return len(list(FDS.iterdir()))
+
+
+@pytest.mark.skipif(not FDS.is_dir(), reason="needs /proc")
+def test_closed_executors_leave_no_descriptor_behind():
+    """Each pool's doorbell is closed once its executor is closed and let go."""
+    before = _open_fds()
+    for _ in range(50):
+        ex = Executor(max_workers=2)
+        raw = RawAttempt(started_at=NOW)
+        ex.run(
+            registered(lambda _a, _c: {"text": "x"}),
+            {"text": "x"},
+            context(),
+            raw,
+            budget=2.0,
+            cancel=None,
+        )
+        ex.close()
+    deadline = time.monotonic() + 5
+    while _open_fds() > before + 2 and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert _open_fds() <= before + 2
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_tools_on_its_own_workers(executor):
+    """After fork the child starts workers of its own and leaves the parent's alone."""
+    tool = registered(lambda _a, _c: {"text": str(os.getpid())})
+
+    def call() -> object:
+        raw = RawAttempt(started_at=NOW)
+        executor.run(tool, {"text": "x"}, context(), raw, budget=2.0, cancel=None)
+        return raw.value
+
+    assert call() == {"text": str(os.getpid())}  # the parent's workers are running
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork of a threaded process
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        os._exit(0 if call() == {"text": str(os.getpid())} else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert call() == {"text": str(os.getpid())}
+
+
+def test_the_interpreter_waits_for_a_running_tool_at_exit(tmp_path):
+    """A tool abandoned at its deadline still runs to its end before the process exits."""
+    script = tmp_path / "exits.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, time
+            from datetime import UTC, datetime
+            from toolbound.execution.executor import Executor, RawAttempt
+            from toolbound.registry import Registry
+            sys.path.insert(0, sys.argv[1])
+            from harness import spec
+
+            def slow(_args, _ctx):
+                time.sleep(0.3)
+                print("finished", flush=True)
+                return {"text": "late"}
+
+            class Context:  # all the executor reads of a tool context
+                committed = False
+
+            ex = Executor()
+            raw = RawAttempt(started_at=datetime.now(UTC))
+            tool = Registry().register(spec(), slow)
+            ex.run(tool, {"text": "x"}, Context(), raw, budget=0.05, cancel=None)
+            print("timed out" if raw.timed_out else "answered", flush=True)
+            """
+        )
+    )
+    tests = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(  # noqa: S603 - this interpreter, fixed arguments
+        [sys.executable, str(script), tests],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["timed", "out", "finished"]

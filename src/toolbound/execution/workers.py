@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import _thread
 import atexit
+import collections
 import concurrent.futures
-import queue
+import functools
+import os
 import threading
 import weakref
 from typing import TYPE_CHECKING, Final
@@ -81,8 +83,71 @@ def answer(waiter: asyncio.Future[Job | None], job: Job | None) -> None:
         waiter.set_result(job)
 
 
+class _Doorbell:
+    """Rung once per job; each ring wakes one waiting worker.
+
+    Ringing is a system call made with the interpreter lock released, so the worker it
+    wakes can take that lock at once, instead of waking, finding it held, and sleeping
+    again until the caller lets go of it to wait for the answer. An ``eventfd`` in
+    semaphore mode where there is one (Linux), else a pipe (whose buffer holds some
+    65,000 rings: beyond that many queued jobs, a ring waits for a worker to take one).
+    Its descriptors close when it is collected: nobody can ring it after that.
+    """
+
+    __slots__ = ("__weakref__", "ring", "wait")
+
+    def __init__(self) -> None:
+        if hasattr(os, "eventfd"):
+            fd = os.eventfd(0, os.EFD_SEMAPHORE | os.EFD_CLOEXEC)
+            fds: tuple[int, ...] = (fd,)
+            self.ring: Callable[[], object] = functools.partial(os.eventfd_write, fd, 1)
+            self.wait: Callable[[], object] = functools.partial(os.eventfd_read, fd)
+        else:  # pragma: no cover - platforms without eventfd
+            read, write = os.pipe()
+            fds = (read, write)
+            self.ring = functools.partial(os.write, write, b"\0")
+            self.wait = functools.partial(os.read, read, 1)
+        weakref.finalize(self, _close_all, fds)
+
+
+def _close_all(fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+class _Line:
+    """What a pool's workers share: the queued jobs, the doorbell, the idle tokens."""
+
+    __slots__ = ("bell", "closed", "idle", "jobs", "lock", "threads")
+
+    def __init__(self) -> None:
+        self.jobs: collections.deque[Job | None] = collections.deque()
+        self.bell = _Doorbell()
+        # One token per worker waiting for the bell: list.append and list.pop are
+        # atomic, so handing a job to an idle worker takes no lock.
+        self.idle: list[None] = []
+        self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()  # guards starting workers and closing
+        self.closed = False
+
+    def post(self, job: Job | None) -> None:
+        # The job is queued before the ring: a worker woken by it always finds one.
+        self.jobs.append(job)
+        self.bell.ring()
+
+    def stop(self) -> None:
+        """Refuse new jobs, and queue one end-of-work mark per worker (once)."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            marks = len(self.threads)
+        for _ in range(marks):
+            self.post(None)
+
+
 class Workers:
-    """At most ``max_workers`` threads running jobs from one queue, started on demand."""
+    """At most ``max_workers`` threads running jobs in order, started on demand."""
 
     def __init__(self, *, max_workers: int, name: str) -> None:
         """No thread yet: the first :meth:`submit` starts one."""
@@ -91,44 +156,43 @@ class Workers:
             raise ValueError(msg)
         self._max = max_workers
         self._name = name
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        # One token per worker waiting on the queue: list.append and list.pop are
-        # atomic, so handing a job to an idle worker takes no lock.
-        self._idle: list[None] = []
-        self._threads: list[threading.Thread] = []
-        self._lock = threading.Lock()  # guards starting threads and closing
-        self._closed = False
+        self._line = _Line()
         _LIVE.add(self)
-        weakref.finalize(self, _stop, self._queue, self._threads)
+        weakref.finalize(self, self._line.stop)
 
     @property
     def threads(self) -> int:
         """How many worker threads have been started (never more than ``max_workers``)."""
-        return len(self._threads)
+        return len(self._line.threads)
 
     def submit(self, job: Job) -> None:
         """Queue ``job``; an idle worker takes it, or a new one if there is room."""
-        if self._closed:
-            job.error = _closed_error()
-            _hand_back(job)
+        line = self._line
+        if line.closed:
+            _refuse(job)
             return
-        self._queue.put(job)
         try:
-            self._idle.pop()
+            line.idle.pop()
         except IndexError:
             self._start_worker()
+        line.post(job)
+        if line.closed:  # closed meanwhile: answer the job unless a worker has taken it
+            try:
+                line.jobs.remove(job)
+            except ValueError:
+                return
+            _refuse(job)
 
     def _start_worker(self) -> None:
-        with self._lock:
-            if self._closed or len(self._threads) >= self._max:
+        line = self._line
+        with line.lock:
+            if line.closed or len(line.threads) >= self._max:
                 return  # the job waits for the next worker to finish
             thread = threading.Thread(
-                target=_serve,
-                args=(self._queue, self._idle),
-                name=f"{self._name}_{len(self._threads)}",
+                target=_serve, args=(line,), name=f"{self._name}_{len(line.threads)}"
             )
-            self._threads.append(thread)
-            thread.start()
+            line.threads.append(thread)
+        thread.start()
 
     def close(self) -> None:
         """Answer the jobs no worker has started, and let the workers end.
@@ -136,46 +200,59 @@ class Workers:
         A job left in the queue is answered with ``CancelledError`` as if its function
         had raised it; a running function is not interrupted: its worker ends after it.
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        line = self._line
         _LIVE.discard(self)
-        dropped: list[Job] = []
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                dropped.append(job)
-        for job in dropped:
-            job.error = _closed_error()
-            _hand_back(job)
-        _stop(self._queue, self._threads)
+        line.stop()
+        for job in _take_jobs(line.jobs):
+            _refuse(job)
+
+    def _after_fork(self) -> None:
+        # The child has none of the parent's threads, and must not ring its doorbell.
+        self._line = _Line()
+        weakref.finalize(self, self._line.stop)
 
 
-def _closed_error() -> BaseException:
+def _take_jobs(jobs: collections.deque[Job | None]) -> list[Job]:
+    """Every job still queued, leaving the end-of-work marks in place."""
+    taken = [job for job in list(jobs) if job is not None]
+    kept: list[Job] = []
+    for job in taken:
+        try:
+            jobs.remove(job)
+        except ValueError:
+            continue  # a worker took it first
+        kept.append(job)
+    return kept
+
+
+def _refuse(job: Job) -> None:
     # What a closed concurrent.futures pool answers its pending calls with.
-    return concurrent.futures.CancelledError("the runtime closed before the tool started")
+    job.error = concurrent.futures.CancelledError("the runtime closed before the tool started")
+    _hand_back(job)
 
 
-def _serve(jobs: queue.SimpleQueue[Job | None], idle: list[None]) -> None:
-    """A worker's life: take a job, run it, hand it back, say it is idle, again."""
-    get = jobs.get
+def _serve(line: _Line) -> None:
+    """A worker's life: wait for the bell, take a job, run it, hand it back, again."""
+    wait, jobs, idle = line.bell.wait, line.jobs, line.idle
     while True:
-        job = get()
+        wait()
+        try:
+            job = jobs.popleft()
+        except IndexError:
+            continue  # its job was answered by close()
         if job is None:
             return
-        if not job.dropped:
+        ran = not job.dropped  # a job dropped before it started is skipped
+        if ran:
             try:
                 job.value = job.fn(*job.args)
             except BaseException as exc:  # noqa: BLE001 - the caller judges it
                 job.error = exc
         # Idle before the hand-back: the caller, once woken, should find this thread
-        # about to block, not holding the interpreter.
+        # about to wait for the bell, not holding the interpreter.
         idle.append(None)
-        _hand_back(job)
+        if ran:
+            _hand_back(job)
         del job  # hold no arguments or result while waiting
 
 
@@ -191,26 +268,27 @@ def _hand_back(job: Job) -> None:
         done.release()
 
 
-def _stop(jobs: queue.SimpleQueue[Job | None], threads: list[threading.Thread]) -> None:
-    # One end-of-work mark per worker; each takes one and returns.
-    for _ in range(len(threads)):
-        jobs.put(None)
-
-
 # Pools still open when the interpreter exits: as concurrent.futures does, their
 # workers finish what they run and what is queued before the interpreter goes.
 _LIVE: Final[weakref.WeakSet[Workers]] = weakref.WeakSet()
 
 
 def _at_exit() -> None:
-    pools = list(_LIVE)
-    for pool in pools:
-        _stop(pool._queue, pool._threads)  # noqa: SLF001 - this module's own pools
-    for pool in pools:
-        for thread in list(pool._threads):  # noqa: SLF001
+    lines = [pool._line for pool in list(_LIVE)]  # noqa: SLF001 - this module's own pools
+    for line in lines:
+        line.stop()
+    for line in lines:
+        for thread in list(line.threads):
             thread.join()
+
+
+def _after_fork_in_child() -> None:
+    for pool in list(_LIVE):
+        pool._after_fork()  # noqa: SLF001 - this module's own pools
 
 
 # Called before the interpreter joins its non-daemon threads, as concurrent.futures'
 # own exit hook is: idle workers must be told to end or the interpreter would wait on them.
 getattr(threading, "_register_atexit", atexit.register)(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
