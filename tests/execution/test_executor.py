@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness import MIRA, spec
+from harness import MIRA, proposal, spec
 from toolbound import Registry
 from toolbound._model import Invocation
 from toolbound.execution.executor import Executor, RawAttempt
 from toolbound.execution.tool import ToolContext
-from toolbound.execution.workers import Job, Workers
+from toolbound.execution.workers import Answer, Job, Workers
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -598,3 +598,110 @@ def test_the_interpreter_waits_for_a_running_tool_at_exit(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["timed", "out", "finished"]
+
+
+def test_a_cancel_message_reaches_the_caller_of_in_worker(executor, release):
+    """Cancelling the task awaiting in_worker raises CancelledError with its message."""
+    started = threading.Event()
+
+    def blocks() -> None:
+        started.set()
+        release.wait(5)
+
+    async def main() -> None:
+        task = asyncio.create_task(executor.in_worker(blocks))
+        await asyncio.to_thread(started.wait, 2)
+        task.cancel("enough")
+        with pytest.raises(asyncio.CancelledError, match="enough"):
+            await task
+
+    asyncio.run(main())
+
+
+def test_an_answer_given_inside_a_task_resumes_its_waiter_on_the_next_turn():
+    """Resolved from a running task, an Answer schedules its waiter; no task runs inside another."""
+    order: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        waiter = Answer(loop)
+
+        async def waits() -> None:
+            await waiter
+            order.append("resumed")
+
+        task = asyncio.create_task(waits())
+        await asyncio.sleep(0)  # the waiter is now suspended on it
+        waiter.resolve(None)
+        order.append("resolved")
+        await asyncio.wait_for(task, 2)
+
+    asyncio.run(main())
+    assert order == ["resolved", "resumed"]
+
+
+def test_an_answer_given_by_a_loop_callback_resumes_its_waiter_there():
+    """Resolved by a callback of its own (the worker's, a timer's), the waiter resumes in it."""
+    order: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        waiter = Answer(loop)
+
+        def hand_back() -> None:
+            waiter.resolve(None)
+            order.append("callback ends")
+
+        async def waits() -> None:
+            assert await waiter is None
+            order.append("resumed")
+
+        task = asyncio.create_task(waits())
+        await asyncio.sleep(0)
+        loop.call_soon(hand_back)
+        await asyncio.wait_for(task, 2)
+        assert waiter.done()
+        assert not waiter.cancelled()
+
+    asyncio.run(main())
+    assert order == ["resumed", "callback ends"]
+
+
+def test_an_answer_cannot_be_read_before_it_is_given():
+    """Reading a pending Answer is a mistake; a cancelled one raises CancelledError."""
+    loop = asyncio.new_event_loop()
+    try:
+        waiter = Answer(loop)
+        with pytest.raises(asyncio.InvalidStateError):
+            waiter.result()
+        assert waiter.cancel("gone")
+        assert not waiter.cancel()
+        with pytest.raises(asyncio.CancelledError, match="gone"):
+            waiter.result()
+        waiter.resolve(None)  # too late: the first ending stands
+        assert waiter.cancelled()
+    finally:
+        loop.close()
+
+
+def test_the_callers_own_timeout_ends_a_pooled_call(harness):
+    """Arun under asyncio.timeout: the call is settled and the caller's timeout fires."""
+    tool_release = threading.Event()
+
+    def slow(_args, _ctx):
+        tool_release.wait(5)
+        return {"text": "late"}
+
+    harness.registry.register(spec(), slow)
+
+    async def main() -> None:
+        async with asyncio.timeout(0.1):
+            await harness.runtime.arun(proposal("echo", {"text": "x"}), harness.context())
+
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError):
+            asyncio.run(main())
+    finally:
+        tool_release.set()
+    assert time.monotonic() - t0 < 1.5

@@ -28,7 +28,7 @@ import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from toolbound.execution.workers import Job, Workers, answer
+from toolbound.execution.workers import Answer, Job, Workers, answer
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -153,7 +153,7 @@ class Executor:
         stops waiting, the tool's thread runs on and what it returns then is dropped.
         """
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[Job | None] = loop.create_future()
+        waiter = Answer(loop)
         job = Job(tool.function, (args, tctx), loop=loop, waiter=waiter)
         deadlines = self._deadlines(loop)
         deadlines.add(waiter, budget)
@@ -190,7 +190,7 @@ class Executor:
     async def in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a blocking function on one worker thread, from async code."""
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[Job | None] = loop.create_future()
+        waiter = Answer(loop)
         job = Job(fn, args, loop=loop, waiter=waiter)
         self.workers().submit(job)
         try:
@@ -257,18 +257,18 @@ class _Deadlines:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._pending: dict[asyncio.Future[Job | None], float] = {}
+        self._pending: dict[Answer, float] = {}
         self._handle: asyncio.TimerHandle | None = None
         self._when = math.inf
 
-    def add(self, waiter: asyncio.Future[Job | None], budget: float) -> None:
+    def add(self, waiter: Answer, budget: float) -> None:
         """Answer ``waiter`` with ``None`` once ``budget`` seconds have passed."""
         when = self.loop.time() + budget
         self._pending[waiter] = when
         if when < self._when:
             self._arm(when)
 
-    def discard(self, waiter: asyncio.Future[Job | None]) -> None:
+    def discard(self, waiter: Answer) -> None:
         """Stop watching ``waiter`` (it was answered, or its caller gave up)."""
         self._pending.pop(waiter, None)
 
@@ -296,7 +296,7 @@ class _CancelPoll:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        waiter: asyncio.Future[Job | None],
+        waiter: Answer,
         cancel: threading.Event,
     ) -> None:
         self._loop, self._waiter, self._cancel = loop, waiter, cancel
@@ -309,7 +309,7 @@ class _CancelPoll:
             return
         if self._cancel.is_set():
             self.cancelled = True
-            self._waiter.set_result(None)
+            answer(self._waiter, None)
             return
         self._handle = self._loop.call_later(_POLL, self._look)
 

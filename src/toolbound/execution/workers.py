@@ -22,6 +22,7 @@ returns.
 from __future__ import annotations
 
 import _thread
+import asyncio
 import atexit
 import collections
 import concurrent.futures
@@ -32,10 +33,10 @@ import weakref
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Callable
+    import contextvars
+    from collections.abc import Callable, Generator
 
-__all__ = ["Job", "Workers"]
+__all__ = ["Answer", "Job", "Workers"]
 
 
 class Job:
@@ -49,7 +50,7 @@ class Job:
         args: tuple[object, ...],
         *,
         loop: asyncio.AbstractEventLoop | None = None,
-        waiter: asyncio.Future[Job | None] | None = None,
+        waiter: Answer | None = None,
     ) -> None:
         """A job answered on ``waiter`` in ``loop`` if given, else through :attr:`done`."""
         self.fn = fn
@@ -74,13 +75,117 @@ class Job:
         return done.acquire(timeout=min(max(timeout, 0.0), threading.TIMEOUT_MAX))
 
 
-def answer(waiter: asyncio.Future[Job | None], job: Job | None) -> None:
+_PENDING, _DONE, _CANCELLED = 0, 1, 2
+
+
+class Answer:
+    """What an async caller awaits for its job, resolved on the caller's loop.
+
+    asyncio's Task awaits it as it awaits a Future (``_asyncio_future_blocking``,
+    ``get_loop``, ``add_done_callback``, ``cancel``, ``result``), with one difference,
+    which is its reason to be: resolved in a loop callback of its own — the worker's
+    hand-back, a deadline timer — it resumes the waiting task in that same callback,
+    where a Future would schedule the resumption for the loop's next turn. Resolved
+    while a task runs, or cancelled, it schedules the resumption as a Future does.
+    Used only from its loop's thread.
+    """
+
+    __slots__ = (
+        "_asyncio_future_blocking",
+        "_callbacks",
+        "_loop",
+        "_message",
+        "_state",
+        "_value",
+    )
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Pending, on ``loop``."""
+        self._loop = loop
+        self._asyncio_future_blocking = False
+        self._callbacks: list[tuple[Callable[[Answer], object], contextvars.Context | None]] = []
+        self._state = _PENDING
+        self._value: Job | None = None
+        self._message: object = None
+
+    def get_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop it is resolved on."""
+        return self._loop
+
+    def done(self) -> bool:
+        """Whether it was resolved or cancelled."""
+        return self._state != _PENDING
+
+    def cancelled(self) -> bool:
+        """Whether it was cancelled."""
+        return self._state == _CANCELLED
+
+    def result(self) -> Job | None:
+        """The job (answered), ``None`` (the caller stopped waiting), or CancelledError."""
+        if self._state == _DONE:
+            return self._value
+        if self._state == _CANCELLED:
+            raise asyncio.CancelledError(*(() if self._message is None else (self._message,)))
+        msg = "not answered yet"
+        raise asyncio.InvalidStateError(msg)
+
+    def add_done_callback(
+        self, fn: Callable[[Answer], object], *, context: contextvars.Context | None = None
+    ) -> None:
+        """Call ``fn(self)`` once it is done (at once, on the loop, if it is)."""
+        if self._state == _PENDING:
+            self._callbacks.append((fn, context))
+        else:
+            self._loop.call_soon(fn, self, context=context)
+
+    def remove_done_callback(self, fn: Callable[[Answer], object]) -> int:
+        """Forget ``fn``; how many times it was registered."""
+        kept = [entry for entry in self._callbacks if entry[0] != fn]
+        removed = len(self._callbacks) - len(kept)
+        self._callbacks = kept
+        return removed
+
+    def resolve(self, value: Job | None) -> None:
+        """Answer with ``value`` if still pending: the first of worker, deadline and cancel wins."""
+        if self._state != _PENDING:
+            return
+        self._state, self._value = _DONE, value
+        callbacks, self._callbacks = self._callbacks, []
+        if asyncio.current_task(self._loop) is None:
+            # A callback of its own: resume the waiting task now, in its own context.
+            for fn, context in callbacks:
+                if context is None:
+                    fn(self)
+                else:
+                    context.run(fn, self)
+        else:
+            for fn, context in callbacks:
+                self._loop.call_soon(fn, self, context=context)
+
+    def cancel(self, msg: object = None) -> bool:
+        """Cancel it if pending (its task was cancelled); the task resumes on the next turn."""
+        if self._state != _PENDING:
+            return False
+        self._state, self._message = _CANCELLED, msg
+        callbacks, self._callbacks = self._callbacks, []
+        for fn, context in callbacks:
+            self._loop.call_soon(fn, self, context=context)
+        return True
+
+    def __await__(self) -> Generator[Answer, None, Job | None]:
+        """Suspend the awaiting task until it is done; then its result."""
+        if self._state == _PENDING:
+            self._asyncio_future_blocking = True
+            yield self
+        return self.result()
+
+
+def answer(waiter: Answer, job: Job | None) -> None:
     """Resolve ``waiter`` with ``job`` (its answer) or ``None`` (no answer), if still open.
 
     Runs on the waiter's loop; the first of the worker, a deadline and a cancel wins.
     """
-    if not waiter.done():
-        waiter.set_result(job)
+    waiter.resolve(job)
 
 
 class _Doorbell:
