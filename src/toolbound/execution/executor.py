@@ -6,9 +6,10 @@ exception, a deadline passed, a cancellation, and whether the tool had marked it
 commit boundary — without judging it; the runtime classifies the attempt against
 the tool's commit boundary.
 
-* Sync tools run on a worker pool, so a deadline can stop *waiting* for them. A
-  Python function cannot be interrupted: an overrunning tool keeps its worker until
-  it returns, and what it returns then is discarded.
+* Sync tools run on worker threads (:mod:`toolbound.execution.workers`), so a
+  deadline can stop *waiting* for them. A Python function cannot be interrupted: an
+  overrunning tool keeps its worker until it returns, and what it returns then is
+  discarded.
 * Async tools run on the caller's event loop (async API) or on the executor's own
   loop thread (sync API), and are cancelled at the deadline.
 * Inline tools (quick ``pure``/``read`` functions) run on the caller's thread; their
@@ -62,7 +63,7 @@ class RawAttempt:
 
 
 class Executor:
-    """A worker pool for sync tools and, on demand, a loop thread for async ones."""
+    """Worker threads for sync tools and, on demand, a loop thread for async ones."""
 
     def __init__(self, *, max_workers: int = 8) -> None:
         self._max_workers = max_workers
@@ -148,9 +149,10 @@ class Executor:
     ) -> None:
         """Run a sync tool on a worker and wait for it on this loop, up to ``budget``.
 
-        The worker resolves a bare future of this loop itself; the deadline (and the
-        cancel event, if any) is watched by one timer on the loop. When the runtime
-        stops waiting, the tool's thread runs on and what it returns then is dropped.
+        The worker hands its job back to this loop, where the :class:`Answer` resumes
+        this task; the deadline is watched by the loop's one deadline timer, and a
+        cancel event, if any, by a poll. When the runtime stops waiting, the tool's
+        thread runs on and what it returns then is dropped.
         """
         loop = asyncio.get_running_loop()
         waiter = Answer(loop)
