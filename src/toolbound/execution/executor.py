@@ -6,9 +6,10 @@ exception, a deadline passed, a cancellation, and whether the tool had marked it
 commit boundary — without judging it; the runtime classifies the attempt against
 the tool's commit boundary.
 
-* Sync tools run on a worker pool, so a deadline can stop *waiting* for them. A
-  Python function cannot be interrupted: an overrunning tool keeps its worker until
-  it returns, and what it returns then is discarded.
+* Sync tools run on worker threads (:mod:`toolbound.execution.workers`), so a
+  deadline can stop *waiting* for them. A Python function cannot be interrupted: an
+  overrunning tool keeps its worker until it returns, and what it returns then is
+  discarded.
 * Async tools run on the caller's event loop (async API) or on the executor's own
   loop thread (sync API), and are cancelled at the deadline.
 * Inline tools (quick ``pure``/``read`` functions) run on the caller's thread; their
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
+import math
 import threading
 import time
 import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
+
+from toolbound.execution.workers import Answer, Job, Workers, answer
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -60,14 +63,15 @@ class RawAttempt:
 
 
 class Executor:
-    """A worker pool for sync tools and, on demand, a loop thread for async ones."""
+    """Worker threads for sync tools and, on demand, a loop thread for async ones."""
 
     def __init__(self, *, max_workers: int = 8) -> None:
         self._max_workers = max_workers
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: Workers | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()
 
     def run(
         self,
@@ -82,16 +86,17 @@ class Executor:
         """One attempt from a sync caller; fills ``raw``."""
         if tool.inline:
             _run_inline(tool, args, tctx, budget, raw)
-        else:
-            if tool.is_async:
-                coro: Awaitable[object] = tool.function(args, tctx)  # type: ignore[assignment]
-                fut: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
-                    coro,  # type: ignore[arg-type]
-                    self._background_loop(),
-                )
-            else:
-                fut = self.workers().submit(tool.function, args, tctx)
+        elif tool.is_async:
+            coro: Awaitable[object] = tool.function(args, tctx)  # type: ignore[assignment]
+            fut: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
+                coro,  # type: ignore[arg-type]
+                self._background_loop(),
+            )
             _wait_sync(fut, budget, cancel, raw)
+        else:
+            job = Job(tool.function, (args, tctx))
+            self.workers().submit(job)
+            _wait_job(job, budget, cancel, raw)
         raw.marked = tctx.committed
 
     async def arun(
@@ -118,20 +123,13 @@ class Executor:
                 await _await_inline(tool.function(args, tctx), budget, raw)  # type: ignore[arg-type]
             except asyncio.CancelledError:
                 raw.cancelled = raw.caller_cancelled = True
-        elif cancel is None:
-            # A sync tool on the pool, nothing to poll: one future, one timer.
-            try:
-                await self._hand_off(tool, args, tctx, budget, raw)
-            except asyncio.CancelledError:
-                raw.cancelled = raw.caller_cancelled = True
+        elif not tool.is_async:
+            # A sync tool on a worker, its answer handed back to this loop.
+            await self._hand_off(tool, args, tctx, raw, budget=budget, cancel=cancel)
         else:
-            loop = asyncio.get_running_loop()
-            if tool.is_async:
-                fut: asyncio.Future[object] = asyncio.ensure_future(
-                    tool.function(args, tctx)  # type: ignore[arg-type]
-                )
-            else:
-                fut = loop.run_in_executor(self.workers(), tool.function, args, tctx)
+            fut: asyncio.Future[object] = asyncio.ensure_future(
+                tool.function(args, tctx)  # type: ignore[arg-type]
+            )
             try:
                 await _wait_async(fut, budget, cancel, raw)
             except asyncio.CancelledError:
@@ -144,51 +142,75 @@ class Executor:
         tool: RegisteredTool,
         args: JSONObject,
         tctx: ToolContext,
-        budget: float,
         raw: RawAttempt,
+        *,
+        budget: float,
+        cancel: threading.Event | None,
     ) -> None:
-        """Run a sync tool on the pool and wait for it on this loop, up to ``budget``.
+        """Run a sync tool on a worker and wait for it on this loop, up to ``budget``.
 
-        Cheaper than ``run_in_executor`` under ``asyncio.timeout``: the worker
-        answers the loop's future itself, and the deadline is one timer that
-        resolves it. At the deadline the runtime stops waiting; the tool's thread
-        runs on and what it returns then is dropped.
+        The worker hands its job back to this loop, where the :class:`Answer` resumes
+        this task; the deadline is watched by the loop's one deadline timer, and a
+        cancel event, if any, by a poll. When the runtime stops waiting, the tool's
+        thread runs on and what it returns then is dropped.
         """
         loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[tuple[object, BaseException | None]] = loop.create_future()
-        function = tool.function
-
-        def work() -> None:
-            try:
-                answer: tuple[object, BaseException | None] = (function(args, tctx), None)
-            except Exception as exc:  # noqa: BLE001 - classified by the runtime
-                answer = (None, exc)
-            # A loop closed while the tool ran has nobody waiting for the answer.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_answer, waiter, answer)
-
-        timer = loop.call_later(budget, _answer, waiter, _EXPIRED)
+        waiter = Answer(loop)
+        job = Job(tool.function, (args, tctx), loop=loop, waiter=waiter)
+        deadlines = self._deadlines(loop)
+        deadlines.add(waiter, budget)
+        poll = None if cancel is None else _CancelPoll(loop, waiter, cancel)
+        self.workers().submit(job)
         try:
-            self.workers().submit(work)
-            raw.value, raw.error = await waiter
+            ended = await waiter
+        except asyncio.CancelledError:
+            job.dropped = True
+            raw.cancelled = raw.caller_cancelled = True
+            return
         finally:
-            timer.cancel()
-        if raw.error is _DEADLINE:
-            raw.error, raw.timed_out = None, True
+            deadlines.discard(waiter)
+            if poll is not None:
+                poll.stop()
+        if ended is None:
+            job.dropped = True
+            if poll is not None and poll.cancelled:
+                raw.cancelled = True
+            else:
+                raw.timed_out = True
+            return
+        _take(job, raw)
+
+    def _deadlines(self, loop: asyncio.AbstractEventLoop) -> _Deadlines:
+        """The deadline timer of ``loop``, the running loop of this thread."""
+        deadlines: _Deadlines | None = getattr(self._local, "deadlines", None)
+        if deadlines is None or deadlines.loop is not loop:
+            # A thread runs one loop at a time; a call still waiting on an earlier
+            # loop keeps that loop's timer, which answers it there.
+            deadlines = self._local.deadlines = _Deadlines(loop)
+        return deadlines
 
     async def in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a blocking function on one worker thread, from async code."""
-        return await asyncio.get_running_loop().run_in_executor(self.workers(), fn, *args)
+        loop = asyncio.get_running_loop()
+        waiter = Answer(loop)
+        job = Job(fn, args, loop=loop, waiter=waiter)
+        self.workers().submit(job)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            job.dropped = True
+            raise
+        if job.error is not None:
+            raise job.error
+        return job.value  # type: ignore[return-value]  # what fn returned
 
-    def workers(self) -> concurrent.futures.ThreadPoolExecutor:
-        """The worker pool, started on first use."""
+    def workers(self) -> Workers:
+        """The worker threads, started on first use."""
         pool = self._pool
         if pool is None:
             with self._lock:
                 if self._pool is None:
-                    self._pool = concurrent.futures.ThreadPoolExecutor(
-                        max_workers=self._max_workers, thread_name_prefix="toolbound-tool"
-                    )
+                    self._pool = Workers(max_workers=self._max_workers, name="toolbound-tool")
                 pool = self._pool
         return pool
 
@@ -209,7 +231,7 @@ class Executor:
     def close(self) -> None:
         """Stop the pool and the loop thread (running tools are not interrupted)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.close()
             self._pool = None
         if self._loop is not None:
             loop, self._loop = self._loop, None
@@ -221,16 +243,113 @@ class Executor:
                 loop.close()
 
 
-_DEADLINE = TimeoutError("deadline")
-_EXPIRED: tuple[object, BaseException | None] = (None, _DEADLINE)
+class _Deadlines:
+    """The deadlines of the sync tools one loop is waiting for, behind one timer.
+
+    A timer per call would be a timer handle made, pushed on the loop's heap and
+    cancelled for each call — most of them long before they were due. Here one timer
+    is armed for the earliest deadline; a call that ends early only leaves the table;
+    when the timer fires, every call whose deadline has passed is answered with
+    ``None`` (the runtime stops waiting) and the timer is armed for the next one.
+    A deadline is never answered late: the timer is always due at or before the
+    earliest deadline still waited for. Touched only from its loop's thread.
+    """
+
+    __slots__ = ("_handle", "_pending", "_when", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._pending: dict[Answer, float] = {}
+        self._handle: asyncio.TimerHandle | None = None
+        self._when = math.inf
+
+    def add(self, waiter: Answer, budget: float) -> None:
+        """Answer ``waiter`` with ``None`` once ``budget`` seconds have passed."""
+        when = self.loop.time() + budget
+        self._pending[waiter] = when
+        if when < self._when:
+            self._arm(when)
+
+    def discard(self, waiter: Answer) -> None:
+        """Stop watching ``waiter`` (it was answered, or its caller gave up)."""
+        self._pending.pop(waiter, None)
+
+    def _arm(self, when: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._when = when
+        self._handle = self.loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self._handle, self._when = None, math.inf
+        now, pending = self.loop.time(), self._pending
+        for waiter in [w for w, when in pending.items() if when <= now]:
+            del pending[waiter]
+            answer(waiter, None)
+        if pending:
+            self._arm(min(pending.values()))
 
 
-def _answer(
-    waiter: asyncio.Future[tuple[object, BaseException | None]],
-    answer: tuple[object, BaseException | None],
-) -> None:
-    if not waiter.done():  # the first of the tool and its deadline wins
-        waiter.set_result(answer)
+class _CancelPoll:
+    """A look at a call's cancel event every ``_POLL`` seconds, from the loop."""
+
+    __slots__ = ("_cancel", "_handle", "_loop", "_waiter", "cancelled")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        waiter: Answer,
+        cancel: threading.Event,
+    ) -> None:
+        self._loop, self._waiter, self._cancel = loop, waiter, cancel
+        self.cancelled = False
+        """The cancel event, not the deadline, ended the wait."""
+        self._handle = loop.call_later(_POLL, self._look)
+
+    def _look(self) -> None:
+        if self._waiter.done():
+            return
+        if self._cancel.is_set():
+            self.cancelled = True
+            answer(self._waiter, None)
+            return
+        self._handle = self._loop.call_later(_POLL, self._look)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
+def _take(job: Job, raw: RawAttempt) -> None:
+    """Read a finished job into ``raw`` as if the tool had run on the caller's thread.
+
+    An ``Exception`` is the tool's to be classified; anything else (``SystemExit``,
+    ``KeyboardInterrupt``...) goes on up the caller's stack, as an inline tool's would.
+    """
+    error = job.error
+    if error is None:
+        raw.value = job.value
+    elif isinstance(error, Exception):
+        raw.error = error
+    else:
+        raise error
+
+
+def _wait_job(job: Job, budget: float, cancel: threading.Event | None, raw: RawAttempt) -> None:
+    """Wait on the caller's thread for a sync tool's job, up to ``budget``."""
+    if cancel is None:
+        if not job.wait(budget):
+            job.dropped = raw.timed_out = True
+            return
+    else:
+        end = time.monotonic() + budget
+        while not job.wait(min(_POLL, end - time.monotonic())):
+            if cancel.is_set():
+                job.dropped = raw.cancelled = True
+                return
+            if time.monotonic() >= end:
+                job.dropped = raw.timed_out = True
+                return
+    _take(job, raw)
 
 
 def _run_inline(
