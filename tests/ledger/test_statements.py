@@ -108,7 +108,7 @@ def test_the_wal_is_checkpointed_by_a_thread_not_by_the_writers(tmp_path: Path):
     """Writers leave the copy into the file to the ledger's thread; close() stops it."""
     import time
 
-    from toolbound.ledger._checkpoints import WAL_BOUND
+    from toolbound._wal import WAL_BOUND
 
     path = tmp_path / "ledger.db"
     with SQLiteLedger(path) as ledger:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
+from toolbound._wal import WAL_BOUND, Checkpoints
 from toolbound.journal._sql import SQLJournal
 from toolbound.journal.schema import create
 
@@ -19,14 +19,6 @@ if TYPE_CHECKING:
     from toolbound.journal.schema import Cursor
 
 __all__ = ["SQLiteJournal"]
-
-_log = logging.getLogger(__name__)
-
-
-_CHECKPOINT_EVERY = 0.1
-"""Seconds between the background checkpoints of the write-ahead log."""
-_WAL_BOUND = 8192
-"""WAL pages past which a writer checkpoints itself (the background fell behind)."""
 
 
 class SQLiteJournal(SQLJournal):
@@ -46,7 +38,7 @@ class SQLiteJournal(SQLJournal):
         self._guard = threading.Lock()
         with self._tx() as cur:
             create(cur, _column_names, self._mark)
-        self._checkpoints = _Checkpoints(self.path)
+        self._checkpoints = Checkpoints(self.path, synchronous="NORMAL", owner="journal")
 
     def _connection(self) -> sqlite3.Connection:
         conn = cast("sqlite3.Connection | None", getattr(self._local, "conn", None))
@@ -57,7 +49,7 @@ class SQLiteJournal(SQLJournal):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")
-            conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_BOUND}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND}")
             self._local.conn = conn
             with self._guard:
                 self._all.append(conn)
@@ -87,46 +79,6 @@ class SQLiteJournal(SQLJournal):
                 conn.close()
             self._all.clear()
         self._local = threading.local()
-
-
-class _Checkpoints:
-    """A thread that checkpoints the journal's WAL every ``_CHECKPOINT_EVERY`` seconds.
-
-    Passive: it never waits for, nor blocks, a reader or a writer; what it cannot copy
-    yet it copies next time.
-    """
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name="toolbound-journal-checkpoints", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.Error:
-            # The file is gone already: nothing to copy; writers checkpoint themselves.
-            _log.warning("the journal's checkpoints could not start on %s", self._path)
-            return
-        try:
-            while not self._stopped.wait(_CHECKPOINT_EVERY):
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error:
-                    # Busy or unreadable for a moment: the next round tries again, and
-                    # a writer checkpoints itself past the bound.
-                    continue
-        finally:
-            conn.close()
-
-    def stop(self) -> None:
-        """Stop the thread (its last checkpoint finishes first)."""
-        self._stopped.set()
-        self._thread.join()
 
 
 def _column_names(cur: Cursor) -> set[str]:

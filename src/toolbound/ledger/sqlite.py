@@ -18,7 +18,7 @@ SQLite's sleeping busy handler is poor at (see ``SQLiteLedger._writer``), and th
 that queued while one commit was fsyncing go to disk together in the next transaction:
 one fsync for all of them (group commit, ``SQLiteLedger._grouped``). Copying the WAL
 into the database file (a checkpoint) is a thread's work, not a writer's
-(:mod:`toolbound.ledger._checkpoints`).
+(:mod:`toolbound._wal`).
 
 Errors: every :mod:`sqlite3` error is mapped at this boundary to
 :class:`~toolbound.ledger.store.LedgerError` with a ``code``:
@@ -44,7 +44,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Self, TypeVar
 
 from toolbound._errors import ConfigurationError
-from toolbound.ledger._checkpoints import WAL_BOUND, Checkpoints
+from toolbound._wal import WAL_BOUND, Checkpoints
 from toolbound.ledger._sql import (
     SOURCES_SQL,
     SWEEP_EVIDENCE,
@@ -563,7 +563,7 @@ class SQLiteLedger(_Storage):
         except BaseException:
             self.close()
             raise
-        self._checkpoints = Checkpoints(self.path, synchronous=synchronous)
+        self._checkpoints = Checkpoints(self.path, synchronous=synchronous, owner="ledger")
 
     # -- the protocol -----------------------------------------------------------------
 

@@ -1,10 +1,11 @@
-"""Checkpoints of an SQLite write-ahead log, off the writers' path.
+"""Checkpoints of an SQLite write-ahead log, off the writers' path (the ledger, the journal).
 
-In WAL mode a commit is durable once its frames are in the WAL (fsynced at ``FULL``).
-Copying those pages into the database file — a checkpoint, which syncs the WAL and
-then the file — is housekeeping: by default SQLite makes whichever commit first finds
-the WAL past 1,000 pages do it, so every few hundred ledger writes one caller waits
-for two more fsyncs and the copy. Here a thread does it instead, every
+In WAL mode a commit is durable once its frames are in the WAL (fsynced at ``FULL``;
+at ``NORMAL`` a commit is in the log, not yet synced). Copying those pages into the
+database file — a checkpoint, which syncs the WAL and then the file — is
+housekeeping: by default SQLite makes whichever commit first finds the WAL past
+1,000 pages do it, so every few hundred writes one caller waits for the syncs and
+the copy (on an event loop's thread, every connection waits). Here a thread does it instead, every
 :data:`EVERY` seconds, and a writer checkpoints itself only when the WAL has grown past
 :data:`WAL_BOUND` pages (the thread fell behind, or is not running, as in a forked
 child). What is durable, and when, does not change.
@@ -35,13 +36,15 @@ class Checkpoints:
     as its writers do); ``every`` the seconds between checkpoints.
     """
 
-    def __init__(self, path: str, *, synchronous: str, every: float = EVERY) -> None:
+    def __init__(self, path: str, *, synchronous: str, owner: str, every: float = EVERY) -> None:
+        """Start checkpointing ``path``; ``owner`` names the thread (``ledger``, ``journal``)."""
         self._path = path
+        self._owner = owner
         self._synchronous = synchronous
         self._every = every
         self._stopped = threading.Event()
         self._thread = threading.Thread(
-            target=self._run, name="toolbound-ledger-checkpoints", daemon=True
+            target=self._run, name=f"toolbound-{owner}-checkpoints", daemon=True
         )
         self._thread.start()
 
@@ -51,7 +54,7 @@ class Checkpoints:
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
         except sqlite3.Error:
             # The file is gone or unreadable: writers checkpoint themselves past the bound.
-            _log.warning("the ledger's checkpoints could not start on %s", self._path)
+            _log.warning("the %s's checkpoints could not start on %s", self._owner, self._path)
             return
         try:
             while not self._stopped.wait(self._every):
