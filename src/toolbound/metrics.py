@@ -72,6 +72,9 @@ class CallMetrics:
         )
         self._lock = threading.Lock()
         self._open: OrderedDict[str, _Open] = OrderedDict()
+        # The labelled series by (tool, outcome): as many as the metrics' own label
+        # sets, which only tools the runtime looked up (or "unknown") can grow.
+        self._by_labels: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         self._gauges = _Gauges()
         self.registry.register(self._gauges)
 
@@ -80,29 +83,40 @@ class CallMetrics:
     def emit(self, invocation_id: str, event: TraceEvent) -> None:
         """Follow one call: its start, the tool it resolved to, each answer it gave."""
         kind = event.kind
-        if kind == "proposal":
+        if kind == "transition":
+            # A read of the dict needs no lock (one operation under the interpreter's
+            # lock); only the compound changes below take it.
+            call = self._open.get(invocation_id)
+            if call is not None and event.state is not None:
+                call.state = event.state
+                spec = event.data.get("spec")  # set once the tool was looked up
+                if isinstance(spec, str):
+                    call.tool = spec
+        elif kind == "proposal":
             with self._lock:
                 self._open[invocation_id] = _Open(event.at)
                 while len(self._open) > _OPEN_MAX:
                     self._open.popitem(last=False)
-            return
-        with self._lock:
-            call = self._open.get(invocation_id)
-        if call is None:
-            return
-        if kind == "transition" and event.state is not None:
-            call.state = event.state
-            spec = event.data.get("spec")  # set once the tool was looked up
-            if isinstance(spec, str):
-                call.tool = spec
         elif kind == "tool_message" and "reason" not in event.data:
             # One message per answer (a later re-cut for a batch budget has a reason).
+            call = self._open.get(invocation_id)
+            if call is None:
+                return
             outcome = OUTCOME_KIND.get(call.state, "cancelled")  # COMMITTED: cancelled after commit
-            self._calls.labels(call.tool, outcome).inc()
-            self._duration.labels(call.tool, outcome).observe(max(0.0, event.at - call.at))
+            calls, duration = self._series(call.tool, outcome)
+            calls.inc()
+            duration.observe(max(0.0, event.at - call.at))
             if outcome != "awaiting_confirmation":
                 with self._lock:
                     self._open.pop(invocation_id, None)
+
+    def _series(self, tool: str, outcome: str) -> tuple[Counter, Histogram]:
+        """The counter and histogram of one (tool, outcome), looked up once."""
+        series = self._by_labels.get((tool, outcome))
+        if series is None:
+            series = (self._calls.labels(tool, outcome), self._duration.labels(tool, outcome))
+            self._by_labels[tool, outcome] = series
+        return series
 
     # -- what the surface adds ---------------------------------------------------------------
 
