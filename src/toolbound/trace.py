@@ -22,6 +22,8 @@ from toolbound._clock import SystemClock
 from toolbound._jsontext import compact
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from toolbound._clock import Clock
     from toolbound._state import State
 
@@ -169,24 +171,13 @@ def encode_event(event: TraceEvent) -> tuple[str, str]:
 
 def _writes_as_is(value: dict[object, object]) -> bool:
     """Whether the JSON encoder writes ``value`` as :func:`_jsonable`'s rendering of it."""
-    for key, item in value.items():
+    for key in value:
         if type(key) is not str:
             return False
-        cls = type(item)
-        if cls in _PLAIN:
-            continue
-        if cls is dict:
-            if not _writes_as_is(item):  # type: ignore[arg-type]
-                return False
-        elif cls is tuple or cls is list:
-            if not _writes_all_as_is(item):  # type: ignore[arg-type]
-                return False
-        elif isinstance(item, _NATIVE):
-            return False
-    return True
+    return _all_write_as_is(value.values())
 
 
-def _writes_all_as_is(values: tuple[object, ...] | list[object]) -> bool:
+def _all_write_as_is(values: Iterable[object]) -> bool:
     for item in values:
         cls = type(item)
         if cls in _PLAIN:
@@ -195,7 +186,7 @@ def _writes_all_as_is(values: tuple[object, ...] | list[object]) -> bool:
             if not _writes_as_is(item):  # type: ignore[arg-type]
                 return False
         elif cls is tuple or cls is list:
-            if not _writes_all_as_is(item):  # type: ignore[arg-type]
+            if not _all_write_as_is(item):  # type: ignore[arg-type]
                 return False
         elif isinstance(item, _NATIVE):
             return False

@@ -33,7 +33,6 @@ from toolbound.execution.tool import ToolContext, ToolOutput
 from toolbound.pipeline import admit, endings, execute, settle
 from toolbound.pipeline.call import Prepared
 from toolbound.pipeline.env import Kept
-from toolbound.results.encode import model_result
 
 if TYPE_CHECKING:
     from toolbound._model import Invocation, JSONValue
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
     from toolbound.pipeline.admit import Refusal, Verdict
     from toolbound.pipeline.call import CallContext, Opened
     from toolbound.pipeline.env import Env
-    from toolbound.results.encode import ModelProjection
-    from toolbound.results.redact import Cut
 
 __all__ = ["arun", "run", "takes"]
 
@@ -164,7 +161,7 @@ def _observed(
 
 def _message(
     env: Env, call: Opened, verdict: Verdict, inv: Invocation, value: JSONValue
-) -> tuple[ModelProjection, JSONValue, JSONValue, tuple[Cut, ...]] | None:
+) -> settle.Projected | None:
     """The output contract, redaction and the model's message; ``None`` if any fails.
 
     Nothing here is recorded: a result the staged path must handle is handed to
@@ -173,21 +170,10 @@ def _message(
     tool = verdict.tool
     if settle.output_problem(tool, value) is not None:
         return None
-    clean, secret_cuts = env.redactor.redact(value, secrets={}, personal=False)
-    for_model, personal_cuts = env.redactor.redact(clean, secrets={}, personal=True)
     try:
-        message = model_result(
-            invocation_id=inv.invocation_id,
-            proposal_id=inv.proposal_id,
-            tool=tool.spec.ref,
-            value=for_model,
-            budget=settle.result_budget(tool, call.ctx),
-            empty_meaning=tool.spec.empty_result,
-            cuts=(*secret_cuts, *personal_cuts),
-        )
+        return settle.project(env, call.ctx, inv, tool, value, secrets={})
     except (TypeError, ValueError):
         return None
-    return message, clean, for_model, secret_cuts
 
 
 def _prepared(

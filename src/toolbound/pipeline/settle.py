@@ -10,7 +10,7 @@ committed value through the output contract, redaction and the model projection;
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from toolbound._errors import Problem, Rejection
 from toolbound._model import Result
@@ -22,15 +22,27 @@ from toolbound.problems import make_problem
 from toolbound.results.encode import model_result
 
 if TYPE_CHECKING:
-    from toolbound._model import JSONValue
+    from collections.abc import Mapping
+
+    from toolbound._model import Invocation, JSONValue
     from toolbound._outcome import Outcome
     from toolbound.execution.executor import RawAttempt
     from toolbound.ledger.store import Replay
     from toolbound.pipeline.call import CallContext, Prepared
     from toolbound.pipeline.env import Env
     from toolbound.registry import RegisteredTool
+    from toolbound.results.encode import ModelProjection
+    from toolbound.results.redact import Cut
 
-__all__ = ["observe", "output_problem", "replay", "result_budget", "settle"]
+__all__ = [
+    "Projected",
+    "observe",
+    "output_problem",
+    "project",
+    "replay",
+    "result_budget",
+    "settle",
+]
 
 
 def settle(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:  # noqa: C901, PLR0911 - one arm per R9 case
@@ -95,19 +107,9 @@ def observe(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:
     # A transactional tool's result was checked inside its transaction already.
     problem = None if raw.output_checked else output_problem(tool, value)
     if problem is None:
-        clean, secret_cuts = env.redactor.redact(
-            cast("JSONValue", value), secrets=env.injected(tool), personal=False
-        )
-        for_model, personal_cuts = env.redactor.redact(clean, secrets={}, personal=True)
         try:
-            message = model_result(
-                invocation_id=inv.invocation_id,
-                proposal_id=inv.proposal_id,
-                tool=tool.spec.ref,
-                value=for_model,
-                budget=result_budget(tool, call.ctx),
-                empty_meaning=tool.spec.empty_result,
-                cuts=(*secret_cuts, *personal_cuts),
+            projected = project(
+                env, call.ctx, inv, tool, cast("JSONValue", value), secrets=env.injected(tool)
             )
         except (TypeError, ValueError) as exc:
             problem = make_problem(
@@ -125,6 +127,7 @@ def observe(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:
         endings.record_phase(env, call, committed)
         call.life.trace.record("output_rejected", problem=problem)
         return endings.failed_after(call, problem, committed)
+    message, clean, for_model, secret_cuts = projected
     result = Result(
         invocation_id=inv.invocation_id,
         status="ok",
@@ -142,6 +145,42 @@ def observe(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:
         env.kept.keep(inv.invocation_id, Kept(tool.spec.ref, inv.proposal_id, for_model))
     call.life.advance(State.OBSERVED, result=clean, cuts=message.cuts)
     return endings.observed(call, result, message, secret_cuts)
+
+
+class Projected(NamedTuple):
+    """A committed value as it is kept and as it is sent (R11, R12)."""
+
+    message: ModelProjection
+    """The model's message."""
+    clean: JSONValue
+    """The value with injected secrets cut: what the result and the trace keep."""
+    for_model: JSONValue
+    """The value with personal data cut too: what the message holds."""
+    secret_cuts: tuple[Cut, ...]
+
+
+def project(
+    env: Env,
+    ctx: CallContext,
+    inv: Invocation,
+    tool: RegisteredTool,
+    value: JSONValue,
+    *,
+    secrets: Mapping[str, str],
+) -> Projected:
+    """Redaction, then the model's message; ``TypeError``/``ValueError`` if not JSON."""
+    clean, secret_cuts = env.redactor.redact(value, secrets=secrets, personal=False)
+    for_model, personal_cuts = env.redactor.redact(clean, secrets={}, personal=True)
+    message = model_result(
+        invocation_id=inv.invocation_id,
+        proposal_id=inv.proposal_id,
+        tool=tool.spec.ref,
+        value=for_model,
+        budget=result_budget(tool, ctx),
+        empty_meaning=tool.spec.empty_result,
+        cuts=(*secret_cuts, *personal_cuts),
+    )
+    return Projected(message, clean, for_model, secret_cuts)
 
 
 def replay(env: Env, call: Prepared, claim: Replay) -> Outcome:
