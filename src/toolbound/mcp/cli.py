@@ -157,15 +157,19 @@ def tools_command(config: GatewayConfig) -> None:
     sys.exit(asyncio.run(show()))
 
 
-@mcp_gateway.command("approve-tool")
-@click.argument("name")
-@click.option("--digest", required=True, help="The digest of the definition you reviewed.")
-@click.option(
+_APPROVER = click.option(
     "--approver",
     default=lambda: os.environ.get("USER", "operator"),
     show_default="$USER",
     help="Who approves.",
 )
+"""The ``--approver`` option of the commands that approve a tool definition."""
+
+
+@mcp_gateway.command("approve-tool")
+@click.argument("name")
+@click.option("--digest", required=True, help="The digest of the definition you reviewed.")
+@_APPROVER
 @click.pass_obj
 def approve_tool(config: GatewayConfig, name: str, digest: str, approver: str) -> None:
     """Approve the current definition of a quarantined tool, by the digest you reviewed."""
@@ -188,12 +192,7 @@ def approve_tool(config: GatewayConfig, name: str, digest: str, approver: str) -
 @click.option(
     "--approve", is_flag=True, help="After each diff, ask whether to approve that definition."
 )
-@click.option(
-    "--approver",
-    default=lambda: os.environ.get("USER", "operator"),
-    show_default="$USER",
-    help="Who approves.",
-)
+@_APPROVER
 @click.pass_obj
 def review_command(
     config: GatewayConfig, name: str | None, approver: str, *, approve: bool

@@ -165,7 +165,6 @@ def admitted(call: Opened, verdict: Verdict | Refusal) -> Admitted | Rejected:
 def authorized(call: Opened, verdict: Verdict) -> Invocation:
     """The invocation the verdict fixes (R1), with the call moved to AUTHORIZED."""
     ctx, spec, decision = call.ctx, verdict.tool.spec, verdict.decision
-    timeout = spec.timeout if ctx.timeout is None else min(spec.timeout, ctx.timeout)
     invocation = Invocation(
         invocation_id=call.invocation_id,
         proposal_id=call.proposal.proposal_id,
@@ -180,7 +179,7 @@ def authorized(call: Opened, verdict: Verdict) -> Invocation:
         resources=verdict.resources,
         # R8: a provider's call id changes every turn, so the default key is the digest.
         idempotency_key=(ctx.idempotency_key or f"tb:{verdict.digest}") if spec.is_write else None,
-        deadline=verdict.now + timedelta(seconds=timeout),
+        deadline=verdict.now + timedelta(seconds=ctx.time_allowed(spec)),
         trace_id=call.life.trace.trace_id,
     )
     call.life.advance(

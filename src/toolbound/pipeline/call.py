@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import threading
     from datetime import datetime
 
-    from toolbound._model import Attempt, Invocation, Proposal, Subject
+    from toolbound._model import Attempt, Invocation, Proposal, Subject, ToolSpec
     from toolbound._state import Lifecycle
     from toolbound.gates.confirm import Confirmation
     from toolbound.ledger.store import LedgerKey
@@ -74,6 +74,10 @@ class CallContext:
     invocation_id: str | None = None
     approval: Confirmation | None = None
     provenance: Provenance | None = None
+
+    def time_allowed(self, spec: ToolSpec) -> float:
+        """The seconds a call of ``spec`` may take: its timeout, capped by the request's."""
+        return spec.timeout if self.timeout is None else min(spec.timeout, self.timeout)
 
 
 @quick_init

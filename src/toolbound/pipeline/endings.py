@@ -10,7 +10,7 @@ runtime or of the call's working state (R11, R12, R14).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from toolbound._model import Attempt, Result
 from toolbound._outcome import (
@@ -71,6 +71,16 @@ States before PREPARED hold no key; OBSERVED and FAILED_AFTER_COMMIT follow
 COMMITTED, which is already recorded. EXECUTING's phase is written by the claim
 itself, before the tool may start (``Ledger.claim_executing``).
 """
+
+
+class _Details(TypedDict, total=False):
+    """What an ending adds to the human projection, beyond the call itself."""
+
+    problem: Problem | None
+    commit: CommitStatus | None
+    result: Result | None
+    value: JSONValue
+    cuts: tuple[Cut, ...]
 
 
 class _Common(TypedDict):
@@ -377,12 +387,7 @@ def _common(
     tool: RegisteredTool | None,
     message: ModelProjection,
     evidence: tuple[Finding, ...],
-    *,
-    problem: Problem | None = None,
-    commit: CommitStatus | None = None,
-    result: Result | None = None,
-    value: JSONValue = None,
-    cuts: tuple[Cut, ...] = (),
+    **details: Unpack[_Details],
 ) -> _Common:
     """The fields every outcome has; records the bytes sent back (R14)."""
     return _fields(
@@ -392,11 +397,7 @@ def _common(
         invocation=call.invocation if isinstance(call, Admitted) else None,
         message=message,
         evidence=evidence,
-        problem=problem,
-        commit=commit,
-        result=result,
-        value=value,
-        cuts=cuts,
+        **details,
     )
 
 

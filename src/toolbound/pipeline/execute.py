@@ -267,9 +267,7 @@ def _begin_attempt(
 
 
 def _remaining(env: Env, call: Prepared) -> float:
-    spec = call.tool.spec
-    total = spec.timeout if call.ctx.timeout is None else min(spec.timeout, call.ctx.timeout)
-    return total - (env.clock.monotonic() - call.started)
+    return call.ctx.time_allowed(call.tool.spec) - (env.clock.monotonic() - call.started)
 
 
 # -- retries (R10) -----------------------------------------------------------------------

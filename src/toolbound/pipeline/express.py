@@ -24,7 +24,7 @@ staged path would have it.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeGuard, cast
 
 from toolbound._model import Attempt, Result
 from toolbound._state import State
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["arun", "run", "takes"]
 
 
-def takes(verdict: Verdict | Refusal, ctx: CallContext) -> bool:
+def takes(verdict: Verdict | Refusal, ctx: CallContext) -> TypeGuard[Verdict]:
     """Whether the call the gates answered ``verdict`` for goes the express way."""
     if not isinstance(verdict, admit.Verdict) or verdict.decision.kind != "allow":
         return False
@@ -94,9 +94,7 @@ def _start(env: Env, call: Opened, verdict: Verdict) -> tuple[Invocation, ToolCo
     inv = admit.authorized(call, verdict)
     life = call.life
     life.advance(State.PREPARED, deadline=inv.deadline, idempotency_key=None)
-    ctx, spec = call.ctx, verdict.tool.spec
-    total = spec.timeout if ctx.timeout is None else min(spec.timeout, ctx.timeout)
-    budget = total - (env.clock.monotonic() - call.started)
+    budget = call.ctx.time_allowed(verdict.tool.spec) - (env.clock.monotonic() - call.started)
     if budget <= 0:
         return inv, None  # the staged path ends it FAILED_BEFORE_COMMIT
     attempt_id = os.urandom(8).hex()

@@ -152,7 +152,7 @@ class Runtime:
         call = admit.open_call(env, proposal, context)
         verdict = admit.judge(env, proposal, context, life=call.life)
         if express.takes(verdict, context):
-            return express.run(env, call, cast("admit.Verdict", verdict))
+            return express.run(env, call, verdict)
         step = prepare.ready(env, self._front(env, call, verdict))
         return execute.run(env, step) if isinstance(step, Prepared) else step
 
@@ -162,7 +162,7 @@ class Runtime:
         call = admit.open_call(env, proposal, context)
         verdict = admit.judge(env, proposal, context, life=call.life)
         if express.takes(verdict, context):
-            return await express.arun(env, call, cast("admit.Verdict", verdict))
+            return await express.arun(env, call, verdict)
         step = self._front(env, call, verdict)
         if isinstance(step, prepare.Waiting):  # the same call is executing elsewhere (R8)
             step = await prepare.aready(env, step)
