@@ -10,7 +10,35 @@ other field). What each path does:
   path stands on;
 * **openai-agents**: ``function_tool(...).on_invoke_tool(ctx, json)`` — pydantic
   validation, the call, output serialization; a sync tool goes through
-  ``asyncio.to_thread``;
+  ``asyncio.to_thread``. This is the SDK's barest invoker, the "fastest peer" rows;
+* **openai-agents runner step**: the same tool called as the SDK's ``Runner`` calls it
+  for a model response holding that one call: ``get_single_step_result_from_response``,
+  the function ``run_single_turn`` hands the model's response to. It turns the
+  response into a ``ProcessedResponse`` (tool lookup, call-id and approval
+  bookkeeping), records tool use, and runs the call through
+  ``execute_function_tool_calls``: enabled-tool check, the tool input guardrails,
+  ``on_tool_start``/``on_tool_end`` hooks, the tracing ``function_span``, the invoker,
+  the tool output guardrails (none configured here, as by default), the
+  ``ToolCallOutputItem``; then it decides the next step. Its
+  arguments are the objects the runner builds: an ``Agent`` with the tool,
+  ``bind_public_agent``, the agent's tools, handoffs and output schema (resolved once,
+  as the runner does before the model request), ``RunHooks()``, ``RunConfig()``, and
+  the ``ResponseFunctionToolCall`` the model would have sent, in a ``ModelResponse``.
+  Each call is one run's turn: a fresh ``RunContextWrapper`` and
+  ``AgentToolUseTracker``, as ``Runner.run`` makes per run (the step records the call
+  id in the context, so a reused context would skip the call as already done). The
+  model's ``on_llm_end`` hooks and the agent span belong to the turn, not the tool,
+  and are left out. Measured twice: *tracing off* (``RunConfig(tracing_disabled=True)``:
+  no span) and *spans, no export* (``RunConfig()`` inside the ``trace(...)`` a
+  run opens, one per call, with the default processors replaced by none through
+  ``set_trace_processors([])`` before any trace starts, so spans are made and nothing
+  leaves the process: the exporter's thread never starts). Why the step and not a
+  whole ``Runner.run`` with a scripted model minus a run without the call: the step
+  needs nothing only a run can build, and the subtraction leaves the tool call as the
+  difference of two numbers each several times larger, with the second model turn
+  (or a ``stop_on_first_tool`` final output) in it. The step is internal API
+  (``agents.run_internal``): if a later SDK moves it, this script fails at import
+  rather than measuring something else;
 * **pydantic-ai**: ``ToolManager.handle_call`` on a ``FunctionToolset`` — pydantic
   validation and the call; a sync tool goes through ``anyio.to_thread``;
 * **mcp**: the SDK's ``MCPServer.call_tool`` (the arguments already decoded, as the
@@ -24,8 +52,9 @@ other field). What each path does:
 
 Short rounds of all paths take turns (many of them: the best round of each path
 is the one the machine disturbed least). Ratios are to bare (e) and to the
-fastest peer async path, and, for the rows that run a sync tool off the caller's
-thread, to the fastest peer doing the same.
+fastest peer async path (the fastest bare invoker), for the rows that run a sync
+tool off the caller's thread to the fastest peer doing the same, and for
+toolbound's rows to the fastest openai-agents runner step.
 
 Run: ``.venv/bin/python bench/bench_peers.py`` (``--quick`` for a short run).
 """
@@ -37,12 +66,30 @@ import json
 import sys
 import warnings
 from importlib.metadata import version
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import jsonschema_rs
-from agents import function_tool
+from agents import (
+    Agent,
+    ModelResponse,
+    RunConfig,
+    RunContextWrapper,
+    RunHooks,
+    Tool,
+    TracingProcessor,
+    Usage,
+    function_tool,
+    set_trace_processors,
+    trace,
+)
+from agents.items import ToolCallOutputItem
+from agents.run_internal.agent_bindings import bind_public_agent
+from agents.run_internal.tool_use_tracker import AgentToolUseTracker
+from agents.run_internal.turn_preparation import get_all_tools, get_handoffs, get_output_schema
+from agents.run_internal.turn_resolution import get_single_step_result_from_response
 from agents.tool_context import ToolContext
 from mcp.server import MCPServer
+from openai.types.responses import ResponseFunctionToolCall
 from pydantic_ai import FunctionToolset, RunContext
 from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.models.test import TestModel
@@ -56,6 +103,8 @@ from toolbound.gates.normalize import canonical_json, digest
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    from agents.tracing import Span, Trace
 
 ARGS = '{"order_id": "A-104"}'
 
@@ -120,6 +169,124 @@ def agents_path(fn: Callable[..., object]) -> Callable[[], Awaitable[object]]:
         return await tool.on_invoke_tool(ctx, ARGS)
 
     return call
+
+
+async def agents_runner_path(
+    fn: Callable[..., object], *, spans: bool, hooks: RunHooks[None] | None = None
+) -> Callable[[], Awaitable[object]]:
+    """The Agents SDK's turn step for a model response holding one ``get_order`` call.
+
+    ``spans``: tracing on, inside a run's ``trace``; otherwise tracing off, as
+    ``RunConfig(tracing_disabled=True)`` runs it. The call answers the outputs of the
+    step's tool-output items.
+    """
+    agent = Agent[None](name="bench", tools=[function_tool(fn, name_override="get_order")])
+    bindings = bind_public_agent(agent)
+    turn = RunContextWrapper[None](context=None)
+    all_tools = await get_all_tools(agent, turn)
+    handoffs = await get_handoffs(agent, turn)
+    output_schema = get_output_schema(agent)
+    tool_call = ResponseFunctionToolCall(
+        type="function_call",
+        id="fc_1",
+        call_id="c1",
+        name="get_order",
+        arguments=ARGS,
+        status="completed",
+    )
+    response = ModelResponse(output=[tool_call], usage=Usage(), response_id="resp_1")
+    config = RunConfig(tracing_disabled=not spans)
+    run_hooks = RunHooks[None]() if hooks is None else hooks
+
+    async def step() -> object:
+        result = await get_single_step_result_from_response(
+            bindings=bindings,
+            all_tools=all_tools,
+            original_input="Where is my order?",
+            pre_step_items=[],
+            new_response=response,
+            output_schema=output_schema,
+            handoffs=handoffs,
+            hooks=run_hooks,
+            context_wrapper=RunContextWrapper[None](context=None),
+            run_config=config,
+            tool_use_tracker=AgentToolUseTracker(),
+        )
+        items = result.new_step_items
+        return [item.output for item in items if isinstance(item, ToolCallOutputItem)]
+
+    async def traced_step() -> object:
+        with trace("Agent workflow"):
+            return await step()
+
+    return traced_step if spans else step
+
+
+class ToolHooks(RunHooks[None]):
+    """Run hooks that note each tool start and end."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_tool_start(
+        self, context: RunContextWrapper[None], agent: Agent[None], tool: Tool
+    ) -> None:
+        """Note the start."""
+        del context, agent
+        self.seen.append(f"start {tool.name}")
+
+    async def on_tool_end(
+        self, context: RunContextWrapper[None], agent: Agent[None], tool: Tool, result: object
+    ) -> None:
+        """Note the end."""
+        del context, agent, result
+        self.seen.append(f"end {tool.name}")
+
+
+class SpanRecorder(TracingProcessor):
+    """A trace processor that keeps the kind and name of each span that ended."""
+
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    def on_trace_start(self, trace: Trace) -> None:
+        """Nothing to keep."""
+
+    def on_trace_end(self, trace: Trace) -> None:
+        """Nothing to keep."""
+
+    def on_span_start(self, span: Span[Any]) -> None:
+        """Nothing to keep."""
+
+    def on_span_end(self, span: Span[Any]) -> None:
+        """Keep the span's kind and name."""
+        self.ended.append(f"{span.span_data.type} {getattr(span.span_data, 'name', '')}")
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+    def force_flush(self) -> None:
+        """Nothing buffered."""
+
+
+async def check_agents_runner() -> None:
+    """The runner step runs the tool between its hooks, in a function span only if traced.
+
+    Then it leaves the SDK's tracing with no processor: spans are made, nothing is exported.
+    """
+    recorder = SpanRecorder()
+    set_trace_processors([recorder])
+    for spans in (False, True):
+        hooks = ToolHooks()
+        outputs = await (await agents_runner_path(aget_order, spans=spans, hooks=hooks))()
+        if outputs != [await aget_order("A-104")]:
+            raise AssertionError(outputs)
+        if hooks.seen != ["start get_order", "end get_order"]:
+            raise AssertionError(hooks.seen)
+        if recorder.ended != (["function get_order"] if spans else []):
+            raise AssertionError(recorder.ended)
+        recorder.ended.clear()
+    set_trace_processors([])
 
 
 async def pydantic_ai_path(fn: Callable[..., object]) -> Callable[[], Awaitable[object]]:
@@ -201,13 +368,32 @@ THREAD_PEERS = (
     "mcp, sync tool (to_thread)",
 )
 OFF_THREAD = ("toolbound run, pooled sync tool", "toolbound arun, pooled sync tool")
+RUNNER_STEPS = (
+    "openai-agents runner step, async tool, tracing off",
+    "openai-agents runner step, async tool, spans, no export",
+    "openai-agents runner step, sync tool (to_thread), tracing off",
+    "openai-agents runner step, sync tool (to_thread), spans, no export",
+)
 
 
 async def main() -> None:
     """Measure every path in interleaved rounds and print µs/call with ratios."""
     # Pydantic AI cannot describe the TypedDict result and says so; the call is the same.
     warnings.filterwarnings("ignore", "Could not generate return schema", UserWarning)
+    # Before any trace starts: the SDK's default exporter is replaced by no processor.
+    await check_agents_runner()
     runtime, ours = toolbound_paths()
+    runner = dict(
+        zip(
+            RUNNER_STEPS,
+            [
+                await agents_runner_path(fn, spans=spans)
+                for fn in (aget_order, get_order)
+                for spans in (False, True)
+            ],
+            strict=True,
+        )
+    )
     paths: dict[str, Callable[[], Awaitable[object]]] = {
         "bare (e)": bare_path(),
         "openai-agents, async tool": agents_path(aget_order),
@@ -216,6 +402,7 @@ async def main() -> None:
         "openai-agents, sync tool (to_thread)": agents_path(get_order),
         "pydantic-ai, sync tool (to_thread)": await pydantic_ai_path(get_order),
         "mcp, sync tool (to_thread)": mcp_path(get_order),
+        **runner,
         **ours,
     }
     for name, call in paths.items():
@@ -223,21 +410,36 @@ async def main() -> None:
             raise AssertionError(name)
     # Many short rounds: on a shared machine the best of them is the least disturbed.
     us = await best_of(paths, 20, rounds=100 if QUICK else 400, warmup=200)
+    for name, call in paths.items():
+        if "A-104" not in str(await call()):
+            raise AssertionError(name)
     runtime.close()
 
     bare = us["bare (e)"]
     fastest = min(ASYNC_PEERS, key=us.__getitem__)
     fastest_thread = min(THREAD_PEERS, key=us.__getitem__)
+    fastest_runner = min(RUNNER_STEPS, key=us.__getitem__)
     py = sys.version.split()[0]
     versions = ", ".join(
         f"{p} {version(p)}" for p in ("openai-agents", "pydantic-ai-slim", "mcp", "jsonschema-rs")
     )
     print(f"get_order({ARGS}); Python {py}; {versions}")
     print(f"fastest peer (async): {fastest}; fastest peer (sync off-thread): {fastest_thread}")
-    print(f"{'path':<38} {'µs/call':>8} {'/ bare':>7} {'/ peer':>7} {'/ thread peer':>14}")
+    print(f"fastest openai-agents runner step: {fastest_runner}")
+    width = max(map(len, us))
+    print(
+        f"{'path':<{width}} {'µs/call':>8} {'/ bare':>7} {'/ peer':>7} {'/ thread peer':>14}"
+        f" {'/ agents runner':>16}"
+    )
     for name, value in us.items():
-        thread = f"{value / us[fastest_thread]:>14.2f}" if name in OFF_THREAD else ""
-        print(f"{name:<38} {value:>8.1f} {value / bare:>7.1f} {value / us[fastest]:>7.2f}{thread}")
+        thread = f"{value / us[fastest_thread]:>14.2f}" if name in OFF_THREAD else f"{'':>14}"
+        ours_to_runner = (
+            f" {value / us[fastest_runner]:>16.3f}" if name.startswith("toolbound") else ""
+        )
+        print(
+            f"{name:<{width}} {value:>8.1f} {value / bare:>7.1f} {value / us[fastest]:>7.2f}"
+            f" {thread}{ours_to_runner}".rstrip()
+        )
 
 
 if __name__ == "__main__":
