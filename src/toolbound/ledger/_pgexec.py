@@ -13,14 +13,14 @@ libpq waits for the server with the interpreter lock released, as psycopg does. 
 statement commits on its own (autocommit): durable before the call returns (R9).
 
 Inside a transaction the connection is shared with the tool's own statements, which
-may deallocate prepared statements (psycopg does after a ``ROLLBACK`` it has seen), so
-there the statement goes through psycopg unprepared by us (:class:`psycopg.RawCursor`,
-the same ``$n`` text). On a connection of our own a statement the server no longer
-knows (``26000``) failed before doing anything, so it is prepared again and run once
-more.
+may deallocate prepared statements (psycopg deallocates them all after a ``DROP``, an
+``ALTER`` or a ``ROLLBACK`` it has run), so there the statement goes through psycopg,
+not prepared by us (:class:`psycopg.RawCursor`, the same ``$n`` text). On a connection
+of our own, a statement the server no longer knows (``26000``) failed before doing
+anything, so it is prepared again and run once more.
 
-Errors are psycopg's own classes, built from the server's result as psycopg builds them,
-so the ledger maps them at its boundary exactly as before.
+Errors are psycopg's own classes, built from the server's result as psycopg builds
+them, so the ledger maps them at its boundary like any other psycopg error.
 """
 
 from __future__ import annotations
