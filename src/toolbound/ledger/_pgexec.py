@@ -25,6 +25,7 @@ them, so the ledger maps them at its boundary like any other psycopg error.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass
 from datetime import datetime
@@ -70,12 +71,13 @@ class Statement:
 class Statements:
     """Runs :class:`Statement` objects; remembers which each session has prepared."""
 
-    __slots__ = ("_prepared",)
+    __slots__ = ("_joined", "_prepared")
 
     def __init__(self) -> None:
         self._prepared: weakref.WeakKeyDictionary[Connection, set[bytes]] = (
             weakref.WeakKeyDictionary()
         )
+        self._joined = threading.local()
 
     def run(
         self, conn: Connection, statement: Statement, params: Sequence[Param], *, joined: bool
@@ -85,7 +87,7 @@ class Statements:
         ``joined``: ``conn`` is inside a transaction others write through too.
         """
         if joined:
-            return psycopg.RawCursor(conn).execute(statement.sql, params).rowcount
+            return self._cursor(conn).execute(statement.sql, params).rowcount
         pgconn = conn.pgconn
         encoding = conn.info.encoding
         # As psycopg's str dumper: a SQL_ASCII session takes text as UTF-8.
@@ -123,6 +125,17 @@ class Statements:
             result = pgconn.exec_prepared(statement.name, values, formats)
         _raise_for(pgconn, result, encoding)
         return result.command_tuples or 0
+
+    def _cursor(self, conn: Connection) -> psycopg.RawCursor[TupleRow]:
+        """A cursor on ``conn`` for this thread: one per transaction, not per statement.
+
+        Only the thread holding ``conn`` runs statements on it, so a cursor kept per
+        thread for the connection it last used is never shared.
+        """
+        cursor: psycopg.RawCursor[TupleRow] | None = getattr(self._joined, "cursor", None)
+        if cursor is None or cursor.connection is not conn:
+            cursor = self._joined.cursor = psycopg.RawCursor(conn)
+        return cursor
 
 
 def _prepare(pgconn: pq.abc.PGconn, statement: Statement, encoding: str) -> None:
