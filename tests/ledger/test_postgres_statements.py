@@ -9,7 +9,8 @@ and damage the table under statements already prepared.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 import pytest
@@ -148,3 +149,25 @@ def test_a_damaged_table_under_prepared_statements_is_corrupt_store(one_connecti
         write(one_connection, 2)
 
     assert err.value.code == "corrupt_store"
+
+
+@pytest.mark.parametrize(
+    "instant",
+    [
+        datetime(2026, 7, 19, 6, 0, 0, 123456, tzinfo=UTC),
+        datetime(2026, 7, 19, 8, 0, tzinfo=timezone(timedelta(hours=2))),
+        datetime(2026, 7, 19, 0, 9, 21, 7, tzinfo=timezone(timedelta(minutes=9, seconds=21))),
+        datetime(1, 1, 2, tzinfo=UTC),
+        datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC),
+    ],
+    ids=["micro", "plus-two", "offset-seconds", "year-1", "year-9999"],
+)
+def test_instants_are_stored_exactly_whatever_their_zone(one_connection, instant):
+    """Deadline and timestamps sent as text come back as the same instant, to the µs."""
+    key = LedgerKey("acme/mira", "v1", "order-1")
+    at_deadline = replace(intent(key, "inv-1"), deadline=instant)
+    assert one_connection.claim_executing(at_deadline, now=instant) == Claimed()
+    one_connection.advance(key, invocation_id="inv-1", phase="committed", now=instant)
+    record = one_connection.get(key)
+    assert record is not None
+    assert (record.deadline, record.created_at, record.updated_at) == (instant,) * 3
