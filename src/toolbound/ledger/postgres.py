@@ -17,6 +17,11 @@ transaction. An advance is one guarded ``UPDATE`` whose ``WHERE`` is the transit
 Two replicas racing a key therefore serialize on the row and exactly one is
 :class:`~toolbound.ledger.store.Claimed`.
 
+Statements: outside :meth:`PostgresLedger.atomic` the claim's ``INSERT`` and the
+advance's ``UPDATE`` are prepared once per pooled session and run by name through libpq
+(:mod:`toolbound.ledger._pgexec`): a write's CPU is then little more than its two
+round trips, which is what lets several callers share one runtime.
+
 Errors: psycopg errors are mapped at this boundary to
 :class:`~toolbound.ledger.store.LedgerError`: ``storage_unavailable`` (connection lost,
 server down, pool exhausted), ``storage_full`` (the server's disk is full),
@@ -35,6 +40,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Final, Self
 
 from toolbound._errors import ConfigurationError
+from toolbound.ledger._pgexec import Param, Statement, Statements
 from toolbound.ledger._sql import (
     SOURCES_SQL,
     SWEEP_EVIDENCE,
@@ -70,6 +76,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
+    from types import TracebackType
 
     from psycopg.rows import TupleRow
 
@@ -98,48 +105,58 @@ _SELECT = """
 _GET = _SELECT + " WHERE scope = %s AND tool_version = %s AND key = %s"
 _FIND = _SELECT + " WHERE invocation_id = %s ORDER BY seq LIMIT 1"
 _UNRESOLVED = _SELECT + " WHERE phase = 'unknown' ORDER BY created_at, seq"
-# A claim writes the record rules.decide_claim hands it (see _columns).
-_INSERT = """
+# A claim writes the record rules.decide_claim hands it, as _columns puts it: the
+# parameters are the columns in _COLUMNS order.
+_INSERT = Statement(
+    b"toolbound_claim",
+    """
     INSERT INTO toolbound_ledger (
         scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
         deadline, created_at, updated_at, result, evidence)
-    VALUES (%(scope)s, %(tool_version)s, %(key)s, %(digest)s, %(invocation_id)s, %(tool)s,
-            %(canonical)s, %(subject)s::json, %(phase)s, %(deadline)s, %(created_at)s,
-            %(updated_at)s, %(result)s::json, %(evidence)s::jsonb)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11, $12, $13::json, $14::jsonb)
     ON CONFLICT (scope, tool_version, key) DO NOTHING
-"""
+""",
+)
 _LOCK_ROW = """
     SELECT digest, invocation_id, phase, created_at, result FROM toolbound_ledger
     WHERE scope = %s AND tool_version = %s AND key = %s
     FOR UPDATE
 """
-_OVERWRITE = """
+_OVERWRITE = Statement(
+    b"toolbound_overwrite",
+    """
     UPDATE toolbound_ledger
-    SET digest = %(digest)s, invocation_id = %(invocation_id)s, tool = %(tool)s,
-        canonical = %(canonical)s, subject = %(subject)s::json, phase = %(phase)s,
-        deadline = %(deadline)s, created_at = %(created_at)s, updated_at = %(updated_at)s,
-        result = %(result)s::json, evidence = %(evidence)s::jsonb
-    WHERE scope = %(scope)s AND tool_version = %(tool_version)s AND key = %(key)s
-"""
+    SET digest = $4, invocation_id = $5, tool = $6, canonical = $7, subject = $8::json,
+        phase = $9, deadline = $10, created_at = $11, updated_at = $12, result = $13::json,
+        evidence = $14::jsonb
+    WHERE scope = $1 AND tool_version = $2 AND key = $3
+""",
+)
 # One guarded UPDATE per target phase: the phases that may move to it are PHASE_EDGES's
 # (R9), written into the statement as a constant list, so a refused edge changes nothing
 # and a single statement needs no read-then-write. Evidence (reconciliation, sweeps) has
 # its own form.
 _ADVANCE = """
     UPDATE toolbound_ledger
-    SET phase = %s, updated_at = %s, result = COALESCE(%s::json, result)
-    WHERE scope = %s AND tool_version = %s AND key = %s AND invocation_id = %s
+    SET phase = $1, updated_at = $2, result = COALESCE($3::json, result)
+    WHERE scope = $4 AND tool_version = $5 AND key = $6 AND invocation_id = $7
       AND phase IN ({sources})
 """
 _ADVANCE_WITH_EVIDENCE = """
     UPDATE toolbound_ledger
-    SET phase = %s, updated_at = %s, result = COALESCE(%s::json, result),
-        evidence = evidence || %s::jsonb
-    WHERE scope = %s AND tool_version = %s AND key = %s AND invocation_id = %s
+    SET phase = $1, updated_at = $2, result = COALESCE($3::json, result),
+        evidence = evidence || $8::jsonb
+    WHERE scope = $4 AND tool_version = $5 AND key = $6 AND invocation_id = $7
       AND phase IN ({sources})
 """
 _ADVANCES = {
-    target: (_ADVANCE.format(sources=sources), _ADVANCE_WITH_EVIDENCE.format(sources=sources))
+    target: (
+        Statement(f"toolbound_advance_{target}".encode(), _ADVANCE.format(sources=sources)),
+        Statement(
+            f"toolbound_advance_{target}_evidence".encode(),
+            _ADVANCE_WITH_EVIDENCE.format(sources=sources),
+        ),
+    )
     for target, sources in SOURCES_SQL.items()
 }
 _HOLDER = """
@@ -203,6 +220,7 @@ class PostgresLedger:
         self.retention = retention
         self.expired: ExpiredPolicy = validate_settings(retention, expired)
         self._local = threading.local()
+        self._statements = Statements()
         settings: dict[str, object] = {"autocommit": True}
         try:
             given = conninfo_to_dict(conninfo)
@@ -237,12 +255,12 @@ class PostgresLedger:
 
     def claim(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim`. The intent is committed before ``Claimed`` returns."""
-        with self._conn() as (conn, joined):
+        with _Borrowed(self) as (conn, joined):
             return self._claim(conn, intent, now=now, in_transaction=joined)
 
     def claim_executing(self, intent: Intent, *, now: datetime) -> Claim:
         """See :meth:`Ledger.claim_executing`. A free key: one ``INSERT``, one commit."""
-        with self._conn() as (conn, joined):
+        with _Borrowed(self) as (conn, joined):
             return self._claim(conn, intent, now=now, in_transaction=joined, phase="executing")
 
     def advance(
@@ -256,7 +274,7 @@ class PostgresLedger:
         evidence: Mapping[str, object] | None = None,
     ) -> None:
         """See :meth:`Ledger.advance`. One guarded ``UPDATE``: atomic on its own."""
-        with self._conn() as (conn, _):
+        with _Borrowed(self) as (conn, joined):
             self._advance(
                 conn,
                 key,
@@ -265,30 +283,31 @@ class PostgresLedger:
                 now=now,
                 result=result,
                 evidence=evidence,
+                in_transaction=joined,
             )
 
     def get(self, key: LedgerKey) -> LedgerRecord | None:
         """See :meth:`Ledger.get`."""
-        with self._conn() as (conn, _):
+        with _Borrowed(self) as (conn, _):
             row = conn.execute(_GET, _pk(key)).fetchone()
         return None if row is None else _record(row)
 
     def find(self, invocation_id: str) -> LedgerRecord | None:
         """See :meth:`Ledger.find`."""
-        with self._conn() as (conn, _):
+        with _Borrowed(self) as (conn, _):
             row = conn.execute(_FIND, (invocation_id,)).fetchone()
         return None if row is None else _record(row)
 
     def unresolved(self) -> list[LedgerRecord]:
         """See :meth:`Ledger.unresolved`. Oldest first; ties in insertion order."""
-        with self._conn() as (conn, _):
+        with _Borrowed(self) as (conn, _):
             rows = conn.execute(_UNRESOLVED).fetchall()
         return [_record(r) for r in rows]
 
     def sweep(self, *, now: datetime, grace: timedelta) -> list[LedgerRecord]:
         """See :meth:`Ledger.sweep`. One ``UPDATE … RETURNING``; replicas may sweep at once."""
         cutoff = abandoned_before(require_aware(now), grace)
-        with self._conn() as (conn, _):
+        with _Borrowed(self) as (conn, _):
             rows = conn.execute(_SWEEP, (now, cutoff)).fetchall()
         return [_record(r) for r in rows]
 
@@ -345,7 +364,7 @@ class PostgresLedger:
     ) -> Claim:
         """Claim on ``conn``; a ``Claimed`` record opens in ``phase`` (``rules.OPENING``)."""
         fresh = intent_record(intent, now=now, phase=phase)
-        if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
+        if self._statements.run(conn, _INSERT, _columns(fresh), joined=in_transaction) == 1:
             # R8: the key was free (decide_claim's answer for no record). The common
             # case: one statement, one commit.
             return Claimed()
@@ -373,7 +392,7 @@ class PostgresLedger:
             intent, existing, now=now, retention=self.retention, expired=self.expired, phase=phase
         )
         if decision.write is not None:
-            conn.execute(_OVERWRITE, _columns(decision.write))
+            self._statements.run(conn, _OVERWRITE, _columns(decision.write), joined=True)
         return decision.answer
 
     def _advance(
@@ -386,17 +405,26 @@ class PostgresLedger:
         now: datetime,
         result: Result | None,
         evidence: Mapping[str, object] | None,
+        in_transaction: bool,
     ) -> None:
         stored = None if result is None else dumps_result(result)
         plain, with_evidence = _ADVANCES[phase]
-        where = (*_pk(key), invocation_id)
+        params: tuple[str | datetime | None, ...] = (
+            phase,
+            require_aware(now),
+            stored,
+            key.scope,
+            key.tool_version,
+            key.key,
+            invocation_id,
+        )
         if evidence is None:
-            changed = conn.execute(plain, (phase, require_aware(now), stored, *where)).rowcount
+            changed = self._statements.run(conn, plain, params, joined=in_transaction)
         else:
             proof = dumps([dict(evidence)])
-            changed = conn.execute(
-                with_evidence, (phase, require_aware(now), stored, proof, *where)
-            ).rowcount
+            changed = self._statements.run(
+                conn, with_evidence, (*params, proof), joined=in_transaction
+            )
         if changed == 1:
             return
         row = conn.execute(_HOLDER, _pk(key)).fetchone()
@@ -412,19 +440,6 @@ class PostgresLedger:
             return self._pool.getconn()
         except psycopg.Error as exc:
             raise _map_error(exc, self._where) from exc
-
-    @contextmanager
-    def _conn(self) -> Iterator[tuple[Connection, bool]]:
-        """A connection for one call and whether it is inside this thread's ``atomic()``."""
-        joined: Connection | None = getattr(self._local, "conn", None)
-        conn = joined if joined is not None else self._checkout()
-        try:
-            yield conn, joined is not None
-        except psycopg.Error as exc:
-            raise _map_error(exc, self._where) from exc
-        finally:
-            if joined is None:
-                self._put_back(conn)
 
     def _put_back(self, conn: Connection) -> None:
         # A connection the server dropped comes back broken; the pool discards it.
@@ -530,8 +545,40 @@ class PostgresTransaction:
                 now=now,
                 result=result,
                 evidence=evidence,
+                in_transaction=True,
             )
         except psycopg.Error as exc:
+            raise _map_error(exc, self._ledger._where) from exc  # noqa: SLF001
+
+
+class _Borrowed:
+    """A connection for one ledger call, and whether it joins this thread's ``atomic()``.
+
+    psycopg errors leave as ``LedgerError`` (R19). A class rather than a generator-based
+    context manager: it runs twice per write.
+    """
+
+    __slots__ = ("_conn", "_joined", "_ledger")
+
+    def __init__(self, ledger: PostgresLedger) -> None:
+        self._ledger = ledger
+        self._joined: Connection | None = getattr(ledger._local, "conn", None)  # noqa: SLF001
+        self._conn: Connection | None = None
+
+    def __enter__(self) -> tuple[Connection, bool]:
+        joined = self._joined
+        conn = self._conn = joined if joined is not None else self._ledger._checkout()  # noqa: SLF001
+        return conn, joined is not None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._joined is None and self._conn is not None:
+            self._ledger._put_back(self._conn)  # noqa: SLF001
+        if isinstance(exc, psycopg.Error):
             raise _map_error(exc, self._ledger._where) from exc  # noqa: SLF001
 
 
@@ -542,24 +589,24 @@ def _pk(key: LedgerKey) -> tuple[str, str, str]:
     return (key.scope, key.tool_version, key.key)
 
 
-def _columns(record: LedgerRecord) -> dict[str, object]:
-    """``record`` as this store's columns: the inverse of :func:`_record`."""
-    return {
-        "scope": record.key.scope,
-        "tool_version": record.key.tool_version,
-        "key": record.key.key,
-        "digest": record.digest,
-        "invocation_id": record.invocation_id,
-        "tool": record.tool,
-        "canonical": record.canonical,
-        "subject": dumps(dict(record.subject)),
-        "phase": record.phase,
-        "deadline": require_aware(record.deadline),
-        "created_at": require_aware(record.created_at),
-        "updated_at": require_aware(record.updated_at),
-        "result": None if record.result is None else dumps_result(record.result),
-        "evidence": dumps([dict(e) for e in record.evidence]),
-    }
+def _columns(record: LedgerRecord) -> tuple[Param, ...]:
+    """``record`` as this store's columns, in ``_COLUMNS`` order (inverse of :func:`_record`)."""
+    return (
+        record.key.scope,
+        record.key.tool_version,
+        record.key.key,
+        record.digest,
+        record.invocation_id,
+        record.tool,
+        record.canonical,
+        dumps(dict(record.subject)),
+        record.phase,
+        require_aware(record.deadline),
+        require_aware(record.created_at),
+        require_aware(record.updated_at),
+        None if record.result is None else dumps_result(record.result),
+        dumps([dict(e) for e in record.evidence]),
+    )
 
 
 def _quiet(conn: Connection) -> bool:

@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from toolbound._errors import Problem, ToolboundError
+from toolbound._jsontext import compact
 from toolbound._model import Attempt, Result
 
 if TYPE_CHECKING:
@@ -336,9 +337,10 @@ def result_from_json(data: Mapping[str, object]) -> Result:
     )
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-"""``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` without building an
-encoder per call: the SQL stores encode a result and a subject on every write."""
+_ENCODE = compact(allow_nan=True)
+"""``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` through an encoder
+built once: the SQL stores encode a result, a subject and the evidence on every write,
+and ``JSONEncoder.encode`` builds its C encoder again on each call."""
 
 
 def dumps_result(result: Result) -> str:
