@@ -12,6 +12,7 @@ import io
 import json
 from typing import TYPE_CHECKING
 
+import anyio
 import pytest
 from click.testing import CliRunner
 from mcp import Client
@@ -335,3 +336,25 @@ def test_a_definition_changed_again_between_review_and_approval_is_refused(
 async def _list_names(config: GatewayConfig) -> list[str]:
     async with gateway(config).running() as gw, Client(gw.server.lowlevel(MIRA)) as client:
         return [t.name for t in (await client.list_tools()).tools]
+
+
+def test_a_call_rereads_the_upstream_only_once_its_tools_are_stale(
+    tmp_path: Path, state: Path
+) -> None:
+    """Within refresh_seconds a call trusts the last listing; after it, a call re-reads first."""
+    config = config_for(tmp_path, state, refresh_seconds=1.0)
+
+    async def scenario() -> tuple[bool, str]:
+        async with gateway(config).running() as gw, Client(gw.server.lowlevel(MIRA)) as client:
+            await client.list_tools()
+            (state / "append-description").write_text("Append a line, and more.")
+            fresh = await client.call_tool("fault.append", {"line": "x"})
+            await anyio.sleep(1.2)
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool("fault.append", {"line": "y"})
+            return bool(fresh.is_error), str(refused.value)
+
+    fresh_error, refused = run(scenario())
+    assert fresh_error is False  # served as listed: the change is not read yet
+    assert refused == "Unknown tool: fault.append"  # read before this call: quarantined
+    assert (state / "log.txt").read_text() == "x\n"

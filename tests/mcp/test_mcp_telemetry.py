@@ -11,14 +11,18 @@ in ``_meta``; the fault server upstream records the ``_meta`` it received.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import (
+    HERE,
     MIRA,
     QUIET,
     TOKENS,
@@ -296,3 +300,65 @@ def test_a_session_id_is_recorded_as_a_digest() -> None:
     assert digest == session_digest("a1b2c3")
     assert digest != session_digest("a1b2c4")
     assert "a1b2c3" not in digest
+
+
+def _untraced(tmp_path: Path) -> dict[str, Any]:
+    """``untraced_gateway.py`` in its own process (the global providers are set once)."""
+    state = tmp_path / "state"
+    state.mkdir()
+    write_config(tmp_path, fault_upstream(state) + grant("mira", "fault:read"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("OTEL_PYTHON_TRACER_PROVIDER", None)
+    out = subprocess.run(  # noqa: S603 - this interpreter, a script of the test suite
+        [
+            sys.executable,
+            str(HERE / "untraced_gateway.py"),
+            str(tmp_path / "gateway.toml"),
+            str(state),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        timeout=120,
+    )
+    report: dict[str, Any] = json.loads(out.stdout)
+    return report
+
+
+def test_without_a_tracer_provider_durations_are_recorded_and_no_context_is_made_up(
+    tmp_path: Path,
+) -> None:
+    """No provider: no span, both durations; the upstream gets no trace context of ours.
+
+    Once the process sets a global provider, the very next call is traced end to end.
+    """
+    report = _untraced(tmp_path)
+    untraced = report["untraced"]
+    assert untraced["errors"] == [False, False]
+    assert untraced["spans"] == 0
+    durations = {(p["name"], p["attributes"].get("mcp.method.name")): p for p in untraced["points"]}
+    served = durations["mcp.server.operation.duration", "tools/call"]
+    assert served["count"] == 2
+    assert served["attributes"]["gen_ai.tool.name"] == "fault.echo"
+    assert served["attributes"]["network.transport"] == "pipe"
+    assert "error.type" not in served["attributes"]
+    sent = durations["mcp.client.operation.duration", "tools/call"]
+    assert sent["count"] == 2
+    assert sent["attributes"]["gen_ai.tool.name"] == "echo"
+    first, second, third = report["received"]
+    assert "traceparent" not in first
+    # The caller's traceparent is no span of ours: without a provider nothing records
+    # a child of it, and no context is made up for the upstream.
+    assert "traceparent" not in second
+    traced = report["traced"]
+    assert traced["errors"] == [False]
+    by_name = {s["name"]: s for s in traced["spans"]}
+    assert by_name["tools/call fault.echo"]["kind"] == "SERVER"
+    client = by_name["tools/call echo"]
+    assert client["kind"] == "CLIENT"
+    # The SDK's own send span (global provider) is the client span's child, and its
+    # context is the one the upstream receives.
+    [sent_span] = [s for s in traced["spans"] if s["parent_id"] == client["span_id"]]
+    _, trace_id, span_id, _ = third["traceparent"].split("-")
+    assert (trace_id, span_id) == (client["trace_id"], sent_span["span_id"])

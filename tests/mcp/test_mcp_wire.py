@@ -8,6 +8,7 @@ without :class:`~toolbound.mcp.wire.DirectCalls`.
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,7 +27,7 @@ from toolbound import Grant, GrantPolicy, Runtime
 from toolbound.mcp import GuardedServer, StaticCatalog, holds_capabilities
 from toolbound.mcp.server import error_result
 from toolbound.mcp.telemetry import ServerSpans
-from toolbound.mcp.wire import DirectCalls, wire_result
+from toolbound.mcp.wire import DirectCalls, _copies, wire_result
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -198,3 +199,27 @@ def test_a_well_formed_call_answers_the_same_with_the_fast_path_or_not(
     assert answered == run(_raw_calls(sdk, calls))[-1]
     assert isinstance(answered, dict)
     assert answered["structuredContent"] == {"titles": [], "count": 0}
+
+
+def test_every_result_gets_a_server_info_stamp_of_its_own(guarded: GuardedServer) -> None:
+    """The stamp equals the SDK's; no two results share one (an in-process client gets dicts)."""
+    server = guarded.lowlevel(MIRA)
+    fresh = _copies(lambda: server.server_info_stamp)
+    stamps = [fresh() for _ in range(3)]
+    assert stamps == [server.server_info_stamp] * 3
+    assert len({id(s) for s in stamps}) == 3
+    stamps[0]["name"] = "changed"
+    assert fresh() == server.server_info_stamp
+
+
+def test_a_stamp_with_nested_values_is_copied_deeply() -> None:
+    """Icons are objects in the stamp: each result gets its own, as the SDK's deep copy does."""
+    source = {"name": "x", "icons": [{"src": "https://example.com/i.png"}]}
+
+    def deep() -> dict[str, Any]:
+        return copy.deepcopy(source)
+
+    fresh = _copies(deep)
+    first, second = fresh(), fresh()
+    assert first == second == source
+    assert first["icons"] is not second["icons"]

@@ -187,6 +187,7 @@ class Gateway:
         self._served: dict[str, RegisteredTool] = {}
         self._status: dict[str, ToolStatus] = {}
         self._refreshed: dict[str, float] = {}
+        self._fresh_until = 0.0  # until then no upstream's tools are stale
         self.unreachable: set[str] = set()
         """Upstreams whose last listing failed (their tools stay as they were)."""
         self._generation = 0
@@ -317,6 +318,8 @@ class Gateway:
         if self._lock is None:
             self._lock = asyncio.Lock()
         now = time.monotonic()
+        if not listing and now <= self._fresh_until:
+            return  # every upstream was listed within its refresh_seconds
         due = [
             u
             for u in self.upstreams.values()
@@ -336,6 +339,13 @@ class Gateway:
                     self.unreachable.discard(upstream.name)
                     changed |= self._import(upstream, tools)
                     self._refreshed[upstream.name] = time.monotonic()
+            self._fresh_until = min(
+                (
+                    self._refreshed.get(u.name, 0.0) + u.config.refresh_seconds
+                    for u in self.upstreams.values()
+                ),
+                default=0.0,
+            )
             if changed:
                 self._generation += 1
 

@@ -143,18 +143,12 @@ class Passage:
         self._ids = itertools.count()
         self._tasks: set[asyncio.Task[int]] = set()
 
-    @contextlib.contextmanager
-    def serving(self, trace: Trace | None) -> Iterator[None]:
+    def serving(self, trace: Trace | None) -> _Serving:
         """While inside, the current downstream call (:data:`CALLER`) is in flight here."""
         caller = CALLER.get()
         if caller is not None:
             self.downstream.seen(caller.connection)
-        key = next(self._ids)
-        self._in_flight[key] = (caller, trace)
-        try:
-            yield
-        finally:
-            del self._in_flight[key]
+        return _Serving(self._in_flight, next(self._ids), (caller, trace))
 
     # -- requests ------------------------------------------------------------------------
 
@@ -282,6 +276,28 @@ class Passage:
             await self.downstream.list_changed("resources", name)
         elif isinstance(message, types.PromptListChangedNotification):
             await self.downstream.list_changed("prompts", name)
+
+
+class _Serving:
+    """One call in flight on an upstream, for as long as the block it guards runs."""
+
+    __slots__ = ("_entry", "_in_flight", "_key")
+
+    def __init__(
+        self,
+        in_flight: dict[int, tuple[Caller | None, Trace | None]],
+        key: int,
+        entry: tuple[Caller | None, Trace | None],
+    ) -> None:
+        self._in_flight = in_flight
+        self._key = key
+        self._entry = entry
+
+    def __enter__(self) -> None:
+        self._in_flight[self._key] = self._entry
+
+    def __exit__(self, *_exc: object) -> None:
+        del self._in_flight[self._key]
 
 
 def _meta(upstream: str) -> dict[str, Any]:

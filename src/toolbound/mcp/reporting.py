@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast, get_args
 
-from toolbound.execution.tool import REPORTER, LogLevel
+from toolbound.execution.tool import REPORTER, LogLevel, Reporter
 from toolbound.mcp.relay import DEFAULT_LEVEL, LOG_LEVELS, connection_of
 
 try:
@@ -36,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError(msg) from exc
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from contextvars import Token
 
     from mcp.server.context import ServerRequestContext
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from toolbound.mcp.relay import ProgressSink
     from toolbound.trace import Trace
 
-__all__ = ["DEFAULT_LOG_LEVEL", "LogLevels", "Reports", "relaying"]
+__all__ = ["DEFAULT_LOG_LEVEL", "LogLevels", "Relaying", "Reports", "relaying"]
 
 DEFAULT_LOG_LEVEL: Final[LogLevel] = DEFAULT_LEVEL
 """What a client gets until it sets a level."""
@@ -203,24 +203,47 @@ class _Relay:
             )
 
 
-@contextlib.asynccontextmanager
-async def relaying(
+def relaying(
     ctx: ServerRequestContext[Any, Any] | None,
     progress: ProgressSink | None,
     levels: LogLevels,
-) -> AsyncIterator[Reports]:
+) -> Relaying:
     """Relay the reports of the tool calls made inside to the client of ``ctx``.
 
     ``progress`` is where progress goes (the client's token), if anywhere. The
-    :class:`Reports` yielded are complete once the block has ended.
+    :class:`Reports` the block is given are complete once the block has ended.
     """
-    if ctx is None:
-        yield Reports()
-        return
-    relay = _Relay(ctx, progress, levels.get(ctx))
-    token = REPORTER.set(relay)
-    try:
-        yield relay.reports
-    finally:
+    return Relaying(ctx, progress, levels)
+
+
+class Relaying:
+    """The block of :func:`relaying`: the call's reporter set inside, its reports drained after."""
+
+    __slots__ = ("_ctx", "_levels", "_progress", "_relay", "_token")
+
+    def __init__(
+        self,
+        ctx: ServerRequestContext[Any, Any] | None,
+        progress: ProgressSink | None,
+        levels: LogLevels,
+    ) -> None:
+        self._ctx = ctx
+        self._progress = progress
+        self._levels = levels
+        self._relay: _Relay | None = None
+        self._token: Token[Reporter | None] | None = None
+
+    async def __aenter__(self) -> Reports:
+        ctx = self._ctx
+        if ctx is None:
+            return Reports()
+        relay = self._relay = _Relay(ctx, self._progress, self._levels.get(ctx))
+        self._token = REPORTER.set(relay)
+        return relay.reports
+
+    async def __aexit__(self, *_exc: object) -> None:
+        relay, token = self._relay, self._token
+        if relay is None or token is None:
+            return
         REPORTER.reset(token)
         await relay.drain()

@@ -1060,11 +1060,13 @@ async def _respond(
 # -- small helpers ------------------------------------------------------------------------
 
 
+# One encoder for every call: json.dumps with options builds a new one each time.
+_ARGUMENTS: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _argument_bytes(arguments: Mapping[str, Any] | None) -> bytes:
     """The arguments as the parse gate will see them (NaN stays NaN, and is refused there)."""
-    return json.dumps(
-        {} if arguments is None else arguments, ensure_ascii=False, separators=(",", ":")
-    ).encode()
+    return _ARGUMENTS.encode({} if arguments is None else arguments).encode()
 
 
 def _progress_sink(

@@ -19,14 +19,20 @@ with its operation-duration histogram from the sink's meter
 
 A session id is recorded as a digest (``mcp.session.id``): on streamable HTTP the id
 is what a client presents to continue its session, so telemetry must not hold it.
+
+When no tracer provider stands behind the tracer (:meth:`McpTelemetry.records`) and
+there is no trace to continue — no active span, nothing in the request a propagator
+reads — a span would be the invalid, non-recording one: it is not made, and only
+the operation's duration is recorded. Anything else gets its span as described.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
-from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, Final, Self
 from urllib.parse import urlsplit
 
 from mcp.shared.exceptions import MCPError
@@ -42,9 +48,11 @@ from toolbound.telemetry.propagation import extract
 from toolbound.trace import attempt_carrier
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
+    from types import TracebackType
 
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from opentelemetry.propagators.textmap import TextMapPropagator
     from opentelemetry.util.types import AttributeValue
 
     from toolbound.execution.tool import ToolContext
@@ -88,6 +96,18 @@ class McpTelemetry:
             description="MCP request duration, from sending to the upstream's answer.",
             explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
         )
+
+    def records(self) -> bool:
+        """Whether a span started now would be recorded: a tracer provider stands behind it.
+
+        Asked for each span: the global tracer provider may be set after the server
+        was built, and the proxy tracer then records from that moment on.
+        """
+        tracer = self.tracer
+        if isinstance(tracer, otel_trace.ProxyTracer):
+            # A proxy records once a global provider is set (and set, it stays).
+            return not isinstance(otel_trace.get_tracer_provider(), otel_trace.ProxyTracerProvider)
+        return not isinstance(tracer, otel_trace.NoOpTracer)
 
 
 def telemetry_for(runtime: Runtime) -> McpTelemetry:
@@ -140,10 +160,14 @@ class ServerSpans:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """Handle the message inside its span; record how it ended."""
-        target, attributes = server_attributes(ctx)
-        meta: Mapping[str, Any] = ctx.meta or {}
-        parent = incoming_context(extract({k: v for k, v in meta.items() if isinstance(v, str)}))
         started = time.perf_counter()
+        meta: Mapping[str, Any] = ctx.meta or {}
+        if not self.telemetry.records() and not _continues_a_trace(meta):
+            # The span would be the invalid one, recording nothing: only the duration.
+            measured = operation_attributes(ctx)[1]
+            return await self._handled(ctx, call_next, otel_trace.INVALID_SPAN, measured, started)
+        target, attributes = server_attributes(ctx)
+        parent = incoming_context(extract({k: v for k, v in meta.items() if isinstance(v, str)}))
         with self.telemetry.tracer.start_as_current_span(
             f"{ctx.method} {target}" if target else ctx.method,
             context=parent,
@@ -152,39 +176,47 @@ class ServerSpans:
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
-            try:
-                result = await call_next(ctx)
-            except MCPError as exc:
-                _failed(span, attributes, str(exc.error.code), exc.error.message, rpc=True)
-                raise
-            except ValidationError:
-                # The client's input is in pydantic's text: record the code only.
-                _failed(span, attributes, str(INVALID_PARAMS), "invalid parameters", rpc=True)
-                raise
-            except Exception as exc:
-                name = type(exc).__qualname__
-                _failed(span, attributes, name, name, rpc=False)
-                raise
-            else:
-                if _is_tool_error(result):
-                    _failed(span, attributes, _TOOL_ERROR, None, rpc=False)
-                return result
-            finally:
-                elapsed = time.perf_counter() - started
-                self.telemetry.server_duration.record(elapsed, _measured(attributes))
+            return await self._handled(ctx, call_next, span, attributes, started)
+
+    async def _handled(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
+        span: otel_trace.Span,
+        attributes: dict[str, AttributeValue],
+        started: float,
+    ) -> HandlerResult:
+        try:
+            result = await call_next(ctx)
+        except MCPError as exc:
+            _failed(span, attributes, str(exc.error.code), exc.error.message, rpc=True)
+            raise
+        except ValidationError:
+            # The client's input is in pydantic's text: record the code only.
+            _failed(span, attributes, str(INVALID_PARAMS), "invalid parameters", rpc=True)
+            raise
+        except Exception as exc:
+            name = type(exc).__qualname__
+            _failed(span, attributes, name, name, rpc=False)
+            raise
+        else:
+            if _is_tool_error(result):
+                _failed(span, attributes, _TOOL_ERROR, None, rpc=False)
+            return result
+        finally:
+            elapsed = time.perf_counter() - started
+            self.telemetry.server_duration.record(elapsed, _measured(attributes))
 
 
-def server_attributes(
+def operation_attributes(
     ctx: ServerRequestContext[Any, Any],
 ) -> tuple[str | None, dict[str, AttributeValue]]:
-    """The span's target (tool or prompt name) and its attributes, from the message alone."""
+    """The span's target (tool or prompt name) and what its operation duration carries."""
     params: Mapping[str, Any] = ctx.params or {}
     attributes: dict[str, AttributeValue] = {
         "mcp.method.name": ctx.method,
         "mcp.protocol.version": ctx.protocol_version,
     }
-    if ctx.request_id is not None:
-        attributes["jsonrpc.request.id"] = str(ctx.request_id)
     name = params.get("name")
     target = name if isinstance(name, str) else None
     if ctx.method == "tools/call" and target is not None:
@@ -194,23 +226,51 @@ def server_attributes(
         attributes["gen_ai.prompt.name"] = target
     else:
         target = None
+    if ctx.request is None:
+        attributes["network.transport"] = "pipe"  # stdio, or in the same process
+    else:
+        attributes["network.transport"] = "tcp"
+        attributes["network.protocol.name"] = "http"
+    return target, attributes
+
+
+def server_attributes(
+    ctx: ServerRequestContext[Any, Any],
+) -> tuple[str | None, dict[str, AttributeValue]]:
+    """The span's target (tool or prompt name) and its attributes, from the message alone."""
+    target, attributes = operation_attributes(ctx)
+    if ctx.request_id is not None:
+        attributes["jsonrpc.request.id"] = str(ctx.request_id)
+    params: Mapping[str, Any] = ctx.params or {}
     uri = params.get("uri")
     if isinstance(uri, str) and ctx.method.startswith("resources/"):
         attributes["mcp.resource.uri"] = uri
     request = ctx.request
-    headers = getattr(request, "headers", None)
-    if request is None:
-        attributes["network.transport"] = "pipe"  # stdio
-    else:
-        attributes["network.transport"] = "tcp"
-        attributes["network.protocol.name"] = "http"
-        client = getattr(request, "client", None)
-        if client is not None and client.host:
-            attributes["client.address"] = client.host
-    session = _session_id(ctx, headers)
+    client = getattr(request, "client", None)
+    if client is not None and client.host:
+        attributes["client.address"] = client.host
+    session = _session_id(ctx, getattr(request, "headers", None))
     if session:
         attributes["mcp.session.id"] = session_digest(session)
     return target, attributes
+
+
+def _continues_a_trace(meta: Mapping[str, Any]) -> bool:
+    """Whether a span here would have a parent: an active span, or a context in ``meta``.
+
+    A propagator reads a parent only from its own fields (``traceparent`` and
+    ``tracestate`` for W3C Trace Context): a request that carries none of them,
+    case aside, has none to continue.
+    """
+    if otel_trace.get_current_span().get_span_context().is_valid:
+        return True
+    fields = _fields(propagate.get_global_textmap())
+    return any(isinstance(v, str) and k.lower() in fields for k, v in meta.items())
+
+
+@functools.lru_cache(maxsize=4)
+def _fields(propagator: TextMapPropagator) -> frozenset[str]:
+    return frozenset(field.lower() for field in propagator.fields)
 
 
 def _session_id(ctx: ServerRequestContext[Any, Any], headers: object) -> str | None:
@@ -272,23 +332,83 @@ def _is_tool_error(result: object) -> bool:
 
 
 class ClientCall:
-    """The client span of one upstream ``tools/call``, and the ``_meta`` that carries it."""
+    """The CLIENT span of one upstream ``tools/call``, and the ``_meta`` that carries it.
+
+    A context manager (:func:`client_span`): inside, :attr:`meta` is the call's
+    ``_meta`` with the span's context injected, and :attr:`span` the active span.
+    """
+
+    __slots__ = ("_scope", "_started", "attributes", "meta", "name", "span", "telemetry")
 
     def __init__(
-        self, span: otel_trace.Span, meta: dict[str, object], attributes: dict[str, AttributeValue]
+        self,
+        telemetry: McpTelemetry | None,
+        name: str,
+        meta: dict[str, object],
+        attributes: dict[str, AttributeValue],
     ) -> None:
-        self.span = span
+        self.telemetry = telemetry
+        self.name = name
         self.meta = meta
         self.attributes = attributes
+        self.span: otel_trace.Span = otel_trace.INVALID_SPAN
+        self._scope: AbstractContextManager[otel_trace.Span] | None = None
+        self._started = 0.0
+
+    def start(self, carrier: Mapping[str, str] | None) -> None:
+        """Start the span, a child of the attempt's (``carrier``), and inject its context."""
+        self._started = time.perf_counter()
+        telemetry = self.telemetry
+        recording = telemetry is not None and telemetry.records()
+        if carrier or recording or otel_trace.get_current_span().get_span_context().is_valid:
+            tracer = otel_trace.NoOpTracer() if telemetry is None else telemetry.tracer
+            self._scope = tracer.start_as_current_span(
+                self.name,
+                context=propagate.extract(dict(carrier or {}), context=otel_context.Context()),
+                kind=otel_trace.SpanKind.CLIENT,
+                attributes=self.attributes,
+                record_exception=False,
+                set_status_on_exception=False,
+            )
+            self.span = self._scope.__enter__()
+        # Else the span would be the invalid one, with no parent and nothing to record:
+        # it is not made active; the context injected is the same.
+        injected: dict[str, str] = {}
+        try:
+            propagate.inject(injected, context=otel_trace.set_span_in_context(self.span))
+        except BaseException as exc:
+            if self._scope is not None:
+                self._scope.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self.meta.update(injected)
 
     def answered(self, result: Mapping[str, object]) -> None:
         """The upstream answered (its result as sent): an ``isError`` result is a failed call."""
         if _is_tool_error(result):
             _failed(self.span, self.attributes, _TOOL_ERROR, None, rpc=False)
 
+    def __enter__(self) -> Self:
+        return self
 
-@asynccontextmanager
-async def client_span(
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, MCPError):
+            _failed(self.span, self.attributes, str(exc.error.code), exc.error.message, rpc=True)
+        elif isinstance(exc, Exception):
+            name = type(exc).__qualname__
+            _failed(self.span, self.attributes, name, name, rpc=False)
+        if self.telemetry is not None:
+            elapsed = time.perf_counter() - self._started
+            self.telemetry.client_duration.record(elapsed, _measured(self.attributes))
+        if self._scope is not None:
+            self._scope.__exit__(kind, exc, tb)
+
+
+def client_span(
     telemetry: McpTelemetry | None,
     *,
     upstream: str,
@@ -296,46 +416,25 @@ async def client_span(
     tool: str,
     ctx: ToolContext,
     meta: Mapping[str, object] | None,
-) -> AsyncIterator[ClientCall]:
+) -> ClientCall:
     """A CLIENT span around one upstream ``tools/call``, a child of the attempt's span.
 
-    Yields the call's ``_meta``: ``meta`` with the span's context injected. Without
-    telemetry (none configured) the span records nothing, and the attempt's own
-    context, if a sink published one, is what travels on.
+    Its :attr:`~ClientCall.meta` is ``meta`` with the span's context injected.
+    Without telemetry (none configured) the span records nothing, and the attempt's
+    own context, if a sink published one, is what travels on.
     """
-    carrier = attempt_carrier(ctx.attempt_id) or {}
-    parent = propagate.extract(dict(carrier), context=otel_context.Context())
     attributes = _client_attributes(upstream, url, tool)
-    tracer = otel_trace.NoOpTracer() if telemetry is None else telemetry.tracer
-    started = time.perf_counter()
-    with tracer.start_as_current_span(
-        f"tools/call {tool}",
-        context=parent,
-        kind=otel_trace.SpanKind.CLIENT,
-        attributes=attributes,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        sent: dict[str, object] = dict(meta or {})
-        injected: dict[str, str] = {}
-        propagate.inject(injected)
-        sent.update(injected)
-        try:
-            yield ClientCall(span, sent, attributes)
-        except MCPError as exc:
-            _failed(span, attributes, str(exc.error.code), exc.error.message, rpc=True)
-            raise
-        except Exception as exc:
-            name = type(exc).__qualname__
-            _failed(span, attributes, name, name, rpc=False)
-            raise
-        finally:
-            if telemetry is not None:
-                elapsed = time.perf_counter() - started
-                telemetry.client_duration.record(elapsed, _measured(attributes))
+    call = ClientCall(telemetry, f"tools/call {tool}", dict(meta or {}), attributes)
+    call.start(attempt_carrier(ctx.attempt_id))
+    return call
 
 
 def _client_attributes(upstream: str, url: str | None, tool: str) -> dict[str, AttributeValue]:
+    return dict(_attributes_of(upstream, url, tool))  # _failed adds to a call's own
+
+
+@functools.lru_cache(maxsize=1024)
+def _attributes_of(upstream: str, url: str | None, tool: str) -> dict[str, AttributeValue]:
     attributes: dict[str, AttributeValue] = {
         "mcp.method.name": "tools/call",
         "gen_ai.operation.name": "execute_tool",
@@ -355,8 +454,7 @@ def _client_attributes(upstream: str, url: str | None, tool: str) -> dict[str, A
     return attributes
 
 
-@contextmanager
-def continued(meta: Mapping[str, object] | None) -> Iterator[None]:
+def continued(meta: Mapping[str, object] | None) -> AbstractContextManager[object]:
     """Make the trace context in an outgoing ``_meta`` the active one.
 
     The gateway sends on its upstream's own event loop, where the caller's context
@@ -364,10 +462,16 @@ def continued(meta: Mapping[str, object] | None) -> Iterator[None]:
     application installed a global tracer provider) nests under the client span
     instead of starting a new trace.
     """
-    carrier = {k: v for k, v in (meta or {}).items() if isinstance(v, str)}
-    if "traceparent" not in carrier:
-        yield
-        return
+    if meta is None or not isinstance(meta.get("traceparent"), str):
+        return _NOTHING
+    return _attached({k: v for k, v in meta.items() if isinstance(v, str)})
+
+
+_NOTHING: Final = nullcontext()
+
+
+@contextmanager
+def _attached(carrier: Mapping[str, str]) -> Iterator[None]:
     token = otel_context.attach(incoming_context(extract(carrier)))
     try:
         yield

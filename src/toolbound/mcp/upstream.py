@@ -601,7 +601,7 @@ class UpstreamTool:
         if self.attempt_timeout is not None:
             timeout = min(timeout, self.attempt_timeout)
         upstream = self.upstream
-        async with client_span(
+        with client_span(
             upstream.telemetry,
             upstream=upstream.name,
             url=upstream.config.url,

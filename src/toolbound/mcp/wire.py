@@ -64,7 +64,7 @@ class DirectCalls:
 
     def __init__(self, answer: Answer, server_info: Callable[[], dict[str, Any]]) -> None:
         self._answer = answer
-        self._server_info = server_info
+        self._server_info = _copies(server_info)
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -77,6 +77,26 @@ class DirectCalls:
             return await call_next(ctx)  # refused by the SDK, as it always was
         result = await self._answer(ctx, params)
         return wire_result(result, str(ctx.protocol_version), self._server_info)
+
+
+def _copies(server_info: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """Fresh copies of a server's ``serverInfo`` stamp, which is fixed once the server is built.
+
+    The SDK deep-copies it for every result; a stamp of plain values (a name and a
+    version, say) needs only a shallow copy to be a fresh one.
+    """
+    flat: dict[str, Any] | None = None
+
+    def fresh() -> dict[str, Any]:
+        nonlocal flat
+        if flat is not None:
+            return dict(flat)
+        stamp = server_info()
+        if all(type(v) in _JSON_SCALARS for v in stamp.values()):
+            flat = dict(stamp)
+        return stamp
+
+    return fresh
 
 
 def _checked(ctx: ServerRequestContext[Any, Any]) -> types.CallToolRequestParams | None:
