@@ -7,7 +7,9 @@ other field). What each path does:
 
 * **bare (e)**: ``json.loads`` + a compiled jsonschema-rs validator + an RFC 8785
   digest (toolbound's canonical form and framed SHA-256) + the call: the floor any guarded
-  path stands on;
+  path stands on. A second row makes the digest over the ``rfc8785`` package's
+  canonical form (the same bytes, through the reference package): the floor as it is
+  built from the usual parts; ratios are to the first;
 * **openai-agents**: ``function_tool(...).on_invoke_tool(ctx, json)`` — pydantic
   validation, the call, output serialization; a sync tool goes through
   ``asyncio.to_thread``. This is the SDK's barest invoker, the "fastest peer" rows;
@@ -69,6 +71,7 @@ from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import jsonschema_rs
+import rfc8785
 from agents import (
     Agent,
     ModelResponse,
@@ -151,6 +154,27 @@ def bare_path() -> Callable[[], Awaitable[object]]:
             raise AssertionError(args)
         digest(
             tenant="acme", tool_name="get_order", tool_version="v1", canonical=canonical_json(args)
+        )
+        return get_order(**args)
+
+    return call
+
+
+def bare_rfc8785_path() -> Callable[[], Awaitable[object]]:
+    """The bare path with the digest over the ``rfc8785`` package's canonical form.
+
+    The same bytes as toolbound's canonical form (RFC 8785), through the reference
+    package for it: the floor as someone would build it from the usual parts.
+    """
+    schema = define(get_order, effect="read").spec.input_schema
+    validator = jsonschema_rs.validator_for(dict(schema))
+
+    async def call() -> object:
+        args = json.loads(ARGS)
+        if not validator.is_valid(args):
+            raise AssertionError(args)
+        digest(
+            tenant="acme", tool_name="get_order", tool_version="v1", canonical=rfc8785.dumps(args)
         )
         return get_order(**args)
 
@@ -396,6 +420,7 @@ async def main() -> None:
     )
     paths: dict[str, Callable[[], Awaitable[object]]] = {
         "bare (e)": bare_path(),
+        "bare (e), rfc8785 package": bare_rfc8785_path(),
         "openai-agents, async tool": agents_path(aget_order),
         "pydantic-ai, async tool": await pydantic_ai_path(aget_order),
         "mcp, async tool": mcp_path(aget_order),
