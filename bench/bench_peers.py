@@ -143,28 +143,13 @@ async def aget_order(order_id: str) -> Order:
 # -- bare (e) ------------------------------------------------------------------------------
 
 
-def bare_path() -> Callable[[], Awaitable[object]]:
-    """json.loads + compiled jsonschema-rs + RFC 8785 digest + the call."""
-    schema = define(get_order, effect="read").spec.input_schema
-    validator = jsonschema_rs.validator_for(dict(schema))
+def bare_path(
+    canonical: Callable[[Any], bytes] = canonical_json,
+) -> Callable[[], Awaitable[object]]:
+    """json.loads + compiled jsonschema-rs + RFC 8785 digest + the call.
 
-    async def call() -> object:
-        args = json.loads(ARGS)
-        if not validator.is_valid(args):
-            raise AssertionError(args)
-        digest(
-            tenant="acme", tool_name="get_order", tool_version="v1", canonical=canonical_json(args)
-        )
-        return get_order(**args)
-
-    return call
-
-
-def bare_rfc8785_path() -> Callable[[], Awaitable[object]]:
-    """The bare path with the digest over the ``rfc8785`` package's canonical form.
-
-    The same bytes as toolbound's canonical form (RFC 8785), through the reference
-    package for it: the floor as someone would build it from the usual parts.
+    ``canonical`` makes the RFC 8785 form the digest is taken over: toolbound's own, or
+    the ``rfc8785`` package's (the same bytes, the floor as built from the usual parts).
     """
     schema = define(get_order, effect="read").spec.input_schema
     validator = jsonschema_rs.validator_for(dict(schema))
@@ -173,9 +158,7 @@ def bare_rfc8785_path() -> Callable[[], Awaitable[object]]:
         args = json.loads(ARGS)
         if not validator.is_valid(args):
             raise AssertionError(args)
-        digest(
-            tenant="acme", tool_name="get_order", tool_version="v1", canonical=rfc8785.dumps(args)
-        )
+        digest(tenant="acme", tool_name="get_order", tool_version="v1", canonical=canonical(args))
         return get_order(**args)
 
     return call
@@ -420,7 +403,7 @@ async def main() -> None:
     )
     paths: dict[str, Callable[[], Awaitable[object]]] = {
         "bare (e)": bare_path(),
-        "bare (e), rfc8785 package": bare_rfc8785_path(),
+        "bare (e), rfc8785 package": bare_path(rfc8785.dumps),
         "openai-agents, async tool": agents_path(aget_order),
         "pydantic-ai, async tool": await pydantic_ai_path(aget_order),
         "mcp, async tool": mcp_path(aget_order),
