@@ -9,6 +9,7 @@ and damage the table under statements already prepared.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING
@@ -65,12 +66,21 @@ def one_connection(pg_conninfo: str) -> Iterator[PostgresLedger]:
 
 
 def prepared(ledger: PostgresLedger) -> set[str]:
-    """The ledger's statements prepared on its (only) session."""
+    """The ledger's statements prepared on its (only) session, by label.
+
+    Each name ends with the digest of the statement's own text (checked here): the
+    label is what is left.
+    """
     with ledger.atomic() as tx:
         rows = tx.connection.execute(
-            "SELECT name FROM pg_prepared_statements WHERE name LIKE 'toolbound%'"
+            "SELECT name, statement FROM pg_prepared_statements WHERE name LIKE 'toolbound%'"
         ).fetchall()
-    return {name for (name,) in rows}
+    labels = set()
+    for name, text in rows:
+        label, _, digest = name.rpartition("_")
+        assert digest == hashlib.blake2s(text.encode(), digest_size=4).hexdigest()
+        labels.add(label)
+    return labels
 
 
 def test_a_write_is_two_statements_prepared_once_per_session(one_connection):

@@ -25,6 +25,7 @@ them, so the ledger maps them at its boundary like any other psycopg error.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
 from dataclasses import dataclass
@@ -61,6 +62,17 @@ class Statement:
 
     name: bytes
     sql: str
+
+    @classmethod
+    def named(cls, label: str, sql: str) -> Statement:
+        """``sql`` under ``toolbound_<label>_<digest of sql>``.
+
+        The name carries the text: a session that already holds a statement of that
+        name (prepared by an earlier call this process lost track of) holds this very
+        statement, never an older text under the same label.
+        """
+        text = hashlib.blake2s(sql.encode(), digest_size=4).hexdigest()
+        return cls(f"toolbound_{label}_{text}".encode(), sql)
 
     @property
     def text(self) -> bytes:

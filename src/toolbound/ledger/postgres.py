@@ -107,8 +107,8 @@ _FIND = _SELECT + " WHERE invocation_id = %s ORDER BY seq LIMIT 1"
 _UNRESOLVED = _SELECT + " WHERE phase = 'unknown' ORDER BY created_at, seq"
 # A claim writes the record rules.decide_claim hands it, as _columns puts it: the
 # parameters are the columns in _COLUMNS order.
-_INSERT = Statement(
-    b"toolbound_claim",
+_INSERT = Statement.named(
+    "claim",
     """
     INSERT INTO toolbound_ledger (
         scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
@@ -122,8 +122,8 @@ _LOCK_ROW = """
     WHERE scope = %s AND tool_version = %s AND key = %s
     FOR UPDATE
 """
-_OVERWRITE = Statement(
-    b"toolbound_overwrite",
+_OVERWRITE = Statement.named(
+    "overwrite",
     """
     UPDATE toolbound_ledger
     SET digest = $4, invocation_id = $5, tool = $6, canonical = $7, subject = $8::json,
@@ -151,9 +151,9 @@ _ADVANCE_WITH_EVIDENCE = """
 """
 _ADVANCES = {
     target: (
-        Statement(f"toolbound_advance_{target}".encode(), _ADVANCE.format(sources=sources)),
-        Statement(
-            f"toolbound_advance_{target}_evidence".encode(),
+        Statement.named(f"advance_{target}", _ADVANCE.format(sources=sources)),
+        Statement.named(
+            f"advance_{target}_evidence",
             _ADVANCE_WITH_EVIDENCE.format(sources=sources),
         ),
     )
