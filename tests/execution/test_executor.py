@@ -80,6 +80,19 @@ def release() -> Iterator[threading.Event]:
     event.set()
 
 
+class Blocking:
+    """A tool that says it has started, then waits for the test's release (5 s at most)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.started = threading.Event()
+        self.release = release
+
+    def __call__(self, _args: object, _ctx: object) -> dict[str, str]:
+        self.started.set()
+        self.release.wait(5)
+        return {"text": "late"}
+
+
 @pytest.fixture(params=["run", "arun"])
 def attempt(request: pytest.FixtureRequest, executor: Executor) -> Callable[..., RawAttempt]:
     """One attempt of a tool from a sync caller (``run``) or an async one (``arun``)."""
@@ -238,20 +251,14 @@ def test_a_quick_tool_with_a_cancel_event_answers(attempt):
 
 def test_cancelling_the_awaiting_task_is_settled_by_the_caller(executor, release):
     """Arun's task cancelled mid-tool: the attempt says so and returns normally (R9)."""
-    started = threading.Event()
-
-    def tool(_args, _ctx):
-        started.set()
-        release.wait(5)
-        return {"text": "late"}
-
+    tool = Blocking(release)
     raw = RawAttempt(started_at=NOW)
 
     async def main() -> None:
         task = asyncio.create_task(
             executor.arun(registered(tool), {"text": "x"}, context(), raw, budget=5.0, cancel=None)
         )
-        await asyncio.to_thread(started.wait, 2)
+        await asyncio.to_thread(tool.started.wait, 2)
         task.cancel()
         await task  # arun itself returns: the caller settles, then re-raises
 
@@ -398,18 +405,11 @@ def test_in_worker_returns_and_raises_as_the_function(executor):
 
 def test_a_worker_survives_a_loop_that_closed_while_its_tool_ran(executor, release):
     """The loop waiting for a tool may be gone when it answers; the worker lives on."""
-    started = threading.Event()
-
-    def slow(_args, _ctx):
-        started.set()
-        release.wait(5)
-        return {"text": "late"}
-
     raw = RawAttempt(started_at=NOW)
 
     async def main() -> None:
         await executor.arun(
-            registered(slow), {"text": "x"}, context(), raw, budget=0.2, cancel=None
+            registered(Blocking(release)), {"text": "x"}, context(), raw, budget=0.2, cancel=None
         )
 
     asyncio.run(main())  # the deadline answers, then asyncio.run closes the loop

@@ -31,6 +31,8 @@ from toolbound.pipeline.prepare import claim_problem, intent, ledger_problem
 from toolbound.problems import make_problem
 
 if TYPE_CHECKING:
+    import threading
+
     from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, JSONValue
     from toolbound._outcome import Outcome
@@ -55,7 +57,7 @@ def run(env: Env, call: Prepared) -> Outcome:
     started = _start(env, call)
     if not isinstance(started, ToolContext):
         return started
-    return resume(env, call, started, attempt(env, call, started))
+    return resume(env, call, started, attempt(env, call.tool, started, call.ctx.cancel))
 
 
 def resume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outcome:
@@ -68,19 +70,16 @@ def resume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outc
             return step
         env.sleeper.sleep(step.delay)
         tctx = _next_attempt(env, call, tctx)
-        raw = attempt(env, call, tctx)
+        raw = attempt(env, call.tool, tctx, call.ctx.cancel)
 
 
-def attempt(env: Env, call: Prepared, tctx: ToolContext) -> RawAttempt:
-    """One attempt, from a sync caller, as the executor saw it."""
+def attempt(
+    env: Env, tool: RegisteredTool, tctx: ToolContext, cancel: threading.Event | None
+) -> RawAttempt:
+    """One attempt of ``tool`` on the invocation ``tctx`` carries, from a sync caller."""
     raw = RawAttempt(started_at=env.clock.now())
     env.executor.run(
-        call.tool,
-        call.invocation.arguments,
-        tctx,
-        raw,
-        budget=tctx.deadline_in,
-        cancel=call.ctx.cancel,
+        tool, tctx.invocation.arguments, tctx, raw, budget=tctx.deadline_in, cancel=cancel
     )
     raw.ended_at = env.clock.now()
     return raw
@@ -94,7 +93,9 @@ async def arun(env: Env, call: Prepared) -> Outcome:
     started = _start(env, call)
     if not isinstance(started, ToolContext):
         return started
-    return await aresume(env, call, started, await aattempt(env, call, started))
+    return await aresume(
+        env, call, started, await aattempt(env, call.tool, started, call.ctx.cancel)
+    )
 
 
 async def aresume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outcome:
@@ -114,19 +115,16 @@ async def aresume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) 
             return step
         await env.sleeper.asleep(step.delay)
         tctx = _next_attempt(env, call, tctx)
-        raw = await aattempt(env, call, tctx)
+        raw = await aattempt(env, call.tool, tctx, call.ctx.cancel)
 
 
-async def aattempt(env: Env, call: Prepared, tctx: ToolContext) -> RawAttempt:
+async def aattempt(
+    env: Env, tool: RegisteredTool, tctx: ToolContext, cancel: threading.Event | None
+) -> RawAttempt:
     """:func:`attempt` for async callers."""
     raw = RawAttempt(started_at=env.clock.now())
     await env.executor.arun(
-        call.tool,
-        call.invocation.arguments,
-        tctx,
-        raw,
-        budget=tctx.deadline_in,
-        cancel=call.ctx.cancel,
+        tool, tctx.invocation.arguments, tctx, raw, budget=tctx.deadline_in, cancel=cancel
     )
     raw.ended_at = env.clock.now()
     return raw

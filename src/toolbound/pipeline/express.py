@@ -26,9 +26,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, TypeGuard, cast
 
-from toolbound._model import Attempt, Result
+from toolbound._model import Attempt
 from toolbound._state import State
-from toolbound.execution.executor import RawAttempt
 from toolbound.execution.tool import ToolContext, ToolOutput
 from toolbound.pipeline import admit, endings, execute, settle
 from toolbound.pipeline.call import Prepared
@@ -37,6 +36,7 @@ from toolbound.pipeline.env import Kept
 if TYPE_CHECKING:
     from toolbound._model import Invocation, JSONValue
     from toolbound._outcome import Outcome
+    from toolbound.execution.executor import RawAttempt
     from toolbound.pipeline.admit import Refusal, Verdict
     from toolbound.pipeline.call import CallContext, Opened
     from toolbound.pipeline.env import Env
@@ -64,9 +64,7 @@ def run(env: Env, call: Opened, verdict: Verdict) -> Outcome:
     inv, tctx = _start(env, call, verdict)
     if tctx is None:
         return execute.run(env, _prepared(call, verdict, inv))
-    raw = RawAttempt(started_at=env.clock.now())
-    env.executor.run(verdict.tool, inv.arguments, tctx, raw, budget=tctx.deadline_in, cancel=None)
-    raw.ended_at = env.clock.now()
+    raw = execute.attempt(env, verdict.tool, tctx, None)
     outcome = _observed(env, call, verdict, tctx, raw)
     if outcome is None:
         return execute.resume(env, _prepared(call, verdict, inv, tctx), tctx, raw)
@@ -78,11 +76,7 @@ async def arun(env: Env, call: Opened, verdict: Verdict) -> Outcome:
     inv, tctx = _start(env, call, verdict)
     if tctx is None:
         return await execute.arun(env, _prepared(call, verdict, inv))
-    raw = RawAttempt(started_at=env.clock.now())
-    await env.executor.arun(
-        verdict.tool, inv.arguments, tctx, raw, budget=tctx.deadline_in, cancel=None
-    )
-    raw.ended_at = env.clock.now()
+    raw = await execute.aattempt(env, verdict.tool, tctx, None)
     outcome = _observed(env, call, verdict, tctx, raw)
     if outcome is None:
         return await execute.aresume(env, _prepared(call, verdict, inv, tctx), tctx, raw)
@@ -133,15 +127,7 @@ def _observed(
     )
     life.trace.add("attempt", None, {"attempt": attempt})
     life.advance(State.COMMITTED, external_resource_id=None)
-    result = Result(
-        invocation_id=inv.invocation_id,
-        status="ok",
-        value=clean,
-        commit_status="committed",
-        external_resource_id=None,
-        observed_at=attempt.ended_at,
-        attempts=(attempt,),
-    )
+    result = settle.committed(inv, clean, None, attempt.ended_at, (attempt,))
     if message.truncated:
         env.kept.keep(inv.invocation_id, Kept(tool.spec.ref, inv.proposal_id, for_model))
     life.advance(State.OBSERVED, result=clean, cuts=message.cuts)

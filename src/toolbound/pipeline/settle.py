@@ -23,8 +23,9 @@ from toolbound.results.encode import model_result
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from datetime import datetime
 
-    from toolbound._model import Invocation, JSONValue
+    from toolbound._model import Attempt, Invocation, JSONValue
     from toolbound._outcome import Outcome
     from toolbound.execution.executor import RawAttempt
     from toolbound.ledger.store import Replay
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Projected",
+    "committed",
     "observe",
     "output_problem",
     "project",
@@ -116,27 +118,12 @@ def observe(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:
                 "output_not_json", f"the tool returned a value that is not JSON ({exc})"
             )
     if problem is not None:
-        committed = Result(
-            invocation_id=inv.invocation_id,
-            status="ok",
-            commit_status="committed",
-            external_resource_id=external,
-            observed_at=observed_at,
-            attempts=attempts,
-        )
-        endings.record_phase(env, call, committed)
+        kept = committed(inv, None, external, observed_at, attempts)
+        endings.record_phase(env, call, kept)
         call.life.trace.record("output_rejected", problem=problem)
-        return endings.failed_after(call, problem, committed)
+        return endings.failed_after(call, problem, kept)
     message, clean, for_model, secret_cuts = projected
-    result = Result(
-        invocation_id=inv.invocation_id,
-        status="ok",
-        value=clean,
-        commit_status="committed",
-        external_resource_id=external,
-        observed_at=observed_at,
-        attempts=attempts,
-    )
+    result = committed(inv, clean, external, observed_at, attempts)
     endings.record_phase(env, call, result)
     conflict = _read_back(call, result)
     if conflict is not None:
@@ -200,6 +187,25 @@ def replay(env: Env, call: Prepared, claim: Replay) -> Outcome:
     )
     call.life.advance(State.OBSERVED, result=result.value, replayed_from=claim.invocation_id)
     return endings.observed(call, result, message, (), replayed_from=claim.invocation_id)
+
+
+def committed(
+    inv: Invocation,
+    value: JSONValue,
+    external: str | None,
+    observed_at: datetime,
+    attempts: tuple[Attempt, ...],
+) -> Result:
+    """The result of a call whose effect committed (R9): ``value`` as it is kept."""
+    return Result(
+        invocation_id=inv.invocation_id,
+        status="ok",
+        value=value,
+        commit_status="committed",
+        external_resource_id=external,
+        observed_at=observed_at,
+        attempts=attempts,
+    )
 
 
 def output_problem(tool: RegisteredTool, value: object) -> Problem | None:
