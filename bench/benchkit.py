@@ -54,7 +54,10 @@ async def best_of(
 
     The rounds take turns, so a busy moment of the machine touches every path alike;
     on a shared machine, many short rounds find its quiet moments better than a few
-    long ones.
+    long ones. Each round of a path starts with one call left out of the timing: the
+    path before it has just filled the caches with its own code and data, and with
+    short rounds the first call back would be charged to whichever path follows the
+    heaviest one.
     """
     for call in calls.values():
         for _ in range(min(n, WARMUP) if warmup is None else warmup):
@@ -62,6 +65,7 @@ async def best_of(
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(rounds):
         for name, call in calls.items():
+            await call()
             t0 = time.perf_counter()
             for _ in range(n):
                 await call()

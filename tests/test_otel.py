@@ -13,12 +13,18 @@ import json
 import threading
 
 import pytest
+from opentelemetry import propagate
 from opentelemetry import trace as otel_trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.context import Context
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.propagators.textmap import TextMapPropagator, default_getter, default_setter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from toolbound import (
     CallContext,
@@ -43,7 +49,7 @@ from toolbound.otel import (
     traceparent_scope,
 )
 from toolbound.telemetry import propagation
-from toolbound.telemetry.propagation import extract
+from toolbound.telemetry.propagation import Incoming, extract
 from toolbound.telemetry.w3c import parse_tracestate
 from toolbound.testing import FakeTool
 from toolbound.trace import TraceEvent, attempt_carrier
@@ -621,3 +627,52 @@ def test_headers_are_found_whatever_their_case():
     incoming = extract({"TRACEPARENT": V00, "Tracestate": "congo=t61rcWkgMzE"})
     assert incoming.trace_id == TID
     assert incoming.tracestate == "congo=t61rcWkgMzE"
+
+
+def test_baggage_alone_is_read_by_the_default_propagators():
+    """No ``traceparent``, only ``baggage``: no caller's span, but its entries are kept."""
+    incoming = extract({"content-type": "application/json", "Baggage": "user=mira"})
+    assert incoming.parent is None
+    assert dict(incoming.baggage) == {"user": "mira"}
+    assert extract({"content-type": "application/json"}) == Incoming(parent=None)
+
+
+class _Named(TextMapPropagator):
+    """Reads the caller's span from ``x-span: <trace id>:<span id>`` (not a W3C header)."""
+
+    def extract(self, carrier, context=None, getter=default_getter):
+        found = getter.get(carrier, "x-span")
+        if not found:
+            return context if context is not None else Context()
+        trace_id, _, span_id = found[0].partition(":")
+        remote = otel_trace.SpanContext(
+            trace_id=int(trace_id, 16), span_id=int(span_id, 16), is_remote=True
+        )
+        return otel_trace.set_span_in_context(otel_trace.NonRecordingSpan(remote), context)
+
+    def inject(self, carrier, context=None, setter=default_setter) -> None:
+        """Writes nothing: only extraction is under test."""
+
+    @property
+    def fields(self) -> set[str]:
+        return {"x-span"}
+
+
+@pytest.mark.parametrize(
+    "propagator",
+    [
+        _Named(),
+        CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator(), _Named()]),
+    ],
+    ids=["alone", "beside the defaults"],
+)
+def test_a_propagator_of_the_deployments_is_asked_without_w3c_headers(propagator):
+    """Any propagator but the default pair may read any header: it is always asked."""
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(propagator)
+    try:
+        incoming = extract({"X-Span": f"{TID}:00f067aa0ba902b7"})
+    finally:
+        propagate.set_global_textmap(before)
+    assert incoming.trace_id == TID
+    assert extract({"X-Span": f"{TID}:00f067aa0ba902b7"}).parent is None  # defaults again

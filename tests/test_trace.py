@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness import Harness, spec
 from toolbound._state import State
 from toolbound.testing import FakeTool
+from toolbound.trace import utc_text
 
 
 def test_trace_answers_r14(harness: Harness):
@@ -76,3 +81,20 @@ def test_sinks_receive_every_event(clock):
     out = h.run("echo", {"text": "hi"})
     h.close()
     assert seen == [(out.invocation_id, e.seq) for e in out.trace]
+
+
+@given(
+    st.one_of(
+        st.floats(min_value=-62_135_596_800.0, max_value=253_402_300_799.0),
+        # Half a microsecond from a whole one, where rounding decides the digits.
+        st.integers(min_value=-(10**15), max_value=4 * 10**15).map(lambda n: n / 1e6 + 5e-7),
+    )
+)
+def test_an_instant_is_written_as_datetime_writes_it(at: float):
+    """An event's time as text: ``datetime.fromtimestamp(at, UTC).isoformat()``, exactly."""
+    try:
+        expected = datetime.fromtimestamp(at, UTC).isoformat()
+    except (OverflowError, ValueError, OSError):
+        return  # outside what datetime can hold
+    assert utc_text(at) == expected
+    assert utc_text(at) == expected  # and again, from the second kept

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from enum import Enum
+from math import modf
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from toolbound._clock import SystemClock
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound._state import State
 
-__all__ = ["Trace", "TraceEvent", "TraceSink", "encode_event"]
+__all__ = ["Trace", "TraceEvent", "TraceSink", "encode_event", "utc_text"]
 
 
 class TraceEvent(NamedTuple):
@@ -53,7 +54,7 @@ class TraceEvent(NamedTuple):
         state = self.state
         return {
             "seq": self.seq,
-            "at": datetime.fromtimestamp(self.at, UTC).isoformat(),
+            "at": utc_text(self.at),
             "kind": self.kind,
             "state": None if state is None else state._value_,
             "data": {k: _jsonable(v) for k, v in self.data.items()},
@@ -158,7 +159,7 @@ def encode_event(event: TraceEvent) -> tuple[str, str]:
     renders it. Detail the encoder would write differently (a key that is not a
     ``str``, a subclass of a JSON type) takes the dict route of :meth:`as_json`.
     """
-    at = datetime.fromtimestamp(event.at, UTC).isoformat()
+    at = utc_text(event.at)
     state = event.state
     data = event.data
     if type(data) is not dict or not _writes_as_is(data):
@@ -167,6 +168,37 @@ def encode_event(event: TraceEvent) -> tuple[str, str]:
     head["state"] = None if state is None else state._value_
     head["data"] = data
     return at, _compact(head)
+
+
+def utc_text(at: float) -> str:
+    """``datetime.fromtimestamp(at, UTC).isoformat()``, the same text in under half the time.
+
+    A call's events fall in one or a few seconds: the text of the whole second is
+    kept from the last event, and only the microseconds are written anew, rounded
+    as ``fromtimestamp`` rounds them (half to even, a carry into the next second).
+    """
+    fraction, whole = modf(at)
+    micro = round(fraction * 1e6)
+    if micro >= _MICROS:
+        micro -= _MICROS
+        whole += 1.0
+    elif micro < 0:
+        micro += _MICROS
+        whole -= 1.0
+    second = int(whole)
+    last = _last_second[0]
+    if last[0] == second:
+        prefix = last[1]
+    else:
+        prefix = datetime.fromtimestamp(second, UTC).isoformat()[:-6]
+        # One tuple swapped whole: a thread reading it sees the old pair or the new one.
+        _last_second[0] = (second, prefix)
+    return "%s.%06d+00:00" % (prefix, micro) if micro else prefix + "+00:00"  # noqa: UP031 - faster
+
+
+_MICROS = 1_000_000
+_last_second: list[tuple[int, str]] = [(0, "1970-01-01T00:00:00")]
+"""The last whole second written, and its text: a cache of one entry."""
 
 
 def _writes_as_is(value: dict[object, object]) -> bool:

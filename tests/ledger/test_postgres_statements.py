@@ -3,7 +3,7 @@
 Outside ``atomic()`` the ledger holds its connection alone, so the claim's ``INSERT``
 and the advance's ``UPDATE`` are prepared once per session and then run by name, each
 committing on its own. These tests read the session's prepared statements off the
-server, take them away under the ledger, write in a session encoding other than UTF-8,
+server, take them away under the ledger, write and read in a session encoding other than UTF-8,
 and damage the table under statements already prepared.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from toolbound._model import Result
-from toolbound.ledger.store import Claimed, Intent, LedgerError, LedgerKey
+from toolbound.ledger.store import Claimed, Intent, LedgerError, LedgerKey, Replay
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -145,6 +145,35 @@ def test_text_is_sent_in_the_sessions_encoding(pg_conninfo, pg_admin):
     ).format(sql.Identifier(schema[0]))
     row = pg_admin.execute(query).fetchall()
     assert row == [("acme/zoë", "café-1", "inv-é", "zoë", "crème", "committed")]
+
+
+def test_records_are_read_in_the_sessions_encoding(pg_conninfo):
+    """A LATIN1 session reads back what it wrote: get, find, a repeated claim, unresolved."""
+    from toolbound.ledger.postgres import PostgresLedger
+
+    with PostgresLedger(f"{pg_conninfo} client_encoding=LATIN1", pool_size=1) as ledger:
+        done, lost = LedgerKey("acme/zoë", "v1", "café-1"), LedgerKey("acme/zoë", "v1", "café-2")
+        assert ledger.claim_executing(intent(done, "inv-é", who="zoë"), now=T0) == Claimed()
+        ledger.advance(
+            done, invocation_id="inv-é", phase="committed", now=T0, result=result("inv-é", "crème")
+        )
+        assert ledger.claim_executing(intent(lost, "inv-ü", who="zoë"), now=T0) == Claimed()
+        ledger.advance(
+            lost, invocation_id="inv-ü", phase="unknown", now=T0, evidence={"why": "délai"}
+        )
+
+        record = ledger.get(done)
+        again = ledger.claim_executing(intent(done, "inv-2", who="zoë"), now=T0)
+        found = ledger.find("inv-é")
+        unresolved = ledger.unresolved()
+
+    assert record is not None
+    assert record.subject["id"] == "zoë"
+    assert record.result == result("inv-é", "crème")
+    assert again == Replay(invocation_id="inv-é", result=result("inv-é", "crème"))
+    assert found == record
+    assert [(r.key, r.subject["id"]) for r in unresolved] == [(lost, "zoë")]
+    assert unresolved[0].evidence[-1]["why"] == "délai"
 
 
 def test_a_damaged_table_under_prepared_statements_is_corrupt_store(one_connection, pg_admin):

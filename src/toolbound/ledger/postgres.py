@@ -27,10 +27,17 @@ Errors: psycopg errors are mapped at this boundary to
 server down, pool exhausted), ``storage_full`` (the server's disk is full),
 ``corrupt_store`` (the ledger table is missing, altered or damaged), and
 ``unsupported_schema`` (written by a newer toolbound).
+
+Text: a session may use any client encoding (``client_encoding`` in the connection
+string). What the ledger sends is encoded in it, and its ``json`` and ``jsonb`` columns
+are read back in it too: psycopg's own JSON loader takes the bytes as UTF-8 whatever
+the session's encoding, so the ledger's connections load JSON with a loader of
+their own that decodes it first.
 """
 
 from __future__ import annotations
 
+import json
 import select
 import threading
 import weakref
@@ -68,6 +75,7 @@ try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg import pq
+    from psycopg.adapt import Loader
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -78,6 +86,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
     from types import TracebackType
 
+    from psycopg.abc import Buffer
     from psycopg.rows import TupleRow
 
     from toolbound._model import Result
@@ -239,6 +248,7 @@ class PostgresLedger:
             max_size=pool_size,
             timeout=timeout,
             check=self._check if check_connections else None,
+            configure=_configure,
             name="toolbound-ledger",
             open=False,
         )
@@ -607,6 +617,29 @@ def _columns(record: LedgerRecord) -> tuple[Param, ...]:
         None if record.result is None else dumps_result(record.result),
         dumps([dict(e) for e in record.evidence]),
     )
+
+
+class _SessionJson(Loader):
+    """``json`` and ``jsonb`` text in the session's client encoding.
+
+    psycopg's loader hands the bytes to :func:`json.loads`, which reads them as UTF-8
+    (or UTF-16/32): in a LATIN1 session, say, any text outside ASCII fails to load.
+    """
+
+    def load(self, data: Buffer) -> object:
+        """The JSON value of ``data``, decoded as the session encodes its text."""
+        raw = data if isinstance(data, bytes) else bytes(data)
+        conn = self.connection
+        encoding = "utf-8" if conn is None else conn.info.encoding
+        if encoding in ("utf-8", "ascii"):  # ascii: SQL_ASCII, whose bytes are as sent
+            return json.loads(raw)
+        return json.loads(raw.decode(encoding))
+
+
+def _configure(conn: Connection) -> None:
+    """Each new session of the pool: JSON read in the session's encoding."""
+    conn.adapters.register_loader("json", _SessionJson)
+    conn.adapters.register_loader("jsonb", _SessionJson)
 
 
 def _quiet(conn: Connection) -> bool:

@@ -77,11 +77,14 @@ def propagation_scope(carrier: Mapping[str, str]) -> Iterator[str]:
     incoming = extract(carrier)
     trace_id = incoming.trace_id or new_trace_id()
     token = SCOPE.set(Scope(trace_id, incoming.parent, incoming.tracestate))
-    attached = otel_context.attach(incoming_context(incoming))
+    # Nothing came in: the active context already is the one to run in.
+    empty = incoming.parent is None and not incoming.baggage
+    attached = None if empty else otel_context.attach(incoming_context(incoming))
     try:
         yield trace_id
     finally:
-        otel_context.detach(attached)
+        if attached is not None:
+            otel_context.detach(attached)
         SCOPE.reset(token)
 
 

@@ -12,6 +12,7 @@ Without the API, the built-in W3C parser reads ``traceparent`` and ``tracestate`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from toolbound.telemetry.w3c import TraceParent, parse_traceparent, parse_tracestate
@@ -22,10 +23,17 @@ if TYPE_CHECKING:
 try:
     from opentelemetry import baggage, propagate
     from opentelemetry import trace as otel_trace
+    from opentelemetry.baggage.propagation import W3CBaggagePropagator
     from opentelemetry.context import Context
+    from opentelemetry.propagators.composite import CompositePropagator as _Composite
     from opentelemetry.propagators.textmap import Getter
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 except ImportError:  # pragma: no cover - exercised only without the extra
     propagate = None  # type: ignore[assignment]
+else:
+    _W3C_PARTS: frozenset[type] = frozenset({TraceContextTextMapPropagator, W3CBaggagePropagator})
+    _W3C_ONLY: list[tuple[object, bool]] = [(None, False)]
+    """The global propagator last seen, and whether it reads only the W3C headers."""
 
 __all__ = ["Incoming", "extract", "header"]
 
@@ -64,6 +72,10 @@ def extract(carrier: Mapping[str, str]) -> Incoming:
     raw_parent = header(carrier, "traceparent")
     if propagate is None:  # pragma: no cover - exercised only without the extra
         return _builtin(raw_parent, header(carrier, "tracestate"))
+    if raw_parent is None and header(carrier, "baggage") is None and _reads_only_w3c():
+        # OpenTelemetry's default propagators read nothing else: most requests carry
+        # no trace context, and asking them would find none.
+        return _NONE
     try:
         # Into an empty context: only what the headers say, not the active span.
         context = propagate.extract(carrier, context=Context(), getter=_GETTER)
@@ -86,6 +98,28 @@ def extract(carrier: Mapping[str, str]) -> Incoming:
     )
     state = span.trace_state.to_header() or None
     return Incoming(parent=parent, tracestate=state, baggage=entries)
+
+
+_NONE = Incoming(parent=None, baggage=MappingProxyType({}))
+
+
+def _reads_only_w3c() -> bool:
+    """Whether the global propagator is OpenTelemetry's default: Trace Context and baggage.
+
+    Those read only the ``traceparent``, ``tracestate`` and ``baggage`` headers (and
+    ``tracestate`` only with a ``traceparent``). Any other propagator, one of the
+    application's or one ``OTEL_PROPAGATORS`` names, may read any header: it is asked.
+    """
+    textmap = propagate.get_global_textmap()
+    seen, only = _W3C_ONLY[0]
+    if seen is not textmap:
+        parts = getattr(textmap, "_propagators", None) if type(textmap) is _Composite else None
+        only = type(textmap) in _W3C_PARTS or (
+            parts is not None and all(type(part) in _W3C_PARTS for part in parts)
+        )
+        # One pair swapped whole: another thread sees the old pair or the new one.
+        _W3C_ONLY[0] = (textmap, only)
+    return only
 
 
 def _builtin(raw_parent: str | None, raw_state: str | None) -> Incoming:
