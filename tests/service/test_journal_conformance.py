@@ -286,9 +286,11 @@ def test_a_journal_a_newer_release_wrote_is_refused_and_left_as_it_was(
     with journal._tx() as cur:  # type: ignore[attr-defined]  # as a newer release marks it
         cur.execute(f"INSERT INTO toolbound_journal_migrations (name) VALUES ('{newer}')")  # noqa: S608
 
+    threads = threading.active_count()
     with pytest.raises(JournalError) as refused:
         open_journal()
 
+    assert threading.active_count() == threads  # a pool opened for it is closed again
     assert refused.value.code == "unsupported_schema"
     assert f"format {schema.FORMAT + 1}" in str(refused.value)
     with journal._tx() as cur:  # type: ignore[attr-defined]
