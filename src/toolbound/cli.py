@@ -77,7 +77,22 @@ def _missing(what: str, extra: str, module: str | None) -> NoReturn:
 
 if _MISSING is None:
 
-    @click.group()
+    class _Commands(click.Group):
+        """The commands; a store that cannot be opened or used ends one with its reason."""
+
+        def invoke(self, ctx: click.Context) -> object:
+            from toolbound.journal import JournalError  # noqa: PLC0415 - keeps start-up light
+            from toolbound.ledger.store import LedgerError  # noqa: PLC0415
+
+            try:
+                return super().invoke(ctx)
+            except (LedgerError, JournalError) as exc:
+                # A store written by a newer release, damaged, or out of reach: the
+                # operator's to fix, so its message and code, not a traceback (exit 1).
+                msg = f"{exc} [{exc.code}]"
+                raise click.ClickException(msg) from exc
+
+    @click.group(cls=_Commands)
     @click.version_option(package_name="toolbound")
     def _cli() -> None:
         """toolbound: the controlled execution layer for model tool calls."""

@@ -870,7 +870,7 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         None,
         "R19",
         "a store written by a newer toolbound",
-        raised_as=("LedgerError",),
+        raised_as=("LedgerError", "JournalError"),
     ),
     _c(
         "not_holder",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from click.testing import CliRunner
 from service_config import KEYS, config_text
 from starlette.testclient import TestClient
@@ -57,3 +59,19 @@ def test_trace_prints_the_timeline_from_the_store(tmp_path, effects_path):
     missing = runner.invoke(_cli, ["trace", "nope", "--config", str(path)])
     assert missing.exit_code == 1
     assert "no invocation nope" in missing.output
+
+
+def test_a_store_a_newer_release_wrote_ends_the_command_with_its_reason(tmp_path):
+    """No traceback: the store's message and code, and exit status 1."""
+    path = tmp_path / "toolbound.toml"
+    path.write_text(config_text("sqlite:///toolbound.db"))
+    Service(load_config(path)).close()
+    with sqlite3.connect(tmp_path / "toolbound.service.db") as db:
+        db.execute("INSERT INTO toolbound_journal_migrations (name) VALUES ('format-99')")
+
+    result = CliRunner().invoke(_cli, ["trace", "inv-1", "--config", str(path)])
+
+    assert result.exit_code == 1
+    assert "format 99" in result.output
+    assert "[unsupported_schema]" in result.output
+    assert "Traceback" not in result.output

@@ -276,6 +276,44 @@ def test_an_older_database_has_its_traces_moved_into_events_once(
     assert "trace" in journal.get_call("late").body  # type: ignore[union-attr]
 
 
+def test_a_journal_a_newer_release_wrote_is_refused_and_left_as_it_was(
+    open_journal: Callable[[], Journal],
+) -> None:
+    """A database marked with a format above this release's is not opened, nor changed."""
+    journal = open_journal()
+    journal.put_call(head(status="observed"), events=[event("proposal", 0)])
+    newer = f"format-{schema.FORMAT + 1}"
+    with journal._tx() as cur:  # type: ignore[attr-defined]  # as a newer release marks it
+        cur.execute(f"INSERT INTO toolbound_journal_migrations (name) VALUES ('{newer}')")  # noqa: S608
+
+    threads = threading.active_count()
+    with pytest.raises(JournalError) as refused:
+        open_journal()
+
+    assert threading.active_count() == threads  # a pool opened for it is closed again
+    assert refused.value.code == "unsupported_schema"
+    assert f"format {schema.FORMAT + 1}" in str(refused.value)
+    with journal._tx() as cur:  # type: ignore[attr-defined]
+        cur.execute("SELECT name FROM toolbound_journal_migrations ORDER BY name")
+        assert [row[0] for row in cur.fetchall()] == [newer, "trace_events"]
+    assert [e["kind"] for e in journal.events("inv-1")] == ["proposal"]
+
+
+def test_a_format_mark_this_release_knows_opens_as_before(
+    open_journal: Callable[[], Journal],
+) -> None:
+    """Marks up to this release's format, and names that are not a format, are no bar."""
+    journal = open_journal()
+    with journal._tx() as cur:  # type: ignore[attr-defined]
+        for name in (f"format-{schema.FORMAT}", "format-next", "formatted"):
+            cur.execute(f"INSERT INTO toolbound_journal_migrations (name) VALUES ('{name}')")  # noqa: S608
+
+    again = open_journal()
+
+    again.put_call(head(), events=[event("proposal", 0)])
+    assert [e["kind"] for e in journal.events("inv-1")] == ["proposal"]
+
+
 def test_other_modules_add_their_tables_to_the_journals_schema(
     open_journal: Callable[[], Journal], monkeypatch: pytest.MonkeyPatch
 ) -> None:

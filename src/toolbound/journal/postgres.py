@@ -29,10 +29,14 @@ class PostgresJournal(SQLJournal):
             msg = "PostgresJournal needs psycopg: pip install 'toolbound[postgres]'"
             raise ImportError(msg) from exc
         self._pool = ConnectionPool(conninfo, min_size=1, max_size=max_size, open=True)
-        with self._tx() as cur:
-            # Two processes starting at once must not race on CREATE TABLE.
-            cur.execute("SELECT pg_advisory_xact_lock(7210431)")
-            create(cur, _column_names, self._mark)
+        try:
+            with self._tx() as cur:
+                # Two processes starting at once must not race on CREATE TABLE.
+                cur.execute("SELECT pg_advisory_xact_lock(7210431)")
+                create(cur, _column_names, self._mark)
+        except BaseException:
+            self._pool.close()  # a journal refused (a newer format) holds nothing
+            raise
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:  # noqa: ARG002 - MVCC

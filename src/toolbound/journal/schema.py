@@ -12,6 +12,7 @@ import json
 from typing import TYPE_CHECKING, Protocol
 
 from toolbound._jsontext import compact
+from toolbound.journal._records import JournalError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -19,12 +20,14 @@ if TYPE_CHECKING:
 __all__ = [
     "COLUMNS",
     "COLUMN_MIGRATIONS",
+    "FORMAT",
     "SCHEMA",
     "UNFINISHED",
     "Cursor",
     "dumps",
     "extend_schema",
     "migrate_traces",
+    "refuse_newer",
 ]
 
 
@@ -136,8 +139,27 @@ def extend_schema(*statements: str) -> None:
     SCHEMA.extend(s for s in statements if s not in SCHEMA)
 
 
+FORMAT = 1
+"""The layout of records this code writes and reads.
+
+A release that changes how a call is kept (say, a write's events in one row) raises
+it and marks the database ``format-<N>`` in ``toolbound_journal_migrations`` when it
+first writes that way; a release that finds a mark above its own refuses to open the
+database (``unsupported_schema``) rather than misread or write into it. Format 1, this
+one, writes no mark.
+"""
+
+_MARKS = "CREATE TABLE IF NOT EXISTS toolbound_journal_migrations (name TEXT PRIMARY KEY)"
+
+
 def create(cur: Cursor, present: Callable[[Cursor], set[str]], mark: str) -> None:
-    """Create what is missing and bring an older database forward (one transaction)."""
+    """Create what is missing and bring an older database forward (one transaction).
+
+    Raises ``JournalError`` (``unsupported_schema``) for a database a newer release
+    has written in a format this one does not read; nothing in it is changed.
+    """
+    cur.execute(_MARKS)
+    refuse_newer(cur)
     for statement in SCHEMA:
         cur.execute(statement)
     columns = present(cur)
@@ -156,6 +178,19 @@ def create(cur: Cursor, present: Callable[[Cursor], set[str]], mark: str) -> Non
         # Once: opening scans every head, which a CLI run should not pay each time.
         migrate_traces(cur, mark)
         cur.execute("INSERT INTO toolbound_journal_migrations (name) VALUES ('trace_events')")
+
+
+def refuse_newer(cur: Cursor) -> None:
+    """Raise ``unsupported_schema`` if the database holds records of a newer format."""
+    cur.execute("SELECT name FROM toolbound_journal_migrations WHERE name LIKE 'format-%'")
+    found = [str(name).removeprefix("format-") for (name,) in cur.fetchall()]
+    newest = max((int(n) for n in found if n.isdecimal()), default=FORMAT)
+    if newest > FORMAT:
+        msg = (
+            f"the journal holds records in format {newest}, written by a newer toolbound;"
+            f" this one reads formats up to {FORMAT}: upgrade toolbound to open it"
+        )
+        raise JournalError(msg, code="unsupported_schema")
 
 
 def migrate_traces(cur: Cursor, mark: str) -> int:

@@ -36,8 +36,12 @@ class SQLiteJournal(SQLJournal):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
-        with self._tx() as cur:
-            create(cur, _column_names, self._mark)
+        try:
+            with self._tx() as cur:
+                create(cur, _column_names, self._mark)
+        except BaseException:
+            self._close_connections()  # a journal refused (a newer format) holds nothing
+            raise
         self._checkpoints = Checkpoints(self.path, synchronous="NORMAL", owner="journal")
 
     def _connection(self) -> sqlite3.Connection:
@@ -74,6 +78,9 @@ class SQLiteJournal(SQLJournal):
     def close(self) -> None:
         """Stop the checkpoints and close every thread's connection."""
         self._checkpoints.stop()
+        self._close_connections()
+
+    def _close_connections(self) -> None:
         with self._guard:
             for conn in self._all:
                 conn.close()
