@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from toolbound._model import Result
 from toolbound._state import State
 from toolbound.execution.executor import RawAttempt
 from toolbound.execution.reconcile import RemoteCommitted, RemoteUnknown, UnknownCall
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     import threading
 
     from toolbound._errors import Problem
-    from toolbound._model import CommitStatus, Invocation, JSONValue
+    from toolbound._model import CommitStatus, Invocation, JSONValue, Result
     from toolbound._outcome import Outcome
     from toolbound.execution.reconcile import QueryAnswer
     from toolbound.execution.retry import RetryDecision
@@ -432,19 +431,8 @@ def _after_failed_commit(env: Env, call: Prepared, raw: RawAttempt, exc: LedgerE
 
 def _stored(env: Env, inv: Invocation, tool: RegisteredTool, raw: RawAttempt) -> Result:
     """The result as the ledger keeps it: secrets redacted, for replays."""
-    value = raw.value
-    external = None
-    if isinstance(value, ToolOutput):
-        external = value.external_resource_id
-        value = value.value
+    value, external = settle.output_of(raw)
     clean, _ = env.redactor.redact(
         cast("JSONValue", value), secrets=env.injected(tool), personal=False
     )
-    return Result(
-        invocation_id=inv.invocation_id,
-        status="ok",
-        value=clean,
-        commit_status="committed",
-        external_resource_id=external,
-        observed_at=raw.ended_at or raw.started_at,
-    )
+    return settle.committed(inv, clean, external, raw.ended_at or raw.started_at, ())

@@ -98,11 +98,7 @@ def settle(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:  # noqa: C901,
 def observe(env: Env, call: Prepared, raw: RawAttempt) -> Outcome:
     """COMMITTED, then the output contract, then OBSERVED (R11)."""
     tool, inv = call.tool, call.invocation
-    value = raw.value
-    external = None
-    if isinstance(value, ToolOutput):
-        external = value.external_resource_id
-        value = value.value
+    value, external = output_of(raw)
     attempts = endings.record_attempt(call, raw, "committed", None)
     call.life.advance(State.COMMITTED, external_resource_id=external)
     observed_at = raw.ended_at or raw.started_at
@@ -187,6 +183,14 @@ def replay(env: Env, call: Prepared, claim: Replay) -> Outcome:
     )
     call.life.advance(State.OBSERVED, result=result.value, replayed_from=claim.invocation_id)
     return endings.observed(call, result, message, (), replayed_from=claim.invocation_id)
+
+
+def output_of(raw: RawAttempt) -> tuple[object, str | None]:
+    """What the tool returned, and the external resource id a ``ToolOutput`` names."""
+    value = raw.value
+    if isinstance(value, ToolOutput):
+        return value.value, value.external_resource_id
+    return value, None
 
 
 def committed(
