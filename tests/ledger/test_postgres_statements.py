@@ -16,37 +16,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from toolbound._model import Result
-from toolbound.ledger.store import Claimed, Intent, LedgerError, LedgerKey, Replay
+from ledger_support import T0, intent, result
+from toolbound.ledger.store import Claimed, LedgerError, LedgerKey, Replay
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from toolbound.ledger.postgres import PostgresLedger
-
-T0 = datetime(2026, 7, 19, 6, 0, tzinfo=UTC)
-
-
-def intent(key: LedgerKey, invocation_id: str, *, who: str = "mira") -> Intent:
-    return Intent(
-        key=key,
-        digest="digest-a",
-        invocation_id=invocation_id,
-        tool="orders.create@v1",
-        canonical=b'{"item":"tea","qty":1}',
-        subject={"id": who, "tenant": "acme", "session": None},
-        deadline=T0 + timedelta(seconds=30),
-    )
-
-
-def result(invocation_id: str, value: object = "o-42") -> Result:
-    return Result(
-        invocation_id=invocation_id,
-        status="ok",
-        value={"order": value},
-        commit_status="committed",
-        observed_at=T0,
-    )
 
 
 def write(ledger: PostgresLedger, n: int, *, who: str = "mira", value: object = "o-42") -> None:

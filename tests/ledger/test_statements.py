@@ -9,12 +9,12 @@ them on, so these tests fail if a call grows a statement.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
 
-from toolbound._model import Result
+import ledger_support as support
+from ledger_support import T0, result
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Claimed, InFlight, Intent, LedgerKey
 
@@ -22,30 +22,11 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-T0 = datetime(2026, 7, 19, 6, 0, tzinfo=UTC)
 KEY = LedgerKey("acme/mira", "v1", "order-42")
 
 
 def intent(invocation_id: str = "inv-1") -> Intent:
-    return Intent(
-        key=KEY,
-        digest="digest-a",
-        invocation_id=invocation_id,
-        tool="orders.create@v1",
-        canonical=b'{"item":"tea","qty":1}',
-        subject={"id": "mira", "tenant": "acme", "session": "s-1"},
-        deadline=T0 + timedelta(seconds=30),
-    )
-
-
-def result(invocation_id: str = "inv-1") -> Result:
-    return Result(
-        invocation_id=invocation_id,
-        status="ok",
-        value={"order": "o-42"},
-        commit_status="committed",
-        observed_at=T0,
-    )
+    return support.intent(KEY, invocation_id, session="s-1")
 
 
 @pytest.fixture(params=["FULL", "NORMAL"])
