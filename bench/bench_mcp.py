@@ -8,7 +8,12 @@ client in every case:
 * **gateway**: client → the gateway in this process (the SDK's in-process
   connection, as when a service mounts it) → mcp-server-time (stdio);
 * **gateway over stdio**: client → ``toolbound mcp-gateway`` (a child process) →
-  mcp-server-time — one more process hop than direct.
+  mcp-server-time — one more process hop than direct;
+* **SDK relay, no guard**: client → a bare SDK server in this process (the same
+  in-process connection) whose ``tools/call`` hands the call to its own SDK client of
+  another mcp-server-time, and lists that upstream's tools as they are: what any
+  gateway built on the official SDK pays before it checks anything, the floor under
+  *gateway*.
 
 For each: µs per call one at a time (best round, and the median round), the CPU
 time this process spent per call (the client's, plus the gateway's when it runs
@@ -35,12 +40,16 @@ from typing import TYPE_CHECKING
 
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.server import Server
 
 from toolbound import Subject
 from toolbound.mcp import Gateway, load_gateway_config
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    import mcp_types as types
+    from mcp.server.context import ServerRequestContext
 
 QUICK = "--quick" in sys.argv
 CALLS = 30 if QUICK else 300
@@ -100,6 +109,22 @@ async def throughput(call: Callable[[], Awaitable[object]]) -> float:
     return CALLERS * (CALLS // CALLERS) / (time.perf_counter() - started)
 
 
+def relay(upstream: Client) -> Server[object]:
+    """A bare SDK server that forwards ``tools/list`` and ``tools/call`` to ``upstream``."""
+
+    async def on_list_tools(
+        _ctx: ServerRequestContext[object], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return await upstream.list_tools()
+
+    async def on_call_tool(
+        _ctx: ServerRequestContext[object], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        return await upstream.call_tool(params.name, params.arguments)
+
+    return Server("relay", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
 async def main() -> None:
     """Measure the three paths in interleaved rounds and print them with ratios."""
     folder = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
@@ -118,11 +143,14 @@ async def main() -> None:
         Client(stdio_client(time_server, errlog=QUIET)) as direct,
         Client(gateway.server.lowlevel(Subject(id="bench", tenant="acme"))) as guarded,
         Client(stdio_client(gateway_process, errlog=QUIET)) as remote,
+        Client(stdio_client(time_server, errlog=QUIET)) as relayed_upstream,
+        Client(relay(relayed_upstream)) as relayed,
     ):
         paths: dict[str, Callable[[], Awaitable[object]]] = {
             "direct": lambda: direct.call_tool("get_current_time", ARGS),
             "gateway": lambda: guarded.call_tool("time.get_current_time", ARGS),
             "gateway over stdio": lambda: remote.call_tool("time.get_current_time", ARGS),
+            "SDK relay, no guard": lambda: relayed.call_tool("get_current_time", ARGS),
         }
         for call in paths.values():  # warm up every connection and cache
             for _ in range(20):
@@ -150,17 +178,23 @@ async def main() -> None:
             f"{best / base_us:>6.2f} {min(cpu[name]):>8.0f} "
             f"{max(rate[name]):>9.0f} {max(rate[name]) / base_rate:>6.2f}"
         )
-    within = [g / d for g, d in zip(latency["gateway"], latency["direct"], strict=True)]
-    print(
-        f"gateway / direct within each round: median {statistics.median(within):.2f}, "
-        f"best {min(within):.2f}"
-    )
+    for name in ("gateway", "SDK relay, no guard"):
+        within = [g / d for g, d in zip(latency[name], latency["direct"], strict=True)]
+        print(
+            f"{name} / direct within each round: median {statistics.median(within):.2f}, "
+            f"best {min(within):.2f}"
+        )
     # CPU time of this process does not count the time other processes took the
     # cores: on a busy machine it is the steadier measure of what the gateway costs.
     added = min(cpu["gateway"]) - min(cpu["direct"])
     print(
         f"the gateway's own work: {added:.0f} µs CPU per call "
         f"({added / base_us:.0%} of a direct call's {base_us:.0f} µs)"
+    )
+    relayed = min(cpu["SDK relay, no guard"]) - min(cpu["direct"])
+    print(
+        f"the SDK relay's own work: {relayed:.0f} µs CPU per call; the guard's beyond it: "
+        f"{added - relayed:.0f} µs"
     )
 
 
