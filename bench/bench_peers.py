@@ -10,6 +10,13 @@ other field). What each path does:
   path stands on. A second row makes the digest over the ``rfc8785`` package's
   canonical form (the same bytes, through the reference package): the floor as it is
   built from the usual parts; ratios are to the first;
+* **bare (e) + the guard's steps**: bare (e) and, written straight with no runtime,
+  each step the guarded path adds for this call: the grant looked up by (subject,
+  tenant, capability), the result checked against its output schema, the model's
+  envelope written, and the ten trace events (a tuple each, with its own clock
+  reading) kept with the answer. No state machine, no frozen values, no outcome
+  type, no adapters: the least any Python runtime does for the same guarantees and
+  record, and the floor under toolbound's rows;
 * **openai-agents**: ``function_tool(...).on_invoke_tool(ctx, json)`` — pydantic
   validation, the call, output serialization; a sync tool goes through
   ``asyncio.to_thread``. This is the SDK's barest invoker, the "fastest peer" rows;
@@ -66,6 +73,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 import warnings
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -160,6 +168,49 @@ def bare_path(
             raise AssertionError(args)
         digest(tenant="acme", tool_name="get_order", tool_version="v1", canonical=canonical(args))
         return get_order(**args)
+
+    return call
+
+
+def guard_floor_path() -> Callable[[], Awaitable[object]]:
+    """Bare (e) plus the guard's steps for this call, written straight (the module says which)."""
+    spec = define(get_order, effect="read").spec
+    validator = jsonschema_rs.validator_for(dict(spec.input_schema))
+    output = jsonschema_rs.validator_for(dict(spec.output_schema or {}))
+    grants = {("mira", "acme", "orders:read"): frozenset({"read"})}
+    envelope = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    now = time.time
+
+    async def call() -> object:
+        trace: list[tuple[int, float, str, object]] = []
+        add = trace.append
+        add((0, now(), "proposal", ARGS))
+        args = json.loads(ARGS)
+        add((1, now(), "parsed", args))
+        if not validator.is_valid(args):
+            raise AssertionError(args)
+        key = digest(
+            tenant="acme", tool_name="get_order", tool_version="v1", canonical=canonical_json(args)
+        )
+        add((2, now(), "validated", key))
+        if "read" not in grants.get(("mira", "acme", "orders:read"), ()):
+            raise AssertionError(args)
+        add((3, now(), "authorized", "orders:read"))
+        add((4, now(), "prepared", now() + 10.0))
+        add((5, now(), "executing", 1))
+        started = now()
+        result = await aget_order(**args)
+        add((6, now(), "attempt", started))
+        add((7, now(), "committed", None))
+        if not output.is_valid(result):
+            raise AssertionError(result)
+        add((8, now(), "observed", result))
+        message = envelope(
+            {"type": "tool_result", "call_id": "c1", "tool": "get_order@v1", "status": "ok",
+             "trust": "untrusted_tool_data", "data": result, "truncated": False}
+        )  # fmt: skip
+        add((9, now(), "tool_message", message))
+        return message, trace
 
     return call
 
@@ -404,6 +455,7 @@ async def main() -> None:
     paths: dict[str, Callable[[], Awaitable[object]]] = {
         "bare (e)": bare_path(),
         "bare (e), rfc8785 package": bare_path(rfc8785.dumps),
+        "bare (e) + the guard's steps": guard_floor_path(),
         "openai-agents, async tool": agents_path(aget_order),
         "pydantic-ai, async tool": await pydantic_ai_path(aget_order),
         "mcp, async tool": mcp_path(aget_order),
@@ -439,6 +491,7 @@ async def main() -> None:
         f"{'path':<{width}} {'µs/call':>8} {'/ bare':>7} {'/ peer':>7} {'/ thread peer':>14}"
         f" {'/ agents runner':>16}"
     )
+    floor = us["bare (e) + the guard's steps"]
     for name, value in us.items():
         thread = f"{value / us[fastest_thread]:>14.2f}" if name in OFF_THREAD else f"{'':>14}"
         ours_to_runner = (
@@ -448,6 +501,10 @@ async def main() -> None:
             f"{name:<{width}} {value:>8.1f} {value / bare:>7.1f} {value / us[fastest]:>7.2f}"
             f" {thread}{ours_to_runner}".rstrip()
         )
+    print(
+        "toolbound over bare (e) + the guard's steps: "
+        + ", ".join(f"{name} {us[name] / floor:.1f}x" for name in ours)
+    )
 
 
 if __name__ == "__main__":
