@@ -186,8 +186,11 @@ def test_the_pending_page_explains_each_value_and_where_it_came_from(payments, b
     shown = card.locator(f'time[datetime="{expires}"]')
     assert shown.get_attribute("title") == expires
     local = datetime.fromisoformat(expires).astimezone(timezone(timedelta(hours=9)))
-    assert "GMT+9" in shown.inner_text()
-    assert local.strftime("%H:%M") in shown.inner_text().replace("\u202f", " ")
+    text = shown.inner_text().replace("\u202f", " ")
+    assert "GMT+9" in text
+    # The viewer's locale (en-US here) writes a 12-hour clock: "01:04:04 PM".
+    assert local.strftime("%I:%M") in text
+    assert ("PM" if local.hour >= 12 else "AM") in text
     assert card.locator(".expires-in").inner_text() in {"expires in 14 min", "expires in 15 min"}
     assert "Amounts are in cents." in card.locator(".tool-description").inner_text()
     amount = card.locator('tr.parameter[data-parameter="amount"]')
