@@ -11,9 +11,9 @@ With ``BARE_RECORD=trace`` it keeps the record the service's journal keeps of a 
 written by hand, in one transaction per request, with the same durability: the
 Idempotency-Key's row with the answer, the call's head row with the request and the
 answer, and one row per step of the call (ten for a read, each the JSON of what the
-step found), in the journal's own tables and indexes, with the journal's settings (its WAL
-checkpointed by a thread, as the journal's is). What that costs is the floor of any
-service that keeps this record, however it computes it.
+step found). It writes into the journal's own tables and indexes, with the journal's
+settings: its WAL checkpointed by a thread, as the journal's is. What that costs is
+the floor of any service that keeps this record, however it computes it.
 """
 
 from __future__ import annotations
