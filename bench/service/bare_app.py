@@ -85,10 +85,9 @@ def _keep_trace(key: str, raw: bytes, body: dict, result: dict) -> None:
     digest = "sha256:" + hashlib.sha256(_text(parsed).encode()).hexdigest()
     tool = body["tool"] + "@v1"
     message = _text({"type": "tool_result", "call_id": body["call_id"], "data": result})
-    answer = _text(
-        {"invocation_id": invocation, "tool": tool, "status": "observed", "digest": digest,
-         "message": {"content": message, "is_error": False, "truncated": False}}
-    )  # fmt: skip
+    response = {"invocation_id": invocation, "tool": tool, "status": "observed", "digest": digest,
+                "message": {"content": message, "is_error": False, "truncated": False}}  # fmt: skip
+    answer = _text(response)
     steps = [
         ("proposal", "proposed", {"name": body["tool"], "arguments": {"utf8": arguments},
                                   "visible": [tool], "subject": {"id": "bench"}}),
@@ -110,7 +109,7 @@ def _keep_trace(key: str, raw: bytes, body: dict, result: dict) -> None:
         at = _now()
         event = {"seq": seq, "at": at, "kind": kind, "state": state, "data": data}
         rows.append((invocation, seq, at, kind, _text(event)))
-    head = _text({"request": body, "response": json.loads(answer)})
+    head = _text({"request": body, "response": response})
     stamp = _now()
     _db.execute("BEGIN IMMEDIATE")
     try:
