@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfigurationError
 from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail
-from toolbound.provenance.normalize import analyse, fold, number, short_words
+from toolbound.provenance.normalize import analyse, fold, number, short_terms
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -62,7 +62,15 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_MIN_LENGTH", "Provenance"]
 
 DEFAULT_MIN_LENGTH = 6
-"""Folded characters a value or token needs before it counts as evidence."""
+"""Folded characters a value or token needs before it counts as evidence.
+
+Six, because that is where coincidence stops: a message holds a handful of short
+numbers and words (days, times, amounts, counts), so a short id an attacker picks
+("13", "f2") often meets one by chance, while a token of six characters has a million
+or more spellings and meets one only by copying. The ids people type by hand ("file
+13", "payment 7") are shorter: those are trusted only as whole identifiers the user
+wrote (:func:`~toolbound.provenance.short_terms`), never as a piece of a date.
+"""
 
 _Kind = tuple[str, str | None, str | None, str | None]
 
@@ -73,19 +81,19 @@ def _kind(label: Label) -> _Kind:
     return (label.origin, label.tool, label.version, label.note)
 
 
-def _leaves(value: JSONValue, pointer: str = "") -> Iterator[tuple[str, str]]:
-    """``(pointer, text)`` for every string and number leaf of ``value``.
+def _leaves(value: JSONValue, pointer: str = "") -> Iterator[tuple[str, str, bool]]:
+    """``(pointer, text, is_number)`` for every string and number leaf of ``value``.
 
     Numbers in their one spelling (:func:`~toolbound.provenance.number`).
     """
     if isinstance(value, str):
-        yield pointer, value
+        yield pointer, value, False
     elif isinstance(value, bool) or value is None:
         return
     elif isinstance(value, int | float):
         spelled = number(value)
         if spelled is not None:
-            yield pointer, spelled
+            yield pointer, spelled, True
     elif isinstance(value, dict):
         for key, item in value.items():
             escaped = key.replace("~", "~0").replace("/", "~1")
@@ -128,6 +136,7 @@ class Provenance:
         "_leaves",
         "_lock",
         "_short",
+        "_short_quantities",
         "_text",
         "_tokens",
         "min_length",
@@ -164,6 +173,7 @@ class Provenance:
         self._tokens: dict[str, dict[_Kind, Source]] = {}
         self._leaves: dict[str, dict[_Kind, Source]] = {}
         self._short: dict[str, dict[_Kind, Source]] = {}
+        self._short_quantities: dict[str, dict[_Kind, Source]] = {}
 
     # -- feeding ----------------------------------------------------------------
 
@@ -181,22 +191,8 @@ class Provenance:
 
     def add(self, label: Label, value: JSONValue) -> Label:
         """Index ``value`` under ``label``; returns the label."""
-        leaves: list[tuple[str, str]] = []
-        found: dict[str, str] = {}
-        short: dict[str, str] = {}
         trusted = not label.untrusted
-        for pointer, text in _leaves(value):
-            # Only forms of at least min_length are kept: nothing shorter is looked up,
-            # and no value that is looked up fits inside a shorter leaf.
-            forms, pieces = analyse(text, self.min_length)
-            leaves.extend((pointer, form) for form in forms)
-            for token in pieces:
-                found.setdefault(token, pointer)
-            if trusted:
-                # Short words vouch for short identifiers, so only trusted ones are kept:
-                # an untrusted "13" would prove nothing a missing one does not.
-                for word in short_words(text, self.min_length):
-                    short.setdefault(word, pointer)
+        leaves, found, short, short_quantities = self._analyse(value, trusted=trusted)
         kind = _kind(label)
         with self._lock:
             entry = len(self._labels)
@@ -208,6 +204,8 @@ class Provenance:
                 _remember(self._tokens, token, kind, label, pointer)
             for word, pointer in short.items():
                 _remember(self._short, word, kind, label, pointer)
+            for word, pointer in short_quantities.items():
+                _remember(self._short_quantities, word, kind, label, pointer)
             if trusted:
                 offset = len(self._text)
                 for pointer, folded in leaves:
@@ -221,6 +219,31 @@ class Provenance:
             else:
                 self._entry_ends.append(len(self._text))
         return label
+
+    def _analyse(
+        self, value: JSONValue, *, trusted: bool
+    ) -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str], dict[str, str]]:
+        """The folded leaves, tokens and short ids and quantities of ``value``, by pointer."""
+        leaves: list[tuple[str, str]] = []
+        found: dict[str, str] = {}
+        short: dict[str, str] = {}
+        short_quantities: dict[str, str] = {}
+        for pointer, text, _ in _leaves(value):
+            # Only forms of at least min_length are kept: nothing shorter is looked up,
+            # and no value that is looked up fits inside a shorter leaf.
+            forms, pieces = analyse(text, self.min_length)
+            leaves.extend((pointer, form) for form in forms)
+            for token in pieces:
+                found.setdefault(token, pointer)
+            if trusted:
+                # Short words vouch for short identifiers, so only trusted ones are kept:
+                # an untrusted "13" would prove nothing a missing one does not.
+                ids, quantities = short_terms(text, self.min_length)
+                for word in ids:
+                    short.setdefault(word, pointer)
+                for word in quantities:
+                    short_quantities.setdefault(word, pointer)
+        return leaves, found, short, short_quantities
 
     @property
     def labels(self) -> tuple[Label, ...]:
@@ -240,10 +263,10 @@ class Provenance:
         """
         text = self._text  # the snapshot: everything trusted indexed before this line
         trails: list[Trail] = []
-        for pointer, value in _leaves(arguments):
+        for pointer, value, numeric in _leaves(arguments):
             forms, pieces = analyse(value, self.min_length)
             if not forms:
-                trails.append(self._exact(pointer, value))
+                trails.append(self._exact(pointer, value, numeric=numeric))
                 continue
             matches: list[Match] = []
             sources: dict[_Kind, Source] = {}
@@ -258,7 +281,7 @@ class Provenance:
                 and (short := self._exact(pointer, value).matches)
             ):
                 # "1200.00" is long, its number 1200 short: looked for exactly.
-                trails.append(Trail(pointer=pointer, value=value, matches=short))
+                trails.append(Trail(pointer=pointer, value=value, matches=short, number=numeric))
                 continue
             if sources:
                 matches.append(Match(text=forms[0], whole=True, sources=tuple(sources.values())))
@@ -269,20 +292,33 @@ class Provenance:
                 seen = index.get(token)
                 if seen:
                     matches.append(Match(text=token, whole=False, sources=tuple(seen.values())))
-            trails.append(Trail(pointer=pointer, value=value, matches=tuple(matches)))
+            trail = Trail(pointer=pointer, value=value, matches=tuple(matches), number=numeric)
+            trails.append(trail)
         return FlowReport.of(tuple(trails), scope=self.scope)
 
-    def _exact(self, pointer: str, value: str) -> Trail:
-        """The trail of a short value: a trusted leaf or word equal to it, if any."""
+    def _exact(self, pointer: str, value: str, *, numeric: bool = False) -> Trail:
+        """The trail of a short value: a trusted leaf or word equal to it, if any.
+
+        Found among the words the user wrote as identifiers, else among the numbers
+        of dates, times and amounts (a match marked ``quantity``, which vouches only
+        for a quantity: :meth:`~toolbound.provenance.Trail.trusted`).
+        """
         key = fold(value)
-        seen = self._short.get(key) if len(key) < self.min_length else None
-        if not seen and key[:1].isdigit() and (spelled := number(key)) is not None:
-            key = spelled
-            seen = self._short.get(spelled) if len(spelled) < self.min_length else None
-        if not seen:
-            return Trail(pointer=pointer, value=value)
-        match = Match(text=key, whole=True, exact=True, sources=tuple(seen.values()))
-        return Trail(pointer=pointer, value=value, matches=(match,))
+        spelled = number(key) if key[:1].isdigit() else None
+        forms = [f for f in (key, spelled) if f and len(f) < self.min_length]
+        for table, quantity in ((self._short, False), (self._short_quantities, True)):
+            for form in forms:
+                seen = table.get(form)
+                if seen:
+                    match = Match(
+                        text=form,
+                        whole=True,
+                        exact=True,
+                        quantity=quantity,
+                        sources=tuple(seen.values()),
+                    )
+                    return Trail(pointer=pointer, value=value, matches=(match,), number=numeric)
+        return Trail(pointer=pointer, value=value, number=numeric)
 
     def _find(self, text: str, key: str, sources: dict[_Kind, Source]) -> None:
         """Add the first trusted leaf holding ``key``, once per entry and kind."""

@@ -154,14 +154,17 @@ class Match:
     ``whole`` is set when the piece is the whole value (in one of its normal
     forms); otherwise it is a token found inside the value. ``exact`` marks a
     value too short to be searched for, found equal to a whole trusted leaf or
-    word. ``sources`` holds one source per label kind (the user, the runtime,
-    each tool), first found first.
+    word. ``quantity`` marks an exact match with a number the user wrote as part
+    of a date, a time, an amount or a count ("June 13", "13 EUR"): it vouches for
+    a quantity, never for an identifier. ``sources`` holds one source per label
+    kind (the user, the runtime, each tool), first found first.
     """
 
     text: str
     whole: bool
     sources: tuple[Source, ...]
     exact: bool = False
+    quantity: bool = False
 
     def as_json(self) -> dict[str, object]:
         """The match as a JSON object."""
@@ -172,6 +175,8 @@ class Match:
         }
         if self.exact:
             out["exact"] = True
+        if self.quantity:
+            out["quantity"] = True
         return out
 
 
@@ -182,14 +187,40 @@ class Trail:
     pointer: str
     value: str
     matches: tuple[Match, ...] = ()
+    number: bool = False
+    """The leaf is a JSON number (a quantity by its type), not a string."""
 
-    def trusted(self, trust: frozenset[str] = frozenset()) -> bool:
-        """Whether the whole value was found in a trusted source."""
-        return any(m.whole and any(s.label.trusted(trust) for s in m.sources) for m in self.matches)
+    def trusted(self, trust: frozenset[str] = frozenset(), *, role: str | None = None) -> bool:
+        """Whether the whole value was found in a trusted source, in the same role.
 
-    def untrusted(self, trust: frozenset[str] = frozenset()) -> tuple[Match, ...]:
+        A short number the user wrote in a date, a time or an amount vouches only
+        for a quantity (``role="quantity"``, or a JSON number when no role is
+        known, or a text shaped like one: ``"10:00"``), never for an id: ``"13"``
+        is not the file of "June 13" (R6).
+        """
+        quantity = role == "quantity" or (role is None and self.quantity_shaped)
+        return any(
+            m.whole
+            and (quantity or not m.quantity)
+            and any(s.label.trusted(trust) for s in m.sources)
+            for m in self.matches
+        )
+
+    @property
+    def quantity_shaped(self) -> bool:
+        """A JSON number, or a text of digits and separators (``10:00``, ``2026-07-20``)."""
+        text = self.value.strip()
+        return self.number or (
+            any(c.isdigit() for c in text)
+            and not any(c.isalpha() for c in text)
+            and not text.isdigit()
+        )
+
+    def untrusted(
+        self, trust: frozenset[str] = frozenset(), *, role: str | None = None
+    ) -> tuple[Match, ...]:
         """The pieces whose only sources are untrusted; none if the whole value is trusted."""
-        if self.trusted(trust):
+        if self.trusted(trust, role=role):
             return ()
         return tuple(m for m in self.matches if not any(s.label.trusted(trust) for s in m.sources))
 

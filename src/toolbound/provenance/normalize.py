@@ -43,6 +43,7 @@ __all__ = [
     "fold",
     "keys",
     "number",
+    "short_terms",
     "short_words",
     "tokens",
     "variants",
@@ -60,11 +61,96 @@ _FORMAT = re.compile(rf"[{_INVISIBLE}{_MARKS}]+")
 _WORDS = re.compile(r"[\s\"'`<>()\[\]{},;|\\]+")
 _ALL_SPLIT = re.compile(r"[\s\"'`<>()\[\]{},;|\\/:?=&#+!*]+")
 _EDGES = ".,:;!?*-_'\"`"
+_CURRENCY = "$\u20ac\u00a3\u00a5"
 # IBAN-like: country, check digits, then groups of four, spaces optional.
 _IBAN = re.compile(r"\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,3})?\b")
 # Phone- or account-like: digits with spaces, dots, dashes or brackets between.
 _DIGIT_RUN = re.compile(r"\+?\d[\d ().-]{5,}\d")
 _NON_DIGIT = re.compile(r"\D+")
+# A number next to one of these is a date, a time, an amount or a count, not an id.
+_QUANTITY_WORDS = frozenset(
+    [
+        "jan",
+        "january",
+        "feb",
+        "february",
+        "mar",
+        "march",
+        "apr",
+        "april",
+        "may",
+        "jun",
+        "june",
+        "jul",
+        "july",
+        "aug",
+        "august",
+        "sep",
+        "sept",
+        "september",
+        "oct",
+        "october",
+        "nov",
+        "november",
+        "dec",
+        "december",
+        "mon",
+        "monday",
+        "tue",
+        "tuesday",
+        "wed",
+        "wednesday",
+        "thu",
+        "thursday",
+        "fri",
+        "friday",
+        "sat",
+        "saturday",
+        "sun",
+        "sunday",
+        "am",
+        "pm",
+        "h",
+        "hour",
+        "hours",
+        "min",
+        "minutes",
+        "day",
+        "days",
+        "night",
+        "nights",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "year",
+        "years",
+        "eur",
+        "usd",
+        "gbp",
+        "chf",
+        "$",
+        "€",
+        "£",
+        "%",
+        "percent",
+        "people",
+        "persons",
+        "guests",
+        "adults",
+        "children",
+        "kids",
+        "seats",
+        "tickets",
+        "items",
+        "pieces",
+        "times",
+        "x",
+        "km",
+        "kg",
+    ]
+)
+_ORDINAL_OR_CLOCK = re.compile(r"\d+(?:st|nd|rd|th|am|pm|h)|\d+[:h.]\d+(?:am|pm|h)?")
 _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?")
 _EXACT_FLOAT = 2**53  # above this a float no longer holds every integer
@@ -186,26 +272,91 @@ def analyse(text: str, min_length: int) -> tuple[tuple[str, ...], set[str]]:
 
 
 def short_words(text: str, min_length: int) -> set[str]:
-    """The folded ``text`` and its words and parts, those shorter than ``min_length``.
+    """The short values ``text`` vouches for as identifiers: see :func:`short_terms`."""
+    return short_terms(text, min_length)[0]
 
-    Numbers also in their one spelling (:func:`number`). A short identifier is
-    evidence only when it equals one of these exactly: ``"13"`` is found in
-    "delete file 13." but not in "2013".
+
+def short_terms(text: str, min_length: int) -> tuple[set[str], set[str]]:
+    """The short pieces of ``text`` a short value may equal exactly: ``(ids, quantities)``.
+
+    A short value is evidence only as a whole value written in the same role, never
+    by coincidence (R6). ``ids``: the whole folded text when shorter than
+    ``min_length`` (a field, or a message that is one word), and the words of prose
+    that stand as identifiers — a number on its own (``13`` in "delete file 13"), a
+    word holding a digit (``f2``), a name (capitalized, not first in a sentence: ``Fred``), a
+    word marked ``#`` or ``@``, the parts of a URL or path. ``quantities``: numbers that
+    are part of a date, a time, an amount or a count (``13`` in "June 13",
+    "13:00", "13th", "13 EUR", "13 people"). Lower-case words (``the``, ``file``)
+    are neither. Numbers also in their one spelling (:func:`number`); ``"13"`` is
+    found in neither set for "2013".
     """
-    out: set[str] = set()
+    ids: set[str] = set()
+    quantities: set[str] = set()
     for variant in variants(text):
-        spaced = _prefold(variant)
-        base = _SPACE.sub("", spaced)
-        pieces = {base} if len(base) < min_length else set()
-        pieces |= {w.strip(_EDGES) for w in _WORDS.split(spaced)}
-        pieces |= {p.strip(_EDGES) for p in _ALL_SPLIT.split(spaced)}
-        for piece in pieces:
-            if piece and len(piece) < min_length:
-                out.add(piece)
-            spelled = number(piece) if piece[:1].isdigit() else None
-            if spelled is not None and len(spelled) < min_length:
-                out.add(spelled)
-    return out
+        base = fold(variant)
+        if base and len(base) < min_length:
+            _add_short(base, ids, min_length)
+        raw = [w for w in _WORDS.split(unicodedata.normalize("NFKC", variant)) if w.strip(_EDGES)]
+        words = [w.strip(_EDGES) for w in raw]
+        for i, word in enumerate(words):
+            folded = fold(word)
+            context = {fold(w) for w in (*words[max(i - 1, 0) : i], *words[i + 1 : i + 2])}
+            # A capital after a full stop starts a sentence; elsewhere it marks a name.
+            named = (
+                word[:1].isupper()
+                and i > 0
+                and not raw[i - 1].endswith((".", "!", "?"))
+                and folded not in _QUANTITY_WORDS
+            )
+            _classify(
+                word,
+                folded,
+                context=context,
+                ids=ids,
+                quantities=quantities,
+                min_length=min_length,
+                named=named,
+            )
+    return ids, quantities
+
+
+def _add_short(piece: str, into: set[str], min_length: int) -> None:
+    if piece and len(piece) < min_length:
+        into.add(piece)
+    spelled = number(piece) if piece[:1].isdigit() else None
+    if spelled is not None and len(spelled) < min_length:
+        into.add(spelled)
+
+
+def _classify(
+    word: str,
+    folded: str,
+    *,
+    context: set[str],
+    ids: set[str],
+    quantities: set[str],
+    min_length: int,
+    named: bool,
+) -> None:
+    """Put one word of prose (and the parts of a URL or path) where it belongs."""
+    if folded[:1] == "#" and folded[1:].isdigit():  # #13: a number marked as one
+        _add_short(folded[1:], ids, min_length)
+        return
+    amount = folded.lstrip(_CURRENCY)
+    if _NUMBER.fullmatch(amount):
+        quantity = amount != folded or "." in amount or bool(context & _QUANTITY_WORDS)
+        _add_short(amount, quantities if quantity else ids, min_length)
+        return
+    if _ORDINAL_OR_CLOCK.fullmatch(folded) or not any(c.isalpha() for c in folded):
+        for part in (folded, *_NON_DIGIT.split(folded)):  # 13th, 9am, 13/07/2026, 9:30
+            _add_short(part, quantities, min_length)
+        return
+    parts = [p.strip(_EDGES) for p in _ALL_SPLIT.split(folded)]
+    if named or word[:1] in "#@" or any(c.isdigit() for c in folded):
+        _add_short(folded.strip(_EDGES + "#@"), ids, min_length)
+    if len(parts) > 1:  # the parts of a URL or a path the user wrote: drive/f2
+        for part in parts:
+            _add_short(part, ids, min_length)
 
 
 def _tokenize(text: str, min_length: int, out: set[str]) -> None:

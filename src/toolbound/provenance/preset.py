@@ -89,7 +89,9 @@ class GuardedValues:
 
     def trusted(self, role: RoleName, trail: Trail) -> bool:
         """Whether this value of ``role`` may steer the write."""
-        return trail.trusted(self.trust) and len(fold(trail.value)) >= self.min_length.get(role, 1)
+        return trail.trusted(self.trust, role=role) and len(
+            fold(trail.value)
+        ) >= self.min_length.get(role, 1)
 
     def check(self, report: FlowReport) -> tuple[Finding, ...]:
         """A finding for each guarded value without a trusted source."""
@@ -97,7 +99,7 @@ class GuardedValues:
         for role, trail in _trails(report, self.roles):
             if role not in _GUARDED or self.trusted(role, trail):
                 continue
-            untrusted = trail.untrusted(self.trust)
+            untrusted = trail.untrusted(self.trust, role=role)
             concern: Concern = "untrusted_source" if untrusted else "no_trusted_source"
             out.append(
                 Finding(
@@ -204,7 +206,7 @@ class Anchored:
         trails = _trails(report, self.roles)
         if not destinations or any(role == "destination" for role, _ in trails):
             return ()
-        if any(role != "quantity" and t.trusted(self.trust) for role, t in trails):
+        if any(role != "quantity" and t.trusted(self.trust, role=role) for role, t in trails):
             return ()
         return (Finding(concern="unanchored", pointer=destinations[0], value="", rule=self.name),)
 
