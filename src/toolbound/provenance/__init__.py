@@ -36,6 +36,7 @@ from toolbound.provenance.labels import (
 )
 from toolbound.provenance.normalize import (
     canonical,
+    destinations,
     fold,
     keys,
     number,
@@ -79,6 +80,7 @@ __all__ = [
     "TrustedSource",
     "WriteGuard",
     "canonical",
+    "destinations",
     "fold",
     "guard_writes",
     "keys",

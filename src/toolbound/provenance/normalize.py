@@ -40,6 +40,7 @@ from urllib.parse import unquote, urlsplit
 __all__ = [
     "analyse",
     "canonical",
+    "destinations",
     "fold",
     "keys",
     "number",
@@ -67,6 +68,54 @@ _IBAN = re.compile(r"\b[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,3})?\b
 # Phone- or account-like: digits with spaces, dots, dashes or brackets between.
 _DIGIT_RUN = re.compile(r"\+?\d[\d ().-]{5,}\d")
 _NON_DIGIT = re.compile(r"\D+")
+# What a text points to: an address, a URL or a bare host with a path or a known shape.
+_ADDRESS = re.compile(r"(?:mailto:)?[^@\s/]+@[^@\s/]+\.[a-z]{2,}")
+_HOST = re.compile(
+    r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+|[a-z0-9-]+(?:\.[a-z0-9-]+)*\.[a-z]{2,}(?:[/:?#]\S*)?$"
+)
+# A bare name ending in one of these is a file, not a host.
+_FILE_TYPES = frozenset(
+    [
+        "txt",
+        "pdf",
+        "doc",
+        "docx",
+        "odt",
+        "rtf",
+        "xls",
+        "xlsx",
+        "ods",
+        "csv",
+        "tsv",
+        "ppt",
+        "pptx",
+        "odp",
+        "png",
+        "jpg",
+        "jpeg",
+        "gif",
+        "svg",
+        "webp",
+        "md",
+        "json",
+        "yaml",
+        "yml",
+        "xml",
+        "zip",
+        "tar",
+        "gz",
+        "log",
+        "ics",
+        "eml",
+        "html",
+        "htm",
+        "py",
+        "js",
+    ]
+)
+_PHONE_DIGITS = 7  # a phone or account number has at least this many digits
+# Digits that are a date (2026-07-20, 20.07.2026) or an amount (1 250.00), not a number.
+_DATE_OR_AMOUNT = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|[\d ,.]*\.\d{1,2}")
 # A number next to one of these is a date, a time, an amount or a count, not an id.
 _QUANTITY_WORDS = frozenset(
     [
@@ -357,6 +406,36 @@ def _classify(
     if len(parts) > 1:  # the parts of a URL or a path the user wrote: drive/f2
         for part in parts:
             _add_short(part, ids, min_length)
+
+
+def destinations(text: str) -> tuple[str, ...]:
+    """The places a text points to: URLs, e-mail addresses, phone and account numbers.
+
+    Each in the form :func:`tokens` indexes it (a URL canonical, an IBAN or a
+    phone number without separators), so that it can be looked up as a piece of the
+    text: a link in a message body is a destination like a recipient (R6).
+    """
+    out: dict[str, None] = {}
+    for variant in variants(text):
+        spaced = _prefold(variant)
+        for raw in _WORDS.split(spaced):
+            word = raw.strip(_EDGES)
+            if _ADDRESS.fullmatch(word) or (
+                _HOST.match(word) and word.rpartition(".")[2] not in _FILE_TYPES
+            ):
+                out[canonical(word) or word] = None
+        for match in _IBAN.finditer(spaced):
+            out[match.group().replace(" ", "")] = None
+        for match in _DIGIT_RUN.finditer(spaced):
+            run = match.group()
+            digits = _NON_DIGIT.sub("", run)
+            if (
+                len(digits) >= _PHONE_DIGITS
+                and not _DATE_OR_AMOUNT.fullmatch(run.strip())
+                and not any(digits in found for found in out)  # an IBAN's digits
+            ):
+                out[digits] = None
+    return tuple(out)
 
 
 def _tokenize(text: str, min_length: int, out: set[str]) -> None:

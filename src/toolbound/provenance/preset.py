@@ -17,6 +17,10 @@ hand. For every write:
   confirms (``untrusted_source`` / ``no_trusted_source``).
 * a **destination** with no trusted source that carries private data (a security
   code in a URL) is **denied** (``private_data_flow``).
+* a **link or address inside content** (a URL, an e-mail address, a phone or an
+  account number in a body) is a destination: it needs a trusted source of its own
+  unless the whole content has one, else a person confirms; one carrying private
+  data from an untrusted source is denied.
 * **content** may come from untrusted data (a reply quotes the mail it answers),
   but may not carry private data towards a destination the user did not name
   (the whole value found in the user's words or the configuration): else a person
@@ -41,14 +45,14 @@ from typing import TYPE_CHECKING, Final
 from toolbound._errors import ConfigurationError
 from toolbound._model import ToolSpec
 from toolbound.provenance.labels import Finding
-from toolbound.provenance.normalize import fold
+from toolbound.provenance.normalize import destinations, fold
 from toolbound.provenance.policy import FlowPolicy
 from toolbound.provenance.roles import ROLES, RolePlan, plan
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from toolbound.provenance.labels import Concern, FlowReport, Trail
+    from toolbound.provenance.labels import Concern, FlowReport, Match, Trail
     from toolbound.provenance.policy import FlowRule, Otherwise
     from toolbound.provenance.roles import RoleName
     from toolbound.registry import RegisteredTool
@@ -133,7 +137,8 @@ class NoExfiltration:
         """A finding for each untrusted destination that carries private pieces inside it.
 
         A piece, not the whole: an IBAN that only the user's transactions show is
-        a recipient to confirm, not data leaving; a code inside a URL is.
+        a recipient to confirm, not data leaving; a code inside a URL is, and so is
+        one inside a link written into content.
         """
         return tuple(
             Finding(
@@ -144,10 +149,64 @@ class NoExfiltration:
                 rule=self.name,
             )
             for role, trail in _trails(report, self.roles)
-            if role == "destination"
-            and not trail.trusted(self.trust)
-            and (private := tuple(m for m in trail.private() if not m.whole))
+            if not trail.trusted(self.trust) and (private := _leaving(role, trail))
         )
+
+
+def _leaving(role: RoleName, trail: Trail) -> tuple[Match, ...]:
+    """Private pieces inside a destination, or inside a link or address in content."""
+    if role == "destination":
+        return tuple(m for m in trail.private() if not m.whole)
+    if role != "content":
+        return ()
+    places = destinations(trail.value)
+    return tuple(m for m in trail.private() if any(m.text in p for p in places))
+
+
+@dataclass(frozen=True, slots=True)
+class ContentDestinations:
+    """Links and addresses inside content of ``tool`` are destinations (R6).
+
+    A URL, an e-mail address, a phone or an account number in a body or a title
+    steers where the reader goes as much as a recipient does: each needs a trusted
+    source of its own, unless the whole content has one.
+    """
+
+    tool: str
+    roles: RolePlan
+    _: KW_ONLY
+    trust: frozenset[str] = frozenset()
+    parameter: str = ""
+    otherwise: Otherwise = "confirm"
+
+    @property
+    def name(self) -> str:
+        """How findings name this rule."""
+        return f"guard_writes {self.tool} content_destination"
+
+    def check(self, report: FlowReport) -> tuple[Finding, ...]:
+        """A finding for each link or address in content that no trusted source gave."""
+        out: list[Finding] = []
+        for role, trail in _trails(report, self.roles):
+            if role != "content" or trail.trusted(self.trust):
+                continue
+            for place in destinations(trail.value):
+                found = [m for m in trail.matches if m.text == place] or [
+                    m for m in trail.matches if m.whole
+                ]
+                if any(s.label.trusted(self.trust) for m in found for s in m.sources):
+                    continue
+                concern: Concern = "untrusted_source" if found else "no_trusted_source"
+                out.append(
+                    Finding(
+                        concern=concern,
+                        pointer=trail.pointer,
+                        value=place,
+                        matches=tuple(found),
+                        rule=self.name,
+                    )
+                )
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +296,7 @@ class WriteGuard:
         object.__setattr__(self, "min_length", MappingProxyType({**MIN_LENGTH, **self.min_length}))
 
     def rules_for(self, spec: ToolSpec) -> tuple[FlowRule, ...]:
-        """The rules for ``spec``: none for a read; four for a write."""
+        """The rules for ``spec``: none for a read; five for a write."""
         if not spec.is_write:
             return ()
         cached = self._cache.get(spec.key)
@@ -248,6 +307,7 @@ class WriteGuard:
         rules: tuple[FlowRule, ...] = (
             GuardedValues(tool, roles, trust=self.trust, min_length=self.min_length),
             NoExfiltration(tool, roles, trust=self.trust),
+            ContentDestinations(tool, roles, trust=self.trust),
             PrivateContent(tool, roles),
             Anchored(tool, roles, trust=self.trust),
         )
