@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from toolbound._errors import Problem
     from toolbound.execution.reconcile import QueryAnswer, UnknownCall
+    from toolbound.provenance.classes import DataClassName
     from toolbound.provenance.roles import RoleName
 
 __all__ = [
@@ -198,6 +199,13 @@ class ToolSpec:
     covers everything below it. Parameters not named here have their role inferred
     from the input schema (:mod:`toolbound.provenance.roles`) by the flow rules
     that need one (:func:`toolbound.provenance.guard_writes`)."""
+    data_classes: Mapping[str, DataClassName] = field(default_factory=dict, hash=False)
+    """The kinds of private data fields of the results hold, by JSON Pointer into the
+    output (``{"/passport_number": "identity_document"}``; array indexes left out):
+    ``identity_document``, ``payment_card``, ``credential`` or ``health``. Private
+    content of such a field leaves in a write only when the user's words ask for
+    that kind of data (:mod:`toolbound.provenance.classes`); fields not named here
+    are classed by their name and the words beside them."""
 
     @property
     def key(self) -> tuple[str, str]:

@@ -109,6 +109,7 @@ from toolbound.identity import (
     hash_key,
 )
 from toolbound.provenance import FlowPolicy, NoPrivateData, TrustedSource, guard_writes
+from toolbound.provenance.classes import NAMES as DATA_CLASS_NAMES
 from toolbound.provenance.roles import ROLES as PARAMETER_ROLES
 from toolbound.provenance.roles import plan
 from toolbound.registry import Registry, check_spec
@@ -118,6 +119,7 @@ if TYPE_CHECKING:
 
     from toolbound._clock import Clock
     from toolbound.provenance import FlowRule
+    from toolbound.provenance.classes import DataClassName
     from toolbound.provenance.roles import RoleName
 
 __all__ = [
@@ -225,6 +227,12 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("reads_private", "boolean", "true"),
             ConfigKey(
                 "roles", "table of JSON pointer → role", "{}", choices=frozenset(PARAMETER_ROLES)
+            ),
+            ConfigKey(
+                "data_classes",
+                "table of JSON pointer → data class",
+                "{}",
+                choices=frozenset(DATA_CLASS_NAMES),
             ),
         ),
     ),
@@ -418,6 +426,7 @@ class HttpToolConfig:
     reads_untrusted: bool = True
     reads_private: bool = True
     roles: Mapping[str, RoleName] = field(default_factory=dict)
+    data_classes: Mapping[str, DataClassName] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -766,6 +775,7 @@ class _ToolChecks(_Primitives):
             reads_untrusted=self.flag(raw, path, "reads_untrusted", default=True),
             reads_private=self.flag(raw, path, "reads_private", default=True),
             roles=self.roles(raw.get("roles", {}), f"{path}.roles"),
+            data_classes=self.data_classes(raw.get("data_classes", {}), f"{path}.data_classes"),
         )
         if tool.name and schema:
             try:
@@ -792,6 +802,24 @@ class _ToolChecks(_Primitives):
             else:
                 roles[pointer] = cast("RoleName", role)
         return roles
+
+    def data_classes(self, raw: object, path: str) -> dict[str, DataClassName]:
+        """``data_classes``: output JSON pointers to data classes (``{ "/ssn" = ... }``)."""
+        if not isinstance(raw, dict):
+            self.fail(path, _expected("a table of JSON pointer → data class", raw))
+            return {}
+        classes: dict[str, DataClassName] = {}
+        for pointer, name in raw.items():
+            if not pointer.startswith("/"):
+                self.fail(f"{path}.{pointer}", "must be a JSON pointer such as '/passport'")
+            elif name not in DATA_CLASS_NAMES:
+                self.fail(
+                    f"{path}.{pointer}",
+                    f"must be one of {', '.join(DATA_CLASS_NAMES)}, got {name!r}",
+                )
+            else:
+                classes[pointer] = cast("DataClassName", name)
+        return classes
 
     def http_destination(
         self, raw: Mapping[str, object], path: str, url: str, schema: Mapping[str, object]
@@ -1284,6 +1312,7 @@ def _http_spec(http: HttpToolConfig) -> ToolSpec:
         reads_untrusted=http.reads_untrusted,
         reads_private=http.reads_private,
         roles=dict(http.roles),
+        data_classes=dict(http.data_classes),
         resources=(
             None
             if http.host_argument is None

@@ -153,6 +153,12 @@ KEYS: dict[str, Described] = {
         '{ "/email" = "destination" }',
         "read from the input schema",
     ),
+    "tools.http.data_classes": Described(
+        "the kinds of private data fields of its results hold, by JSON pointer into the "
+        "output: they leave in a write only when the user's words ask for that kind",
+        '{ "/passport" = "identity_document" }',
+        "read from the field names and the words beside the values",
+    ),
     "principal.name": Described(
         "the principal's name (in logs and `toolbound revoke-sessions`)", '"agent"'
     ),

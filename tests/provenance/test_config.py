@@ -105,7 +105,7 @@ def test_a_rule_by_hand_refuses_with_the_parameters_pointer(clock):
 
 
 def test_an_http_tool_declares_what_its_results_are_and_its_roles():
-    """reads_untrusted, reads_private and roles reach the tool's spec."""
+    """reads_untrusted, reads_private, roles and data classes reach the tool's spec."""
     config = parse_config(
         GRANTED
         + """
@@ -117,12 +117,14 @@ capabilities = ["crm:write"]
 reads_untrusted = false
 reads_private = false
 roles = { "/handle" = "destination" }
+data_classes = { "/tax_ref" = "identity_document" }
 input_schema = { type = "object", properties = { handle = { type = "string" } } }
 """
     )
     spec = next(t.spec for t in config.build_registry() if t.spec.name == "crm.create_contact")
     assert (spec.reads_untrusted, spec.reads_private) == (False, False)
     assert dict(spec.roles) == {"/handle": "destination"}
+    assert dict(spec.data_classes) == {"/tax_ref": "identity_document"}
 
 
 @pytest.mark.parametrize(
@@ -154,6 +156,11 @@ input_schema = { type = "object", properties = { handle = { type = "string" } } 
             HTTP_TOOL + 'roles = { "/to" = "recipient" }',
             "tools.http[0].roles./to",
             "destination",
+        ),
+        (
+            HTTP_TOOL + 'data_classes = { "/ssn" = "secret" }',
+            "tools.http[0].data_classes./ssn",
+            "identity_document",
         ),
         (
             HTTP_TOOL + 'reads_untrusted = "no"',

@@ -17,12 +17,23 @@ for any agent design:
 * :class:`FlowPolicy` with :class:`TrustedSource` and :class:`NoPrivateData` —
   declarative rules per tool parameter, deciding allow / confirm / deny with the
   matched :class:`Finding` objects as evidence.
+* :mod:`~toolbound.provenance.classes` — kinds of private data (identity
+  documents, payment cards, credentials, health) that leave only when the user's
+  own words ask for them.
 * :func:`guard_writes` — the preset: rules for every write tool derived from its
   parameters' roles (:mod:`~toolbound.provenance.roles`: ``destination``,
   ``target``, ``secret``, ``content``, ``quantity``), declared on
   :attr:`~toolbound.ToolSpec.roles` or inferred from the schema.
 """
 
+from toolbound.provenance.classes import (
+    DATA_CLASSES,
+    DataClassName,
+    asked_classes,
+    field_class,
+    luhn,
+    text_classes,
+)
 from toolbound.provenance.index import DEFAULT_MIN_LENGTH, Provenance
 from toolbound.provenance.labels import (
     Concern,
@@ -57,10 +68,12 @@ from toolbound.provenance.preset import MIN_LENGTH, WriteGuard, guard_writes
 from toolbound.provenance.roles import ROLES, Role, RoleName, RolePlan, plan
 
 __all__ = [
+    "DATA_CLASSES",
     "DEFAULT_MIN_LENGTH",
     "MIN_LENGTH",
     "ROLES",
     "Concern",
+    "DataClassName",
     "Finding",
     "FlowPolicy",
     "FlowReport",
@@ -79,15 +92,19 @@ __all__ = [
     "Trail",
     "TrustedSource",
     "WriteGuard",
+    "asked_classes",
     "canonical",
     "destinations",
+    "field_class",
     "fold",
     "guard_writes",
     "keys",
+    "luhn",
     "number",
     "plan",
     "short_terms",
     "short_words",
+    "text_classes",
     "tokens",
     "variants",
 ]

@@ -51,13 +51,15 @@ import threading
 from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfigurationError
+from toolbound.provenance.classes import asked_classes, field_class, luhn, text_classes
 from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail
 from toolbound.provenance.normalize import analyse, fold, number, short_terms
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from toolbound._model import JSONValue, ToolSpec
+    from toolbound.provenance.classes import DataClassName
 
 __all__ = ["DEFAULT_MIN_LENGTH", "Provenance"]
 
@@ -104,15 +106,37 @@ def _leaves(value: JSONValue, pointer: str = "") -> Iterator[tuple[str, str, boo
 
 
 def _remember(
-    table: dict[str, dict[_Kind, Source]], key: str, kind: _Kind, label: Label, at: str
+    table: dict[str, dict[_Kind, Source]],
+    key: str,
+    kind: _Kind,
+    label: Label,
+    at: str,
+    *,
+    data_class: DataClassName | None = None,
 ) -> None:
     """Keep where ``key`` was first seen for this kind of source."""
     seen = table.get(key)
     if seen is None:
-        table[key] = {kind: Source(label=label, at=at)}
+        table[key] = {kind: Source(label=label, at=at, data_class=data_class)}
     elif kind not in seen:
         # Replaced, never mutated: a reader may be iterating the old one.
-        table[key] = {**seen, kind: Source(label=label, at=at)}
+        table[key] = {**seen, kind: Source(label=label, at=at, data_class=data_class)}
+
+
+def _shape(pointer: str) -> str:
+    return "".join("/" + part for part in pointer.split("/")[1:] if not part.isdigit())
+
+
+_Classed = tuple[str, "DataClassName | None"]  # (pointer, data class)
+
+
+def _token_class(token: str, named: Sequence[DataClassName]) -> DataClassName | None:
+    """A free text's class for one of its tokens: a card number, or digits the text names."""
+    if token.isdigit() and luhn(token):
+        return "payment_card"
+    if named and any(c.isdigit() for c in token):
+        return named[0]
+    return None
 
 
 class Provenance:
@@ -127,6 +151,7 @@ class Provenance:
     """
 
     __slots__ = (
+        "_asked",
         "_entry_ends",
         "_kinds",
         "_labels",
@@ -174,6 +199,7 @@ class Provenance:
         self._leaves: dict[str, dict[_Kind, Source]] = {}
         self._short: dict[str, dict[_Kind, Source]] = {}
         self._short_quantities: dict[str, dict[_Kind, Source]] = {}
+        self._asked: frozenset[DataClassName] = frozenset()
 
     # -- feeding ----------------------------------------------------------------
 
@@ -187,54 +213,86 @@ class Provenance:
 
     def add_result(self, spec: ToolSpec, invocation_id: str | None, value: JSONValue) -> Label:
         """Index one tool result, labelled as ``spec`` declares the tool."""
-        return self.add(Label.of_result(spec, invocation_id), value)
+        return self.add(Label.of_result(spec, invocation_id), value, classes=spec.data_classes)
 
-    def add(self, label: Label, value: JSONValue) -> Label:
-        """Index ``value`` under ``label``; returns the label."""
+    def add(
+        self, label: Label, value: JSONValue, *, classes: Mapping[str, DataClassName] | None = None
+    ) -> Label:
+        """Index ``value`` under ``label``; returns the label.
+
+        ``classes`` declares the data classes of fields (shape pointers into
+        ``value``, :mod:`~toolbound.provenance.classes`); private values are also
+        classed by their field's name and the words beside them.
+        """
         trusted = not label.untrusted
-        leaves, found, short, short_quantities = self._analyse(value, trusted=trusted)
+        leaves, found, short, short_quantities = self._analyse(
+            value, trusted=trusted, classes=classes if label.private else None
+        )
+        asked = (
+            frozenset().union(*(asked_classes(t) for _, t, _ in _leaves(value)))
+            if label.origin == "user"
+            else frozenset()
+        )
         kind = _kind(label)
         with self._lock:
             entry = len(self._labels)
             self._labels.append(label)
             self._kinds.append(kind)
-            for pointer, folded in leaves:
-                _remember(self._leaves, folded, kind, label, pointer)
-            for token, pointer in found.items():
-                _remember(self._tokens, token, kind, label, pointer)
+            self._asked |= asked
+            for pointer, folded, data_class in leaves:
+                _remember(self._leaves, folded, kind, label, pointer, data_class=data_class)
+            for token, (pointer, data_class) in found.items():
+                _remember(self._tokens, token, kind, label, pointer, data_class=data_class)
             for word, pointer in short.items():
                 _remember(self._short, word, kind, label, pointer)
             for word, pointer in short_quantities.items():
                 _remember(self._short_quantities, word, kind, label, pointer)
             if trusted:
                 offset = len(self._text)
-                for pointer, folded in leaves:
+                for pointer, folded, _ in leaves:
                     self._leaf_start.append(offset)
                     self._leaf_entry.append(entry)
                     self._leaf_pointer.append(pointer)
                     offset += len(folded) + 1
                 self._entry_ends.append(offset)
                 # Published last: readers bound themselves by the text they see.
-                self._text += "".join(f + "\x00" for _, f in leaves)
+                self._text += "".join(f + "\x00" for _, f, _ in leaves)
             else:
                 self._entry_ends.append(len(self._text))
         return label
 
     def _analyse(
-        self, value: JSONValue, *, trusted: bool
-    ) -> tuple[list[tuple[str, str]], dict[str, str], dict[str, str], dict[str, str]]:
-        """The folded leaves, tokens and short ids and quantities of ``value``, by pointer."""
-        leaves: list[tuple[str, str]] = []
-        found: dict[str, str] = {}
+        self,
+        value: JSONValue,
+        *,
+        trusted: bool,
+        classes: Mapping[str, DataClassName] | None,
+    ) -> tuple[
+        list[tuple[str, str, DataClassName | None]],
+        dict[str, _Classed],
+        dict[str, str],
+        dict[str, str],
+    ]:
+        """The folded leaves, tokens and short ids and quantities of ``value``, by pointer.
+
+        With ``classes`` (private data; ``None`` otherwise) each leaf and token
+        carries its data class, if any.
+        """
+        leaves: list[tuple[str, str, DataClassName | None]] = []
+        found: dict[str, _Classed] = {}
         short: dict[str, str] = {}
         short_quantities: dict[str, str] = {}
         for pointer, text, _ in _leaves(value):
             # Only forms of at least min_length are kept: nothing shorter is looked up,
             # and no value that is looked up fits inside a shorter leaf.
             forms, pieces = analyse(text, self.min_length)
-            leaves.extend((pointer, form) for form in forms)
+            field = None
+            if classes is not None:
+                field = classes.get(_shape(pointer)) or field_class(pointer)
+            leaves.extend((pointer, form, field) for form in forms)
+            named = sorted(text_classes(text)) if classes is not None and not field else ()
             for token in pieces:
-                found.setdefault(token, pointer)
+                found.setdefault(token, (pointer, field or _token_class(token, named)))
             if trusted:
                 # Short words vouch for short identifiers, so only trusted ones are kept:
                 # an untrusted "13" would prove nothing a missing one does not.
@@ -294,7 +352,7 @@ class Provenance:
                     matches.append(Match(text=token, whole=False, sources=tuple(seen.values())))
             trail = Trail(pointer=pointer, value=value, matches=tuple(matches), number=numeric)
             trails.append(trail)
-        return FlowReport.of(tuple(trails), scope=self.scope)
+        return FlowReport.of(tuple(trails), scope=self.scope, asked=self._asked)
 
     def _exact(self, pointer: str, value: str, *, numeric: bool = False) -> Trail:
         """The trail of a short value: a trusted leaf or word equal to it, if any.

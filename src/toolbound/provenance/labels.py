@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from toolbound._model import ToolSpec
+    from toolbound.provenance.classes import DataClassName
 
 __all__ = ["Concern", "Finding", "FlowReport", "Label", "Match", "Origin", "Source", "Trail"]
 
@@ -132,10 +133,15 @@ class Source:
     label: Label
     at: str
     """The string leaf it was found in, as a JSON Pointer into the indexed value."""
+    data_class: DataClassName | None = None
+    """The kind of private data it is there (:mod:`~toolbound.provenance.classes`)."""
 
     def as_json(self) -> dict[str, object]:
         """The source as a JSON object."""
-        return {**self.label.as_json(), "at": self.at}
+        out = {**self.label.as_json(), "at": self.at}
+        if self.data_class is not None:
+            out["data_class"] = self.data_class
+        return out
 
     def describe(self) -> str:
         """One phrase for people: ``email.list@v1 (call 3f2a…, at /2/body)``."""
@@ -306,9 +312,17 @@ class FlowReport:
     and private data, as the tools' own declarations label them."""
     scope: frozenset[str] | None = None
     """The write tools the session's task may need, when it declared them."""
+    asked: frozenset[DataClassName] = frozenset()
+    """The data classes the user's own words asked for (a passport, a card…)."""
 
     @classmethod
-    def of(cls, trails: tuple[Trail, ...], *, scope: frozenset[str] | None = None) -> FlowReport:
+    def of(
+        cls,
+        trails: tuple[Trail, ...],
+        *,
+        scope: frozenset[str] | None = None,
+        asked: frozenset[DataClassName] = frozenset(),
+    ) -> FlowReport:
         """A report with its rule-free findings worked out."""
         findings: list[Finding] = []
         for trail in trails:
@@ -334,7 +348,7 @@ class FlowReport:
                         matches=private,
                     )
                 )
-        return cls(trails=trails, findings=tuple(findings), scope=scope)
+        return cls(trails=trails, findings=tuple(findings), scope=scope, asked=asked)
 
     def under(self, pointer: str) -> tuple[Trail, ...]:
         """The trails at ``pointer`` or inside it (``""`` is every trail)."""
@@ -348,4 +362,6 @@ class FlowReport:
         }
         if self.scope is not None:
             out["scope"] = sorted(self.scope)
+        if self.asked:
+            out["asked"] = sorted(self.asked)
         return out

@@ -37,6 +37,8 @@ import re
 import unicodedata
 from urllib.parse import unquote, urlsplit
 
+from toolbound.provenance.classes import luhn
+
 __all__ = [
     "analyse",
     "canonical",
@@ -433,6 +435,7 @@ def destinations(text: str) -> tuple[str, ...]:
                 len(digits) >= _PHONE_DIGITS
                 and not _DATE_OR_AMOUNT.fullmatch(run.strip())
                 and not any(digits in found for found in out)  # an IBAN's digits
+                and not luhn(digits)  # a card number: private data, not a place
             ):
                 out[digits] = None
     return tuple(out)

@@ -23,8 +23,10 @@ hand. For every write:
   data from an untrusted source is denied.
 * **content** may come from untrusted data (a reply quotes the mail it answers),
   but may not carry private data towards a destination the user did not name
-  (the whole value found in the user's words or the configuration): else a person
-  confirms (``private_data``).
+  (the whole value found in the user's words or the configuration), nor private
+  data of a class (:mod:`~toolbound.provenance.classes`: a passport, a card, a
+  code) the user's words did not ask for, even to a destination they named: else
+  a person confirms (``private_data``).
 * a write whose schema has a destination but whose call names none (an event with
   no participants) is not waved through: some other value of it must have a
   trusted source (a title the user gave), else a person confirms (``unanchored``).
@@ -149,18 +151,34 @@ class NoExfiltration:
                 rule=self.name,
             )
             for role, trail in _trails(report, self.roles)
-            if not trail.trusted(self.trust) and (private := _leaving(role, trail))
+            if not trail.trusted(self.trust) and (private := _leaving(role, trail, self.trust))
         )
 
 
-def _leaving(role: RoleName, trail: Trail) -> tuple[Match, ...]:
+def _leaving(role: RoleName, trail: Trail, trust: frozenset[str]) -> tuple[Match, ...]:
     """Private pieces inside a destination, or inside a link or address in content."""
     if role == "destination":
         return tuple(m for m in trail.private() if not m.whole)
     if role != "content":
         return ()
-    places = destinations(trail.value)
+    places = [place for place, _ in _unsourced(trail, trust)]
     return tuple(m for m in trail.private() if any(m.text in p for p in places))
+
+
+def _unsourced(trail: Trail, trust: frozenset[str]) -> list[tuple[str, tuple[Match, ...]]]:
+    """The links and addresses in a content value that no trusted source gave.
+
+    Each with the matches that show where it came from: its own, else the whole
+    value's (a forwarded mail found whole in the inbox).
+    """
+    out: list[tuple[str, tuple[Match, ...]]] = []
+    for place in destinations(trail.value):
+        found = [m for m in trail.matches if m.text == place] or [
+            m for m in trail.matches if m.whole
+        ]
+        if not any(s.label.trusted(trust) for m in found for s in m.sources):
+            out.append((place, tuple(found)))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,22 +208,16 @@ class ContentDestinations:
         for role, trail in _trails(report, self.roles):
             if role != "content" or trail.trusted(self.trust):
                 continue
-            for place in destinations(trail.value):
-                found = [m for m in trail.matches if m.text == place] or [
-                    m for m in trail.matches if m.whole
-                ]
-                if any(s.label.trusted(self.trust) for m in found for s in m.sources):
-                    continue
-                concern: Concern = "untrusted_source" if found else "no_trusted_source"
-                out.append(
-                    Finding(
-                        concern=concern,
-                        pointer=trail.pointer,
-                        value=place,
-                        matches=tuple(found),
-                        rule=self.name,
-                    )
+            out.extend(
+                Finding(
+                    concern="untrusted_source" if found else "no_trusted_source",
+                    pointer=trail.pointer,
+                    value=place,
+                    matches=found,
+                    rule=self.name,
                 )
+                for place, found in _unsourced(trail, self.trust)
+            )
         return tuple(out)
 
 
@@ -225,22 +237,46 @@ class PrivateContent:
         return f"guard_writes {self.tool} private_content"
 
     def check(self, report: FlowReport) -> tuple[Finding, ...]:
-        """Private pieces of the content, when some destination was not named by the user."""
+        """Private pieces of the content going where the user did not say, or unasked for.
+
+        To a destination the user did not name, no private piece; to one they named,
+        no piece of a data class (a passport, a card, a code) their words did not
+        ask for: naming Bob authorizes the notes for Bob, not the passport an
+        injection appended.
+        """
         trails = _trails(report, self.roles)
         unnamed = [t.value for role, t in trails if role == "destination" and not t.named()]
-        if not unnamed:
-            return ()
-        return tuple(
-            Finding(
-                concern="private_data",
-                pointer=trail.pointer,
-                value=trail.value,
-                matches=private,
-                rule=f"{self.name} (to {', '.join(unnamed[:3])})",
-            )
-            for role, trail in trails
-            if role == "content" and (private := trail.private())
-        )
+        out: list[Finding] = []
+        for role, trail in trails:
+            if role != "content" or not (private := trail.private()):
+                continue
+            if unnamed:
+                why = f"to {', '.join(unnamed[:3])}"
+            else:
+                private = tuple(m for m in private if _unasked(m, report.asked))
+                why = (
+                    ", ".join(sorted({c for m in private for c in _classes(m)})) + " not asked for"
+                )
+            if private:
+                out.append(
+                    Finding(
+                        concern="private_data",
+                        pointer=trail.pointer,
+                        value=trail.value,
+                        matches=private,
+                        rule=f"{self.name} ({why})",
+                    )
+                )
+        return tuple(out)
+
+
+def _classes(match: Match) -> set[str]:
+    return {s.data_class for s in match.sources if s.data_class is not None}
+
+
+def _unasked(match: Match, asked: frozenset[str]) -> bool:
+    """Whether a private piece is of a data class the user's words did not ask for."""
+    return not _classes(match) <= asked
 
 
 @dataclass(frozen=True, slots=True)
