@@ -47,13 +47,16 @@ threads while another adds to it.
 from __future__ import annotations
 
 import bisect
+import re
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfigurationError
 from toolbound.provenance.classes import asked_classes, field_class, luhn, text_classes
-from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail
+from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail, field_shape
 from toolbound.provenance.normalize import analyse, fold, number, short_terms
+from toolbound.provenance.roles import system_fields
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -75,6 +78,10 @@ wrote (:func:`~toolbound.provenance.short_terms`), never as a piece of a date.
 """
 
 _Kind = tuple[str, str | None, str | None, str | None]
+_SPACE = re.compile(r"\s")
+
+SYSTEM_ASSIGNED = "system-assigned fields"
+"""The note on the label of an untrusted tool's system-assigned fields (trusted)."""
 
 
 def _kind(label: Label) -> _Kind:
@@ -113,18 +120,14 @@ def _remember(
     at: str,
     *,
     data_class: DataClassName | None = None,
+    leaf: bool = False,
 ) -> None:
     """Keep where ``key`` was first seen for this kind of source."""
     seen = table.get(key)
-    if seen is None:
-        table[key] = {kind: Source(label=label, at=at, data_class=data_class)}
-    elif kind not in seen:
+    if seen is None or kind not in seen:
+        source = Source(label=label, at=at, data_class=data_class, leaf=leaf)
         # Replaced, never mutated: a reader may be iterating the old one.
-        table[key] = {**seen, kind: Source(label=label, at=at, data_class=data_class)}
-
-
-def _shape(pointer: str) -> str:
-    return "".join("/" + part for part in pointer.split("/")[1:] if not part.isdigit())
+        table[key] = {kind: source} if seen is None else {**seen, kind: source}
 
 
 _Classed = tuple[str, "DataClassName | None"]  # (pointer, data class)
@@ -162,6 +165,7 @@ class Provenance:
         "_lock",
         "_short",
         "_short_quantities",
+        "_system",
         "_text",
         "_tokens",
         "min_length",
@@ -200,6 +204,7 @@ class Provenance:
         self._short: dict[str, dict[_Kind, Source]] = {}
         self._short_quantities: dict[str, dict[_Kind, Source]] = {}
         self._asked: frozenset[DataClassName] = frozenset()
+        self._system: dict[tuple[str, str], tuple[ToolSpec, frozenset[str]]] = {}
 
     # -- feeding ----------------------------------------------------------------
 
@@ -212,21 +217,52 @@ class Provenance:
         return self.add(Label.runtime(note), value)
 
     def add_result(self, spec: ToolSpec, invocation_id: str | None, value: JSONValue) -> Label:
-        """Index one tool result, labelled as ``spec`` declares the tool."""
-        return self.add(Label.of_result(spec, invocation_id), value, classes=spec.data_classes)
+        """Index one tool result, labelled as ``spec`` declares the tool.
+
+        Fields the output schema marks system-assigned (``readOnly``: ids,
+        timestamps, amounts the system computed) are indexed as trusted even when
+        the tool reads untrusted content, each a single token; a field holding
+        prose is free text and never is.
+        """
+        label = Label.of_result(spec, invocation_id)
+        system = self._system_fields(spec) if label.untrusted else frozenset()
+        if system:
+            assigned = frozenset(
+                pointer
+                for pointer, text, _ in _leaves(value)
+                if field_shape(pointer) in system and text.strip() and not _SPACE.search(text)
+            )
+            if assigned:
+                vouched = replace(label, untrusted=False, note=SYSTEM_ASSIGNED)
+                self.add(vouched, value, classes=spec.data_classes, only=assigned)
+        return self.add(label, value, classes=spec.data_classes)
+
+    def _system_fields(self, spec: ToolSpec) -> frozenset[str]:
+        cached = self._system.get(spec.key)
+        if cached is None or cached[0] is not spec:
+            # A plain dict store: two threads may both work it out; either is right.
+            cached = (spec, system_fields(spec.output_schema))
+            self._system[spec.key] = cached
+        return cached[1]
 
     def add(
-        self, label: Label, value: JSONValue, *, classes: Mapping[str, DataClassName] | None = None
+        self,
+        label: Label,
+        value: JSONValue,
+        *,
+        classes: Mapping[str, DataClassName] | None = None,
+        only: frozenset[str] | None = None,
     ) -> Label:
         """Index ``value`` under ``label``; returns the label.
 
         ``classes`` declares the data classes of fields (shape pointers into
         ``value``, :mod:`~toolbound.provenance.classes`); private values are also
-        classed by their field's name and the words beside them.
+        classed by their field's name and the words beside them. ``only`` limits
+        the leaves indexed to these pointers.
         """
         trusted = not label.untrusted
         leaves, found, short, short_quantities = self._analyse(
-            value, trusted=trusted, classes=classes if label.private else None
+            value, trusted=trusted, classes=classes if label.private else None, only=only
         )
         asked = (
             frozenset().union(*(asked_classes(t) for _, t, _ in _leaves(value)))
@@ -240,7 +276,9 @@ class Provenance:
             self._kinds.append(kind)
             self._asked |= asked
             for pointer, folded, data_class in leaves:
-                _remember(self._leaves, folded, kind, label, pointer, data_class=data_class)
+                _remember(
+                    self._leaves, folded, kind, label, pointer, data_class=data_class, leaf=True
+                )
             for token, (pointer, data_class) in found.items():
                 _remember(self._tokens, token, kind, label, pointer, data_class=data_class)
             for word, pointer in short.items():
@@ -267,6 +305,7 @@ class Provenance:
         *,
         trusted: bool,
         classes: Mapping[str, DataClassName] | None,
+        only: frozenset[str] | None = None,
     ) -> tuple[
         list[tuple[str, str, DataClassName | None]],
         dict[str, _Classed],
@@ -283,12 +322,14 @@ class Provenance:
         short: dict[str, str] = {}
         short_quantities: dict[str, str] = {}
         for pointer, text, _ in _leaves(value):
+            if only is not None and pointer not in only:
+                continue
             # Only forms of at least min_length are kept: nothing shorter is looked up,
             # and no value that is looked up fits inside a shorter leaf.
             forms, pieces = analyse(text, self.min_length)
             field = None
             if classes is not None:
-                field = classes.get(_shape(pointer)) or field_class(pointer)
+                field = classes.get(field_shape(pointer)) or field_class(pointer)
             leaves.extend((pointer, form, field) for form in forms)
             named = sorted(text_classes(text)) if classes is not None and not field else ()
             for token in pieces:

@@ -52,6 +52,11 @@ _SHOWN = 64  # characters of a value shown in evidence
 _LISTED = 3  # sources named in one sentence of evidence
 
 
+def field_shape(pointer: str) -> str:
+    """A JSON Pointer with its array indexes left out: ``/0/id`` → ``/id``."""
+    return "".join("/" + part for part in pointer.split("/")[1:] if not part.isdigit())
+
+
 def _short(text: str) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
@@ -135,6 +140,23 @@ class Source:
     """The string leaf it was found in, as a JSON Pointer into the indexed value."""
     data_class: DataClassName | None = None
     """The kind of private data it is there (:mod:`~toolbound.provenance.classes`)."""
+    leaf: bool = False
+    """The value was that whole leaf (a field equal to it), not a word inside it."""
+
+    def trusted(self, trust: frozenset[str] = frozenset()) -> bool:
+        """Whether a value from here may steer a call; ``trust`` names tools or fields.
+
+        A field (``"drive.search#/id"``, a pointer with array indexes left out)
+        vouches only for a value that was that whole field: a word inside a text of
+        the same field, injected text, never gains trust that way.
+        """
+        if self.label.trusted(trust):
+            return True
+        tool = self.label.tool
+        if not self.leaf or tool is None or not trust:
+            return False
+        field = "#" + field_shape(self.at)
+        return tool + field in trust or self.label.ref + field in trust
 
     def as_json(self) -> dict[str, object]:
         """The source as a JSON object."""
@@ -206,9 +228,7 @@ class Trail:
         """
         quantity = role == "quantity" or (role is None and self.quantity_shaped)
         return any(
-            m.whole
-            and (quantity or not m.quantity)
-            and any(s.label.trusted(trust) for s in m.sources)
+            m.whole and (quantity or not m.quantity) and any(s.trusted(trust) for s in m.sources)
             for m in self.matches
         )
 
@@ -228,7 +248,7 @@ class Trail:
         """The pieces whose only sources are untrusted; none if the whole value is trusted."""
         if self.trusted(trust, role=role):
             return ()
-        return tuple(m for m in self.matches if not any(s.label.trusted(trust) for s in m.sources))
+        return tuple(m for m in self.matches if not any(s.trusted(trust) for s in m.sources))
 
     def private(self) -> tuple[Match, ...]:
         """The pieces found only in private data (nowhere public, nowhere the user said)."""

@@ -65,10 +65,19 @@ def _check_pointer(pointer: str, what: str) -> None:
         raise ConfigurationError(msg)
 
 
-def _check_trust(trust: frozenset[str], what: str) -> None:
+def check_trust(trust: frozenset[str], what: str) -> None:
+    """Tool names, or fields of a tool's results: ``"drive.search#/id"``."""
     if isinstance(trust, str):
         msg = f"{what}: trust must be a set of tool names, not one string"
         raise ConfigurationError(msg)
+    for entry in trust:
+        tool, hashed, pointer = entry.partition("#")
+        if not tool or (hashed and not pointer.startswith("/")):
+            msg = (
+                f"{what}: trust entry {entry!r} must be a tool name or a tool's field "
+                "such as 'drive.search#/id'"
+            )
+            raise ConfigurationError(msg)
 
 
 class FlowRule(Protocol):
@@ -124,7 +133,7 @@ class TrustedSource:
     def __post_init__(self) -> None:
         """Check the pointer and the trusted tools."""
         _check_pointer(self.parameter, f"TrustedSource({self.tool})")
-        _check_trust(self.trust, f"TrustedSource({self.tool})")
+        check_trust(self.trust, f"TrustedSource({self.tool})")
 
     @property
     def name(self) -> str:

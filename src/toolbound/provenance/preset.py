@@ -48,7 +48,7 @@ from toolbound._errors import ConfigurationError
 from toolbound._model import ToolSpec
 from toolbound.provenance.labels import Finding
 from toolbound.provenance.normalize import destinations, fold
-from toolbound.provenance.policy import FlowPolicy
+from toolbound.provenance.policy import FlowPolicy, check_trust
 from toolbound.provenance.roles import ROLES, RolePlan, plan
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def _unsourced(trail: Trail, trust: frozenset[str]) -> list[tuple[str, tuple[Mat
         found = [m for m in trail.matches if m.text == place] or [
             m for m in trail.matches if m.whole
         ]
-        if not any(s.label.trusted(trust) for m in found for s in m.sources):
+        if not any(s.trusted(trust) for m in found for s in m.sources):
             out.append((place, tuple(found)))
     return out
 
@@ -322,9 +322,7 @@ class WriteGuard:
 
     def __post_init__(self) -> None:
         """Check the trusted tools and the lengths."""
-        if isinstance(self.trust, str):
-            msg = "guard_writes: trust must be a set of tool names, not one string"
-            raise ConfigurationError(msg)
+        check_trust(self.trust, "guard_writes")
         for role, length in self.min_length.items():
             if role not in ROLES or length < 1:
                 msg = f"guard_writes: min_length[{role!r}] must name a role and be at least 1"

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import ToolSpec
 
-__all__ = ["ROLES", "Role", "RoleName", "RolePlan", "infer_role", "plan"]
+__all__ = ["ROLES", "Role", "RoleName", "RolePlan", "infer_role", "plan", "system_fields"]
 
 RoleName = Literal["destination", "target", "secret", "content", "quantity"]
 """What one parameter does in a write (see the module docstring)."""
@@ -432,3 +432,18 @@ def plan(spec: ToolSpec) -> RolePlan:
         if found is not None:
             inferred.setdefault(pointer, found)
     return RolePlan(tool=spec.ref, declared=dict(spec.roles), inferred=inferred)
+
+
+def system_fields(schema: Mapping[str, object] | None) -> frozenset[str]:
+    """The shape pointers of the fields an output ``schema`` marks system-assigned.
+
+    ``readOnly: true`` (JSON Schema: the value is managed by the owning authority):
+    ids, timestamps, amounts the system computed, which no third party writes.
+    """
+    if not schema:
+        return frozenset()
+    return frozenset(
+        pointer
+        for pointer, _, leaf in _walk(schema, schema, "", (), 0)
+        if any(branch.get("readOnly") is True for branch in _branches(leaf, schema, 0))
+    )
