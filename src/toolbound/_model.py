@@ -207,6 +207,13 @@ class ToolSpec:
     that kind of data (:mod:`toolbound.provenance.classes`); fields not named here
     are classed by their name and the words beside them."""
 
+    intents: tuple[str, ...] = ()
+    """Verbs or phrases a person uses when they want this write (``("book",
+    "reserve")``). Where the application declares no task scope, a write that
+    declares intents is in the task's scope only when the user's own messages
+    express one of them (:mod:`toolbound.provenance.intents`); else a person
+    confirms it (``out_of_scope``)."""
+
     @property
     def key(self) -> tuple[str, str]:
         """The identity of this spec: ``(name, version)``."""

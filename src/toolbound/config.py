@@ -228,6 +228,7 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey(
                 "roles", "table of JSON pointer → role", "{}", choices=frozenset(PARAMETER_ROLES)
             ),
+            ConfigKey("intents", _STRINGS, "[]"),
             ConfigKey(
                 "data_classes",
                 "table of JSON pointer → data class",
@@ -427,6 +428,7 @@ class HttpToolConfig:
     reads_private: bool = True
     roles: Mapping[str, RoleName] = field(default_factory=dict)
     data_classes: Mapping[str, DataClassName] = field(default_factory=dict)
+    intents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -776,6 +778,7 @@ class _ToolChecks(_Primitives):
             reads_private=self.flag(raw, path, "reads_private", default=True),
             roles=self.roles(raw.get("roles", {}), f"{path}.roles"),
             data_classes=self.data_classes(raw.get("data_classes", {}), f"{path}.data_classes"),
+            intents=self.strings(raw, path, "intents"),
         )
         if tool.name and schema:
             try:
@@ -1313,6 +1316,7 @@ def _http_spec(http: HttpToolConfig) -> ToolSpec:
         reads_private=http.reads_private,
         roles=dict(http.roles),
         data_classes=dict(http.data_classes),
+        intents=http.intents,
         resources=(
             None
             if http.host_argument is None

@@ -153,6 +153,12 @@ KEYS: dict[str, Described] = {
         '{ "/email" = "destination" }',
         "read from the input schema",
     ),
+    "tools.http.intents": Described(
+        "verbs or phrases a person uses when they want this write: with no task scope "
+        "declared, it runs unasked only when the user's words express one",
+        '["book", "reserve"]',
+        "none: the user's words do not narrow it",
+    ),
     "tools.http.data_classes": Described(
         "the kinds of private data fields of its results hold, by JSON pointer into the "
         "output: they leave in a write only when the user's words ask for that kind",

@@ -284,6 +284,7 @@ class Loop:
         finally:
             if index is not None and not run.declared:
                 index.scope = None  # the phases were this run's; a shared index outlives it
+                index.explicit = True
 
     def _step(self, run: _Run) -> LoopOutcome | None:  # noqa: PLR0911 - one exit per ending
         """One model turn and the calls it proposed; how the loop ended, if it did."""
@@ -296,7 +297,10 @@ class Loop:
         toolset = self._visible(phase)
         if run.index is not None and not run.declared:
             # R13: the phase declares the writes the task may need now (R6: task scope).
+            # One tool set for every step declares nothing about the task: the tools'
+            # intents, read from the user's words, narrow it (R6).
             run.index.scope = _writes(phase)
+            run.index.explicit = callable(self._tools)
         turn = self.model(tuple(run.transcript), toolset.specs)
         run.usage = replace(
             run.usage, model_calls=run.usage.model_calls + 1, cost=run.usage.cost + turn.cost

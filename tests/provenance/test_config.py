@@ -105,7 +105,7 @@ def test_a_rule_by_hand_refuses_with_the_parameters_pointer(clock):
 
 
 def test_an_http_tool_declares_what_its_results_are_and_its_roles():
-    """reads_untrusted, reads_private, roles and data classes reach the tool's spec."""
+    """reads_untrusted, reads_private, roles, data classes and intents reach the tool's spec."""
     config = parse_config(
         GRANTED
         + """
@@ -118,6 +118,7 @@ reads_untrusted = false
 reads_private = false
 roles = { "/handle" = "destination" }
 data_classes = { "/tax_ref" = "identity_document" }
+intents = ["add a contact", "save"]
 input_schema = { type = "object", properties = { handle = { type = "string" } } }
 """
     )
@@ -125,6 +126,7 @@ input_schema = { type = "object", properties = { handle = { type = "string" } } 
     assert (spec.reads_untrusted, spec.reads_private) == (False, False)
     assert dict(spec.roles) == {"/handle": "destination"}
     assert dict(spec.data_classes) == {"/tax_ref": "identity_document"}
+    assert spec.intents == ("add a contact", "save")
 
 
 @pytest.mark.parametrize(

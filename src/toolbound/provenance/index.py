@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfigurationError
 from toolbound.provenance.classes import asked_classes, field_class, luhn, text_classes
+from toolbound.provenance.intents import stems
 from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail, field_shape
 from toolbound.provenance.normalize import analyse, fold, number, short_terms
 from toolbound.provenance.roles import system_fields
@@ -163,11 +164,13 @@ class Provenance:
         "_leaf_start",
         "_leaves",
         "_lock",
+        "_said",
         "_short",
         "_short_quantities",
         "_system",
         "_text",
         "_tokens",
+        "explicit",
         "min_length",
         "scope",
     )
@@ -189,6 +192,9 @@ class Provenance:
             raise ConfigurationError(msg)
         self.min_length = min_length
         self.scope: frozenset[str] | None = None if scope is None else frozenset(scope)
+        self.explicit = True
+        """Whether ``scope`` was declared for the task (it then wins over intents);
+        the Loop clears it for the scope of a tool set that has no phases."""
         self._lock = threading.Lock()
         # Append-only: a reader takes the trusted text (immutable) and works only
         # below its length, so an add that runs meanwhile changes nothing it sees.
@@ -204,6 +210,7 @@ class Provenance:
         self._short: dict[str, dict[_Kind, Source]] = {}
         self._short_quantities: dict[str, dict[_Kind, Source]] = {}
         self._asked: frozenset[DataClassName] = frozenset()
+        self._said: tuple[tuple[str, ...], ...] = ()
         self._system: dict[tuple[str, str], tuple[ToolSpec, frozenset[str]]] = {}
 
     # -- feeding ----------------------------------------------------------------
@@ -264,17 +271,17 @@ class Provenance:
         leaves, found, short, short_quantities = self._analyse(
             value, trusted=trusted, classes=classes if label.private else None, only=only
         )
-        asked = (
-            frozenset().union(*(asked_classes(t) for _, t, _ in _leaves(value)))
-            if label.origin == "user"
-            else frozenset()
-        )
+        words = [t for _, t, number in _leaves(value) if not number]
+        user = label.origin == "user"
+        asked = frozenset().union(*(asked_classes(t) for t in words)) if user else frozenset()
+        said = tuple(stems(t) for t in words) if user else ()
         kind = _kind(label)
         with self._lock:
             entry = len(self._labels)
             self._labels.append(label)
             self._kinds.append(kind)
             self._asked |= asked
+            self._said += said
             for pointer, folded, data_class in leaves:
                 _remember(
                     self._leaves, folded, kind, label, pointer, data_class=data_class, leaf=True
@@ -393,7 +400,13 @@ class Provenance:
                     matches.append(Match(text=token, whole=False, sources=tuple(seen.values())))
             trail = Trail(pointer=pointer, value=value, matches=tuple(matches), number=numeric)
             trails.append(trail)
-        return FlowReport.of(tuple(trails), scope=self.scope, asked=self._asked)
+        return FlowReport.of(
+            tuple(trails),
+            scope=self.scope,
+            asked=self._asked,
+            explicit=self.explicit,
+            said=self._said,
+        )
 
     def _exact(self, pointer: str, value: str, *, numeric: bool = False) -> Trail:
         """The trail of a short value: a trusted leaf or word equal to it, if any.

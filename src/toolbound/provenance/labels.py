@@ -275,7 +275,7 @@ class Finding:
     matches: tuple[Match, ...] = ()
     rule: str | None = None
 
-    def describe(self) -> str:
+    def describe(self) -> str:  # noqa: PLR0911 - one sentence per concern
         """One sentence for the person asked to confirm."""
         shown = f"{self.pointer or '/'} {_short(self.value)!r}"
         sources = sorted({s.describe() for m in self.matches for s in m.sources})
@@ -300,6 +300,8 @@ class Finding:
                     f"{self.pointer or '/'} names no one, and no value of this write came "
                     "from the user or a trusted tool"
                 )
+            case "out_of_scope" if self.rule and self.rule.startswith("intents"):
+                return f"{self.value}: the user's words ask for none of its {self.rule}"
             case "out_of_scope":
                 return f"{self.value} is not among the writes this task declared it may need"
 
@@ -334,6 +336,11 @@ class FlowReport:
     """The write tools the session's task may need, when it declared them."""
     asked: frozenset[DataClassName] = frozenset()
     """The data classes the user's own words asked for (a passport, a card…)."""
+    explicit: bool = True
+    """The scope was declared for this task (an application's planner, the Loop's
+    phases): it wins over the writes the user's words express."""
+    said: tuple[tuple[str, ...], ...] = ()
+    """The stems of each of the user's messages, for tools' intents."""
 
     @classmethod
     def of(
@@ -342,6 +349,8 @@ class FlowReport:
         *,
         scope: frozenset[str] | None = None,
         asked: frozenset[DataClassName] = frozenset(),
+        explicit: bool = True,
+        said: tuple[tuple[str, ...], ...] = (),
     ) -> FlowReport:
         """A report with its rule-free findings worked out."""
         findings: list[Finding] = []
@@ -368,7 +377,14 @@ class FlowReport:
                         matches=private,
                     )
                 )
-        return cls(trails=trails, findings=tuple(findings), scope=scope, asked=asked)
+        return cls(
+            trails=trails,
+            findings=tuple(findings),
+            scope=scope,
+            asked=asked,
+            explicit=explicit,
+            said=said,
+        )
 
     def under(self, pointer: str) -> tuple[Trail, ...]:
         """The trails at ``pointer`` or inside it (``""`` is every trail)."""

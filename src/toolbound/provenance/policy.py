@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from toolbound._errors import ConfigurationError, Problem
 from toolbound.gates.authorize import Allow, Confirm, Deny
 from toolbound.problems import make_problem
+from toolbound.provenance.intents import expresses
 from toolbound.provenance.labels import Finding
 
 if TYPE_CHECKING:
@@ -222,6 +223,9 @@ class FlowPolicy:
     When the session declared a task scope (``Provenance(scope=...)``), a write
     outside it is confirmed as ``out_of_scope``, whatever rules it has: an
     injection can make a call happen with values that all have trusted sources.
+    Where no scope was declared for the task, a write that declares
+    :attr:`~toolbound.ToolSpec.intents` is in scope only when the user's words
+    express one of them (:mod:`~toolbound.provenance.intents`).
     """
 
     __slots__ = ("_by_tool", "guard", "rules")
@@ -253,7 +257,7 @@ class FlowPolicy:
             broken.append((rule, missing))
             derived = ()
         rules += derived
-        if not rules and not broken and _in_scope(spec, report):
+        if not rules and not broken and _in_scope(spec, report) and _intended(spec, report):
             return Allow(capabilities=capabilities, reason="no flow rule for this tool")
         for rule in rules:
             if report is None:
@@ -266,6 +270,11 @@ class FlowPolicy:
         if not _in_scope(spec, report):
             outside = Finding(concern="out_of_scope", pointer="", value=spec.ref, rule="task_scope")
             broken.append((_SCOPE, outside))
+        elif not _intended(spec, report):
+            why = "intents: " + ", ".join(spec.intents)
+            broken.append(
+                (_SCOPE, Finding(concern="out_of_scope", value=spec.ref, pointer="", rule=why))
+            )
         if not broken:
             return Allow(capabilities=capabilities, reason="flow rules hold")
         evidence = tuple(finding for _, finding in broken)
@@ -281,6 +290,19 @@ def _in_scope(spec: ToolSpec, report: FlowReport | None) -> bool:
     if report is None or report.scope is None or not spec.is_write:
         return True
     return spec.name in report.scope or spec.ref in report.scope
+
+
+def _intended(spec: ToolSpec, report: FlowReport | None) -> bool:
+    """Whether the user's words express one of a write's intents (R6).
+
+    Only where the task has no explicit scope and the tool declares intents: an
+    application's own scope (a planner, the Loop's phases) wins.
+    """
+    if report is None or not spec.intents or not spec.is_write:
+        return True
+    if report.scope is not None and report.explicit:
+        return True
+    return expresses(report.said, spec.intents)
 
 
 @dataclass(frozen=True, slots=True)
