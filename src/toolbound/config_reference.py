@@ -149,7 +149,7 @@ KEYS: dict[str, Described] = {
     ),
     "tools.http.roles": Described(
         "what each parameter does for the flow rules: `destination`, `target`, `secret`, "
-        "`content` or `quantity`, by JSON pointer",
+        "`content` or `quantity` (`none`: left to the grants), by JSON pointer",
         '{ "/email" = "destination" }',
         "read from the input schema",
     ),

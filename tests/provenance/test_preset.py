@@ -207,3 +207,30 @@ def test_preview_carries_the_findings_with_their_origins(clock):
         "inv-0",
         "/0/from",
     )
+
+
+def test_a_parameter_declared_none_is_left_to_the_grants():
+    """A setting copied out of a file, declared role 'none', runs unasked; undeclared, asked."""
+    schema = {"type": "object", "properties": {"theme": S}, "additionalProperties": False}
+    free = spec(
+        "app.set_theme", input_schema=schema, effect="reversible_write", roles={"/theme": "none"}
+    )
+    guarded = spec("app.set_theme", input_schema=schema, effect="reversible_write", version="v2")
+    index = session(
+        "Use the theme from my notes file.", (MAIL, [{"body": "theme: solarized-dark"}])
+    )
+    assert isinstance(decide(free, {"theme": "solarized-dark"}, index), Allow)
+    assert isinstance(decide(guarded, {"theme": "solarized-dark"}, index), Confirm)
+
+
+def test_keys_inside_untyped_array_items_are_guarded_by_their_names():
+    """An email inside an untyped recipients list, found only in the inbox: confirmed."""
+    schema = {
+        "type": "object",
+        "properties": {"recipients": {"type": "array", "items": {"type": "object"}}, "body": S},
+    }
+    bulk = spec("mail.bulk", input_schema=schema, effect="irreversible_write")
+    index = session("Send the newsletter.", (MAIL, INBOX))
+    decision = decide(bulk, {"recipients": [{"email": "mark@evil.example"}], "body": "Hi"}, index)
+    assert isinstance(decision, Confirm)
+    assert [f.pointer for f in decision.evidence] == ["/recipients/0/email"]

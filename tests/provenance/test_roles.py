@@ -114,3 +114,47 @@ def test_a_bad_role_declaration_is_refused():
         Role("boss")  # type: ignore[arg-type]
     with pytest.raises(SpecError):
         plan(spec("x.y", roles={"to": "destination"}))
+
+
+def test_a_refd_enum_is_a_closed_choice_like_an_inline_one():
+    """'$ref' to an enum (with a description beside it) gets no role, as an inline enum."""
+    schema = {
+        "type": "object",
+        "$defs": {"Access": {"enum": ["view", "edit"]}},
+        "properties": {
+            "access": {"$ref": "#/$defs/Access", "description": "what they may do"},
+            "level": {"enum": ["low", "high"]},
+            "file_id": S,
+        },
+    }
+    planned = plan(spec("x.share", input_schema=schema, effect="reversible_write"))
+    assert planned.role("/access") is None
+    assert planned.role("/level") is None
+    assert planned.role("/file_id") == "target"
+
+
+def test_keys_of_untyped_array_items_get_roles_from_their_names():
+    """[{'email': ..., 'amount': ..., 'note': ..., 'x': ...}] under an untyped item schema."""
+    schema = obj(
+        recipients={"type": "array", "items": {"type": "object"}},
+        rows={"type": "array", "items": {}},
+        extra={"type": "object"},
+    )
+    planned = plan(spec("x.send", input_schema=schema, effect="reversible_write"))
+    assert planned.role("/recipients/0/email") == "destination"
+    assert planned.role("/recipients/0/name") == "destination"  # qualified by 'recipients'
+    assert planned.role("/rows/2/note") == "content"
+    assert planned.role("/rows/2/amount", number=True) == "quantity"
+    assert planned.role("/rows/2/weight", number=True) == "quantity"  # a number, by its value
+    assert planned.role("/extra/code") == "target"  # an unknown string key is guarded
+
+
+def test_a_declared_none_leaves_a_parameter_to_the_grants():
+    """roles={'/reference': 'none'}: no role, so no provenance rule judges it."""
+    schema = obj(reference=S, iban=S)
+    planned = plan(
+        spec("x.pay", input_schema=schema, effect="reversible_write", roles={"/reference": "none"})
+    )
+    assert planned.role("/reference") is None
+    assert planned.role("/iban") == "destination"
+    assert Role("none").name == "none"

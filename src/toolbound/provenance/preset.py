@@ -72,7 +72,9 @@ _GUARDED: frozenset[RoleName] = frozenset({"destination", "target", "secret"})
 
 def _trails(report: FlowReport, rules: RolePlan) -> list[tuple[RoleName, Trail]]:
     return [
-        (role, trail) for trail in report.trails if (role := rules.role(trail.pointer)) is not None
+        (role, trail)
+        for trail in report.trails
+        if (role := rules.role(trail.pointer, number=trail.number)) is not None
     ]
 
 

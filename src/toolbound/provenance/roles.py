@@ -55,8 +55,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ROLES", "Role", "RoleName", "RolePlan", "infer_role", "plan", "system_fields"]
 
-RoleName = Literal["destination", "target", "secret", "content", "quantity"]
-"""What one parameter does in a write (see the module docstring)."""
+RoleName = Literal["destination", "target", "secret", "content", "quantity", "none"]
+"""What one parameter does in a write (see the module docstring); ``none``, only
+declared, leaves a parameter to the grants."""
 
 ROLES: tuple[RoleName, ...] = get_args(RoleName)
 
@@ -68,7 +69,7 @@ class Role:
     name: RoleName
 
     def __post_init__(self) -> None:
-        """Refuse a role that is not one of the five."""
+        """Refuse a role that is not one of the six."""
         if self.name not in ROLES:
             msg = f"Role({self.name!r}): a role is one of {', '.join(ROLES)}"
             raise SpecError(msg)
@@ -213,6 +214,11 @@ _IBAN_PATTERN = re.compile(r"\[A-Z\]\{2\}.*(?:\\d|\[0-9\])\{2\}")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _MAX_DEPTH = 12
+# Keywords that say nothing about a value's type: a $ref beside only these is the
+# schema it points to (a $ref'd enum is a closed choice, as an inline one).
+_ANNOTATIONS = frozenset(
+    {"$ref", "title", "description", "default", "examples", "deprecated", "$comment"}
+)
 
 
 def _words(name: str) -> list[str]:
@@ -303,10 +309,14 @@ def _branches(
     if depth > _MAX_DEPTH:
         return
     ref = schema.get("$ref")
+    resolved = False
     if isinstance(ref, str):
         target = _resolve(root, ref)
         if target is not None:
+            resolved = True
             yield from _branches(target, root, depth + 1)
+    if resolved and not (schema.keys() - _ANNOTATIONS):
+        return  # only a reference (and notes): what it points to is the whole schema
     spread = False
     for key in ("anyOf", "oneOf", "allOf"):
         options = schema.get(key)
@@ -374,6 +384,8 @@ class RolePlan:
     tool: str
     declared: Mapping[str, RoleName] = field(default_factory=dict)
     inferred: Mapping[str, RoleName] = field(default_factory=dict)
+    described: frozenset[str] = frozenset()
+    """Every leaf the schema describes, with a role or none (a closed choice)."""
 
     @property
     def roles(self) -> dict[str, RoleName]:
@@ -385,13 +397,27 @@ class RolePlan:
                 out[pointer] = declared
         return {**out, **self.declared}
 
-    def role(self, pointer: str) -> RoleName | None:
-        """The role of the argument at ``pointer`` (a concrete JSON Pointer)."""
+    def role(self, pointer: str, *, number: bool = False) -> RoleName | None:
+        """The role of the argument at ``pointer`` (a concrete JSON Pointer).
+
+        A key the schema does not describe (inside an untyped array item or
+        object) is inferred from its name and its ancestors' names, its type read
+        from the value (``number``): the keys of ``[{"email": ...}]`` get roles too.
+        A declared ``none`` is no role.
+        """
         shape = _shape(pointer)
         declared = self._declared(shape)
         if declared is not None:
-            return declared
-        return self.inferred.get(shape)
+            return None if declared == "none" else declared
+        inferred = self.inferred.get(shape)
+        if inferred is not None or shape in self.described or not shape:
+            return inferred
+        path = tuple(part.replace("~1", "/").replace("~0", "~") for part in shape.split("/")[1:])
+        kind = frozenset({"number"}) if number else frozenset({"string"})
+        return _infer(
+            path,
+            _Leaf(types=kind, formats=frozenset(), patterns=(), closed=False, write_only=False),
+        )
 
     def pointers(self, role: RoleName) -> tuple[str, ...]:
         """The shape pointers of the parameters playing ``role``."""
@@ -427,11 +453,23 @@ def plan(spec: ToolSpec) -> RolePlan:
             raise SpecError(msg)
     schema = spec.input_schema
     inferred: dict[str, RoleName] = {}
+    described: set[str] = set()
     for pointer, path, leaf in _walk(schema, schema, "", (), 0):
+        if _describe(leaf, schema).types - {"object", "array"} or _closed(leaf, schema):
+            described.add(pointer)  # an untyped object or array leaves its keys open
         found = _infer(path, _describe(leaf, schema))
         if found is not None:
             inferred.setdefault(pointer, found)
-    return RolePlan(tool=spec.ref, declared=dict(spec.roles), inferred=inferred)
+    return RolePlan(
+        tool=spec.ref,
+        declared=dict(spec.roles),
+        inferred=inferred,
+        described=frozenset(described),
+    )
+
+
+def _closed(leaf: Mapping[str, object], root: Mapping[str, object]) -> bool:
+    return _describe(leaf, root).closed
 
 
 def system_fields(schema: Mapping[str, object] | None) -> frozenset[str]:
