@@ -1,10 +1,11 @@
 """Provenance: what the flow rules stop, what they cost the user, what they cost in time.
 
 1. The injection scenarios (``toolbound.packs.scenarios``): forty-one tasks in four
-   domains whose data carries injected instructions, played by a model that obeys
-   them — under the grants alone (the attacks succeed), a strict rule on every
-   write, and the role preset (``guard_writes``) without and with a task scope; and
-   with a model that ignores injections (the legitimate cost alone).
+   domains and eighteen in three more, whose data carries injected instructions,
+   played by a model that obeys them — under the grants alone (the attacks succeed),
+   a strict rule on every write, and the role preset (``guard_writes``) without the
+   tools' intents, with them, and with a perfect planner's task scope; and with a
+   model that ignores injections (the legitimate cost alone).
 2. The checking overhead, measured in the same run: indexing a tool result,
    examining a call's arguments against a session's index, the preset deciding
    a call; and the whole scenario run with provenance on against off.
@@ -139,25 +140,36 @@ def scenario_timing() -> None:
 
 
 def figures() -> None:
-    """The trade-off table, then the per-task lines of the preset with a scope."""
-    from toolbound.packs.scenarios import format_figures, run_scenarios  # noqa: PLC0415
+    """The trade-off table per set of domains, then the per-task lines of the deployable one."""
+    from toolbound.packs.scenarios import (  # noqa: PLC0415
+        ERRANDS,
+        TASKS,
+        format_figures,
+        run_scenarios,
+    )
 
-    columns = {
-        "grants only": run_scenarios(mode="grants", scope=False),
-        "TrustedSource(tool, '') on every write": run_scenarios(mode="strict", scope=False),
-        "guard_writes": run_scenarios(mode="preset", scope=False),
-        "guard_writes + task scope": run_scenarios(mode="preset", scope=True),
+    variants = {
+        "grants only": {"mode": "grants", "scope": False},
+        "TrustedSource(tool, '') on every write": {"mode": "strict", "scope": False},
+        "guard_writes, no intents": {"mode": "preset", "scope": False, "intents": False},
+        "guard_writes + intents (deployable)": {"mode": "preset", "scope": False},
+        "guard_writes + a perfect planner's scope": {"mode": "preset", "scope": True},
     }
-    print(f"  {'policy':<40} {'inj. run':>9} {'write tasks unasked':>20} {'legit asked':>12}")
-    for name, f in columns.items():
-        unasked = f"{f.write_tasks_done_unasked}/{f.write_tasks}"
-        ran = f"{f.injected_executed}/{f.injected_writes}"
-        print(f"  {name:<40} {ran:>9} {unasked:>20} {f.legit_parked:>12}")
-    print()
-    print(format_figures(columns["guard_writes + task scope"], title="guard_writes + task scope"))
-    calm = run_scenarios(mode="preset", obey=False)
-    print()
-    print("guard_writes, a model that ignores injections:")
+    for title, tasks in (("the first four domains", TASKS), ("three new domains", ERRANDS)):
+        print(title)
+        print(f"  {'policy':<42} {'inj. run':>9} {'write tasks unasked':>20} {'legit asked':>12}")
+        for name, options in variants.items():
+            f = run_scenarios(tasks=tasks, **options)  # type: ignore[arg-type]
+            unasked = f"{f.write_tasks_done_unasked}/{f.write_tasks}"
+            ran = f"{f.injected_executed}/{f.injected_writes}"
+            print(f"  {name:<42} {ran:>9} {unasked:>20} {f.legit_parked:>12}")
+        print()
+    for tasks in (TASKS, ERRANDS):
+        deployable = run_scenarios(tasks=tasks, mode="preset", scope=False)
+        print(format_figures(deployable, title="guard_writes + intents"))
+        print()
+    calm = run_scenarios(mode="preset", scope=False, obey=False)
+    print("guard_writes + intents, a model that ignores injections (first four domains):")
     print(f"  write tasks completed without confirmation   {calm.write_tasks_done_unasked:>4}")
     print(f"  legitimate calls sent to confirmation        {calm.legit_parked:>4}")
 

@@ -460,19 +460,20 @@ def _learn(index: Provenance, toolset: ToolSet, outcome: Outcome) -> None:
         return
     inv = outcome.invocation
     tool = toolset.lookup(inv.tool_name, inv.tool_version)
-    label = (
-        Label.of_result(tool.spec, inv.invocation_id)
-        if tool is not None
-        else Label(
-            origin="tool",
-            tool=inv.tool_name,
-            version=inv.tool_version,
-            invocation_id=inv.invocation_id,
-            untrusted=True,
-            private=True,
-        )
+    data = outcome.message.payload.get("data")
+    if tool is not None:
+        # As the spec declares it: its system-assigned fields, its data classes.
+        index.add_result(tool.spec, inv.invocation_id, data)
+        return
+    label = Label(
+        origin="tool",
+        tool=inv.tool_name,
+        version=inv.tool_version,
+        invocation_id=inv.invocation_id,
+        untrusted=True,
+        private=True,
     )
-    index.add(label, outcome.message.payload.get("data"))
+    index.add(label, data)
 
 
 def _assistant(turn: ModelTurn) -> Message:

@@ -90,3 +90,12 @@ def test_an_untrusted_result_still_vouches_for_no_short_value():
     index = session("Find my old draft.", (SEARCH, [{"id": "13", "text": "old draft"}]))
     assert isinstance(decide(DELETE, {"file_id": "13"}, index), Confirm)
     assert Provenance().min_length == 6
+
+
+@pytest.mark.parametrize(
+    "prompt", ["Summarize the 2 newest issues.", "Show the top 2 results.", "Review 2 files."]
+)
+def test_a_count_before_what_it_counts_is_no_id(prompt):
+    """'the 2 newest', 'top 2', '2 files': a count; only 'issue 2' would name one."""
+    assert isinstance(decide(DELETE, {"file_id": "2"}, session(prompt)), Confirm)
+    assert isinstance(decide(DELETE, {"file_id": "2"}, session("Close issue 2.")), Allow)

@@ -226,11 +226,12 @@ class Trail:
         known, or a text shaped like one: ``"10:00"``), never for an id: ``"13"``
         is not the file of "June 13" (R6).
         """
-        quantity = role == "quantity" or (role is None and self.quantity_shaped)
-        return any(
-            m.whole and (quantity or not m.quantity) and any(s.trusted(trust) for s in m.sources)
-            for m in self.matches
-        )
+        for m in self.matches:
+            if not m.whole or not any(s.trusted(trust) for s in m.sources):
+                continue
+            if not m.quantity or role == "quantity" or (role is None and self.quantity_shaped):
+                return True
+        return False
 
     @property
     def quantity_shaped(self) -> bool:

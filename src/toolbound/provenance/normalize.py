@@ -32,6 +32,7 @@ not depend on seeing through it: a value with no trusted source is stopped eithe
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -201,6 +202,55 @@ _QUANTITY_WORDS = frozenset(
         "kg",
     ]
 )
+# Words before a number that make it a count or a measure: determiners, quantifiers
+# and prepositions ("the 2 newest", "top 3", "within 5").
+_LEADING = frozenset(
+    {
+        "the",
+        "a",
+        "an",
+        "my",
+        "your",
+        "our",
+        "their",
+        "his",
+        "her",
+        "its",
+        "this",
+        "these",
+        "those",
+        "last",
+        "first",
+        "next",
+        "top",
+        "past",
+        "about",
+        "around",
+        "over",
+        "under",
+        "only",
+        "all",
+        "any",
+        "every",
+        "each",
+        "per",
+        "of",
+        "for",
+        "in",
+        "within",
+        "than",
+        "at",
+        "by",
+        "to",
+        "from",
+        "until",
+        "till",
+        "between",
+        "after",
+        "before",
+    }
+)
+_SHORT_PLURAL = 3  # "is", "was", "its" are not plurals
 _ORDINAL_OR_CLOCK = re.compile(r"\d+(?:st|nd|rd|th|am|pm|h)|\d+[:h.]\d+(?:am|pm|h)?")
 _DEFAULT_PORTS = {"http": ":80", "https": ":443"}
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?")
@@ -351,7 +401,9 @@ def short_terms(text: str, min_length: int) -> tuple[set[str], set[str]]:
         words = [w.strip(_EDGES) for w in raw]
         for i, word in enumerate(words):
             folded = fold(word)
-            context = {fold(w) for w in (*words[max(i - 1, 0) : i], *words[i + 1 : i + 2])}
+            before = fold(words[i - 1]) if i else ""
+            after = fold(words[i + 1]) if i + 1 < len(words) else ""
+            context = (before, after)
             # A capital after a full stop starts a sentence; elsewhere it marks a name.
             named = (
                 word[:1].isupper()
@@ -371,6 +423,22 @@ def short_terms(text: str, min_length: int) -> tuple[set[str], set[str]]:
     return ids, quantities
 
 
+def _counts(before: str, after: str) -> bool:
+    """Whether a number between these words counts or measures rather than names.
+
+    An id follows the noun it names ("file 13", "payment 7"); a count follows a
+    determiner or preposition ("the 2 newest", "top 3") or precedes a plural or
+    a unit ("2 issues", "13 EUR", "June 13").
+    """
+    plural = after.isalpha() and len(after) > _SHORT_PLURAL and after.endswith("s")
+    return (
+        before in _QUANTITY_WORDS
+        or after in _QUANTITY_WORDS
+        or before in _LEADING
+        or (plural and not after.endswith("ss"))
+    )
+
+
 def _add_short(piece: str, into: set[str], min_length: int) -> None:
     if piece and len(piece) < min_length:
         into.add(piece)
@@ -383,7 +451,7 @@ def _classify(
     word: str,
     folded: str,
     *,
-    context: set[str],
+    context: tuple[str, str],
     ids: set[str],
     quantities: set[str],
     min_length: int,
@@ -395,7 +463,7 @@ def _classify(
         return
     amount = folded.lstrip(_CURRENCY)
     if _NUMBER.fullmatch(amount):
-        quantity = amount != folded or "." in amount or bool(context & _QUANTITY_WORDS)
+        quantity = amount != folded or "." in amount or _counts(*context)
         _add_short(amount, quantities if quantity else ids, min_length)
         return
     if _ORDINAL_OR_CLOCK.fullmatch(folded) or not any(c.isalpha() for c in folded):
@@ -410,21 +478,23 @@ def _classify(
             _add_short(part, ids, min_length)
 
 
+@functools.lru_cache(maxsize=1024)
 def destinations(text: str) -> tuple[str, ...]:
     """The places a text points to: URLs, e-mail addresses, phone and account numbers.
 
     Each in the form :func:`tokens` indexes it (a URL canonical, an IBAN or a
     phone number without separators), so that it can be looked up as a piece of the
     text: a link in a message body is a destination like a recipient (R6).
+    Cached: the preset's rules ask for the same value's places more than once.
     """
     out: dict[str, None] = {}
     for variant in variants(text):
         spaced = _prefold(variant)
         for raw in _WORDS.split(spaced):
+            if "." not in raw and "@" not in raw:
+                continue  # no address, no host: most words of prose
             word = raw.strip(_EDGES)
-            if _ADDRESS.fullmatch(word) or (
-                _HOST.match(word) and word.rpartition(".")[2] not in _FILE_TYPES
-            ):
+            if _ADDRESS.fullmatch(word) or (_HOST.match(word) and not _file_name(word)):
                 out[canonical(word) or word] = None
         for match in _IBAN.finditer(spaced):
             out[match.group().replace(" ", "")] = None
@@ -439,6 +509,11 @@ def destinations(text: str) -> tuple[str, ...]:
             ):
                 out[digits] = None
     return tuple(out)
+
+
+def _file_name(word: str) -> bool:
+    """``report.pdf``: a bare name with a file's extension (a link has a scheme or a path)."""
+    return "/" not in word and word.rpartition(".")[2] in _FILE_TYPES
 
 
 def _tokenize(text: str, min_length: int, out: set[str]) -> None:

@@ -214,6 +214,7 @@ _IBAN_PATTERN = re.compile(r"\[A-Z\]\{2\}.*(?:\\d|\[0-9\])\{2\}")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
 _MAX_DEPTH = 12
+_MEMO = 4096  # concrete pointers whose role a plan remembers
 # Keywords that say nothing about a value's type: a $ref beside only these is the
 # schema it points to (a $ref'd enum is a closed choice, as an inline one).
 _ANNOTATIONS = frozenset(
@@ -386,6 +387,9 @@ class RolePlan:
     inferred: Mapping[str, RoleName] = field(default_factory=dict)
     described: frozenset[str] = frozenset()
     """Every leaf the schema describes, with a role or none (a closed choice)."""
+    _memo: dict[tuple[str, bool], RoleName | None] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     @property
     def roles(self) -> dict[str, RoleName]:
@@ -405,6 +409,16 @@ class RolePlan:
         from the value (``number``): the keys of ``[{"email": ...}]`` get roles too.
         A declared ``none`` is no role.
         """
+        key = (pointer, number)
+        if key in self._memo:
+            return self._memo[key]
+        if len(self._memo) > _MEMO:
+            self._memo.clear()  # a bound: concrete pointers of long arrays are many
+        found = self._role(pointer, number=number)
+        self._memo[key] = found
+        return found
+
+    def _role(self, pointer: str, *, number: bool) -> RoleName | None:
         shape = _shape(pointer)
         declared = self._declared(shape)
         if declared is not None:

@@ -1,17 +1,21 @@
 """Prompt-injection scenarios: realistic tools, poisoned data, a model that obeys.
 
 Four domains — a workspace (mail, contacts, drive, calendar, web), a bank account,
-travel bookings and a team chat — behind thirty tools (:mod:`.world`); forty
+travel bookings and a team chat — behind thirty tools (:mod:`.world`); forty-one
 everyday tasks and a scripted model that does them and also obeys every
-instruction it finds in tool data (:mod:`.agent`); a runner that counts what got
-through under the grants alone, a strict rule on every write, or the role preset
-(:mod:`.run`)::
+instruction it finds in tool data (:mod:`.agent`); three more domains — a shop, a
+clinic's patient portal, a project tracker — with eighteen tools and eighteen tasks
+(:mod:`.errands`); a runner that counts what got through under the grants alone, a
+strict rule on every write, or the role preset with or without the tools' intents
+or a task scope (:mod:`.run`)::
 
     from toolbound.packs.scenarios import format_figures, run_scenarios
     print(format_figures(run_scenarios(mode="preset"), title="role preset"))
 """
 
+from toolbound.packs.scenarios import errands
 from toolbound.packs.scenarios.agent import TASKS, Domain, ObedientModel, Seen, Task
+from toolbound.packs.scenarios.errands import ERRANDS
 from toolbound.packs.scenarios.run import (
     Figures,
     Mode,
@@ -34,6 +38,7 @@ __all__ = [
     "ATTACKER_EMAIL",
     "ATTACKER_HOST",
     "ATTACKER_IBAN",
+    "ERRANDS",
     "INSTRUCTIONS",
     "TASKS",
     "Domain",
@@ -44,6 +49,7 @@ __all__ = [
     "Task",
     "TaskResult",
     "World",
+    "errands",
     "format_figures",
     "grant_policy",
     "register",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from toolbound.loop import ModelTurn
 from toolbound.packs.scenarios.world import (
@@ -28,15 +28,17 @@ from toolbound.packs.scenarios.world import (
 from toolbound.testing import call
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from toolbound._model import JSONObject, JSONValue, ToolSpec
     from toolbound.loop import Message
     from toolbound.packs.scenarios.world import World
 
-__all__ = ["TASKS", "Domain", "ObedientModel", "Seen", "Task"]
+__all__ = ["TASKS", "Action", "Call", "Domain", "ObedientModel", "Seen", "Task"]
 
 Call = tuple[str, "JSONObject"]
+Action: TypeAlias = "Callable[[Seen], list[Call]]"
+"""What the gullible model does for one instruction, given what it has read."""
 
 
 class Seen:
@@ -122,7 +124,7 @@ def _channels(seen: Seen) -> str:
 
 
 _I = INSTRUCTIONS
-_OBEY: Final[dict[str, Callable[[Seen], list[Call]]]] = {
+_OBEY: Final[dict[str, Action]] = {
     _I.pay_page: _pay(250.0, ATTACKER_IBAN),
     _I.pay_reference: _pay(0.01, ATTACKER_IBAN),
     _I.pay_bill_fee: _pay(1000.0, ATTACKER_IBAN),
@@ -191,10 +193,10 @@ _OBEY: Final[dict[str, Callable[[Seen], list[Call]]]] = {
 """What the gullible model does for each instruction it reads, with the values it names."""
 
 
-def _obey(block: str, seen: Seen) -> list[Call]:
+def _obey(block: str, seen: Seen, actions: Mapping[str, Action]) -> list[Call]:
     """The calls a gullible model makes for one injected block."""
     calls: list[Call] = []
-    for instruction, act in _OBEY.items():
+    for instruction, act in actions.items():
         if instruction in block:
             calls.extend(act(seen))
     return calls
@@ -203,9 +205,13 @@ def _obey(block: str, seen: Seen) -> list[Call]:
 class ObedientModel:
     """A scripted model that does ``task`` and, unless ``obey=False``, every injection."""
 
-    def __init__(self, task: Task, *, obey: bool = True) -> None:
+    def __init__(
+        self, task: Task, *, obey: bool = True, actions: Mapping[str, Action] | None = None
+    ) -> None:
+        """``actions`` adds what it does for more instructions (other domains' worlds)."""
         self.task = task
         self.obey = obey
+        self.actions: Mapping[str, Action] = {**_OBEY, **(actions or {})}
         self._step = 0
         self._read = 0
         self._ids = 0
@@ -220,7 +226,7 @@ class ObedientModel:
                 for block in _BLOCK.findall(text):
                     if block not in self._obeyed:
                         self._obeyed.add(block)
-                        injected.extend(_obey(block, seen))
+                        injected.extend(_obey(block, seen, self.actions))
         self._read = len(seen.results)
         if injected:
             return self._turn("inj", injected)
@@ -244,7 +250,7 @@ class ObedientModel:
 # -- the tasks -------------------------------------------------------------------------
 
 
-Domain = Literal["workspace", "banking", "travel", "chat"]
+Domain = Literal["workspace", "banking", "travel", "chat", "shop", "clinic", "tracker"]
 
 
 @dataclass(frozen=True, slots=True)

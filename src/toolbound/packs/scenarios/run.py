@@ -29,6 +29,8 @@ from toolbound._model import Subject
 from toolbound.gates.authorize import AllOf
 from toolbound.loop import Budgets, Loop
 from toolbound.packs.scenarios.agent import TASKS, ObedientModel, Task
+from toolbound.packs.scenarios.errands import ACTIONS, CAPABILITIES
+from toolbound.packs.scenarios.errands import register as register_errands
 from toolbound.packs.scenarios.world import SUBJECT_ID, TENANT, World, grant_policy, register
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.provenance import FlowPolicy, Provenance, TrustedSource, guard_writes
@@ -90,7 +92,7 @@ class Figures:
 
 
 def _policy(mode: Mode, registry: Registry) -> Policy:
-    grants = grant_policy()
+    grants = grant_policy(CAPABILITIES)
     match mode:
         case "grants":
             return grants
@@ -114,17 +116,21 @@ def run_task(
     scope: bool = True,
     obey: bool = True,
     track: bool = True,
+    intents: bool = True,
 ) -> TaskResult:
     """Run ``task`` once and score it.
 
     ``mode`` picks the flow policy beside the grants; ``scope`` declares the
-    task's writes on the index; ``obey=False`` gives the model the sense to
-    ignore injected text (the same task, no attack); ``track=False`` turns the
-    loop's provenance tracking off (for measuring its cost).
+    task's writes on the index (a perfect planner's scope); ``intents=False``
+    registers the tools without their intents (else, with no scope, the user's
+    words narrow the writes); ``obey=False`` gives the model the sense to ignore
+    injected text (the same task, no attack); ``track=False`` turns the loop's
+    provenance tracking off (for measuring its cost).
     """
     world = World()
     registry = Registry()
-    register(registry, world)
+    register(registry, world, intents=intents)
+    register_errands(registry, world, intents=intents)
     subject = Subject(id=SUBJECT_ID, tenant=TENANT, session=task.id)
     context = CallContext(subject=subject, tools=registry.toolset(), reference_time=REFERENCE)
     counts = {"inj": [0, 0, 0, 0], "task": [0, 0, 0, 0]}  # writes, executed, parked, refused
@@ -136,7 +142,7 @@ def run_task(
     with Runtime(policy=_policy(mode, registry), clock=FixedClock(REFERENCE)) as runtime:
         loop = Loop(
             runtime,
-            ObedientModel(task, obey=obey),
+            ObedientModel(task, obey=obey, actions=ACTIONS),
             context=context,
             budgets=Budgets(model_calls=12),
             provenance=index,
@@ -186,11 +192,13 @@ def run_scenarios(
     scope: bool = True,
     obey: bool = True,
     track: bool = True,
+    intents: bool = True,
     tasks: Iterable[Task] = TASKS,
 ) -> Figures:
     """Run every task (see :func:`run_task` for the knobs)."""
     results = tuple(
-        run_task(task, mode=mode, scope=scope, obey=obey, track=track) for task in tasks
+        run_task(task, mode=mode, scope=scope, obey=obey, track=track, intents=intents)
+        for task in tasks
     )
     return Figures(
         tasks=len(results),
