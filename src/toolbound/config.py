@@ -1019,9 +1019,17 @@ class _ProvenanceChecks(_Primitives):
             self.flow_rule(t, f"provenance.rule[{i}]")
             for i, t in enumerate(self.tables(raw, "rule"))
         )
+        trust = self.strings(raw, "provenance", "trust")
+        for entry in trust:
+            tool, hashed, pointer = entry.partition("#")
+            if not tool or (hashed and not pointer.startswith("/")):
+                self.fail(
+                    "provenance.trust",
+                    f"{entry!r} must be a tool name or a tool's field such as 'crm.lookup#/id'",
+                )
         return ProvenanceConfig(
             preset=cast("Literal['none', 'guard_writes']", preset),
-            trust=self.strings(raw, "provenance", "trust"),
+            trust=trust,
             min_length=min_length,
             rules=rules,
         )

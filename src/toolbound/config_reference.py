@@ -338,8 +338,9 @@ KEYS: dict[str, Described] = {
     ),
     "provenance.trust": Described(
         "tools whose results count as trusted sources (besides those declared "
-        "`reads_untrusted = false`)",
-        '["crm.lookup"]',
+        "`reads_untrusted = false`), or single fields of them (`tool#/pointer`: only a "
+        "value that was that whole field)",
+        '["crm.lookup", "drive.search#/id"]',
     ),
     "provenance.min_length": Described(
         "the shortest value of a role the preset accepts at all",

@@ -90,6 +90,7 @@ if TYPE_CHECKING:
         TargetCheck,
     )
     from toolbound.execution.tool import AsyncToolFunction, ToolFunction
+    from toolbound.provenance.classes import DataClassName
     from toolbound.provenance.roles import RoleName
     from toolbound.registry import RegisteredTool, Registry
 
@@ -152,6 +153,8 @@ class SpecOptions(TypedDict, total=False):
     reads_untrusted: bool
     reads_private: bool
     roles: Mapping[str, RoleName]
+    intents: tuple[str, ...]
+    data_classes: Mapping[str, DataClassName]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

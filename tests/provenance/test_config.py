@@ -134,6 +134,7 @@ input_schema = { type = "object", properties = { handle = { type = "string" } } 
     [
         ('[provenance]\npreset = "everything"', "provenance.preset", "guard_writes"),
         ("[provenance]\ntrust = 'crm'", "provenance.trust", "array"),
+        ("[provenance]\ntrust = ['crm#id']", "provenance.trust", "crm.lookup#/id"),
         ("[provenance]\nmin_length = { recipient = 3 }", "provenance.min_length.recipient", "role"),
         ("[provenance]\nmin_length = { secret = 0 }", "provenance.min_length.secret", "positive"),
         ("[provenance]\nstrictness = 1", "provenance.strictness", "unknown key"),

@@ -11,6 +11,7 @@ import pytest
 from harness import MIRA, grant, spec
 from provenance_support import S, decide, session
 from toolbound import AllOf, CallContext, GrantPolicy, Loop, Registry, Runtime
+from toolbound.define import define
 from toolbound.gates.authorize import Allow, Confirm
 from toolbound.loop import ModelTurn
 from toolbound.provenance import Provenance, guard_writes
@@ -114,3 +115,21 @@ def test_words_are_compared_by_a_light_stem():
     assert stem("cancelled") == stem("cancel")
     assert expresses([stems("Please send money to Ana")], ["send money"])
     assert not expresses([stems("Send Ana the money list")], ["send money"])
+
+
+def test_define_takes_intents_and_data_classes_beside_the_function():
+    """define(fn, intents=..., data_classes=...) lands both on the spec."""
+
+    def reserve(hotel: str) -> dict[str, str]:
+        """Reserve a hotel."""
+        return {"hotel": hotel}
+
+    tool = define(
+        reserve,
+        effect="reversible_write",
+        capabilities=("travel:book",),
+        intents=("book", "reserve"),
+        data_classes={"/guest_passport": "identity_document"},
+    )
+    assert tool.spec.intents == ("book", "reserve")
+    assert dict(tool.spec.data_classes) == {"/guest_passport": "identity_document"}

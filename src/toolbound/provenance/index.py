@@ -271,10 +271,12 @@ class Provenance:
         leaves, found, short, short_quantities = self._analyse(
             value, trusted=trusted, classes=classes if label.private else None, only=only
         )
-        words = [t for _, t, number in _leaves(value) if not number]
-        user = label.origin == "user"
-        asked = frozenset().union(*(asked_classes(t) for t in words)) if user else frozenset()
-        said = tuple(stems(t) for t in words) if user else ()
+        asked: frozenset[DataClassName] = frozenset()
+        said: tuple[tuple[str, ...], ...] = ()
+        if label.origin == "user":  # only the person's own words ask for data or writes
+            words = [t for _, t, number in _leaves(value) if not number]
+            asked = asked.union(*(asked_classes(t) for t in words))
+            said = tuple(stems(t) for t in words)
         kind = _kind(label)
         with self._lock:
             entry = len(self._labels)
