@@ -25,6 +25,7 @@ or holds a card number. The user asks for a class by naming it in their own word
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -105,11 +106,36 @@ def _words(text: str) -> list[str]:
     return [w for w in _SPLIT.split(_CAMEL.sub("_", text).lower()) if w]
 
 
-def _has(text: str, phrase: str) -> bool:
-    """Whether ``phrase`` stands as whole words in ``text`` (both lower-case)."""
-    return re.search(rf"(?<![a-z0-9]){re.escape(phrase)}(?![a-z0-9])", text) is not None
+def _split(phrases: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """Single words (looked up in a set of the text's words) and longer phrases.
+
+    Both as the text is read: lower-case words split at anything not a letter or a
+    digit ("driver's license" is "driver s license").
+    """
+    normal = [" ".join(w for w in _SPLIT.split(p.lower()) if w) for p in phrases]
+    return frozenset(p for p in normal if " " not in p), tuple(p for p in normal if " " in p)
 
 
+_NAMES: Final = {name: _split(kind.text) for name, kind in DATA_CLASSES.items()}
+_ASKS: Final = {name: _split(kind.asks) for name, kind in DATA_CLASSES.items()}
+
+
+def _matching(
+    text: str, table: Mapping[DataClassName, tuple[frozenset[str], tuple[str, ...]]]
+) -> frozenset[DataClassName]:
+    """The classes one of whose words or phrases ``text`` holds (case ignored)."""
+    split = [w for w in _SPLIT.split(text.lower()) if w]
+    words = set(split)
+    spaced = " " + " ".join(split) + " "
+    return frozenset(
+        name
+        for name, (singles, phrases) in table.items()
+        if not singles.isdisjoint(words)
+        or any(p.partition(" ")[0] in words and f" {p} " in spaced for p in phrases)
+    )
+
+
+@functools.lru_cache(maxsize=4096)
 def field_class(pointer: str) -> DataClassName | None:
     """The class a field's own name gives it: ``/0/card_number`` → ``payment_card``."""
     parts = [p for p in pointer.split("/")[1:] if p and not p.isdigit()]
@@ -125,18 +151,12 @@ def field_class(pointer: str) -> DataClassName | None:
 
 def text_classes(text: str) -> frozenset[DataClassName]:
     """The classes a free text names ("Passport: X12…" names ``identity_document``)."""
-    lowered = text.lower()
-    return frozenset(
-        name for name, kind in DATA_CLASSES.items() if any(_has(lowered, p) for p in kind.text)
-    )
+    return _matching(text, _NAMES)
 
 
 def asked_classes(text: str) -> frozenset[DataClassName]:
     """The classes the user's ``text`` asks for by name."""
-    lowered = text.lower()
-    return frozenset(
-        name for name, kind in DATA_CLASSES.items() if any(_has(lowered, p) for p in kind.asks)
-    )
+    return _matching(text, _ASKS)
 
 
 def luhn(digits: str) -> bool:

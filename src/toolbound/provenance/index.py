@@ -134,6 +134,26 @@ def _remember(
 _Classed = tuple[str, "DataClassName | None"]  # (pointer, data class)
 
 
+def _keep_tokens(
+    found: dict[str, _Classed],
+    pieces: set[str],
+    pointer: str,
+    text: str,
+    field: DataClassName | None,
+    *,
+    classed: bool,
+) -> None:
+    """Remember where each token was first seen, with its data class when ``classed``."""
+    if not classed:
+        for token in pieces:
+            found.setdefault(token, (pointer, None))
+        return
+    named = sorted(text_classes(text)) if not field else ()
+    for token in pieces:
+        if token not in found:
+            found[token] = (pointer, field or _token_class(token, named))
+
+
 def _token_class(token: str, named: Sequence[DataClassName]) -> DataClassName | None:
     """A free text's class for one of its tokens: a card number, or digits the text names."""
     if token.isdigit() and luhn(token):
@@ -340,9 +360,7 @@ class Provenance:
             if classes is not None:
                 field = classes.get(field_shape(pointer)) or field_class(pointer)
             leaves.extend((pointer, form, field) for form in forms)
-            named = sorted(text_classes(text)) if classes is not None and not field else ()
-            for token in pieces:
-                found.setdefault(token, (pointer, field or _token_class(token, named)))
+            _keep_tokens(found, pieces, pointer, text, field, classed=classes is not None)
             if trusted:
                 # Short words vouch for short identifiers, so only trusted ones are kept:
                 # an untrusted "13" would prove nothing a missing one does not.
