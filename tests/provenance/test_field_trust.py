@@ -41,6 +41,23 @@ def test_the_output_schema_marks_system_assigned_fields():
     """ReadOnly fields are system-assigned, array indexes left out."""
     assert system_fields(FILES) == {"/id", "/created", "/preview"}
     assert system_fields(None) == frozenset()
+    names = {"type": "array", "items": {"type": "string", "readOnly": True}}
+    assert system_fields(names) == {""}  # a listing of names the system keeps
+
+
+def test_a_listing_the_system_keeps_vouches_for_its_names():
+    """Channel names from a listing marked readOnly: posting to 'ops-oncall' runs unasked."""
+    listing = spec(
+        "chat.channels",
+        reads_untrusted=True,
+        reads_private=True,
+        output_schema={"type": "array", "items": {"type": "string", "readOnly": True}},
+    )
+    post = write("chat.post", channel=S, body=S)
+    index = session(
+        "Post 'deploy done' in the on-call channel.", (listing, ["general", "ops-oncall"])
+    )
+    assert isinstance(decide(post, {"channel": "ops-oncall", "body": "deploy done"}, index), Allow)
 
 
 def test_a_short_id_only_a_search_shows_is_trusted_from_a_system_assigned_field():

@@ -494,8 +494,15 @@ def system_fields(schema: Mapping[str, object] | None) -> frozenset[str]:
     """
     if not schema:
         return frozenset()
+    leaves = list(_walk(schema, schema, "", (), 0)) or [("", (), _root_leaf(schema))]
     return frozenset(
         pointer
-        for pointer, _, leaf in _walk(schema, schema, "", (), 0)
+        for pointer, _, leaf in leaves
         if any(branch.get("readOnly") is True for branch in _branches(leaf, schema, 0))
     )
+
+
+def _root_leaf(schema: Mapping[str, object]) -> Mapping[str, object]:
+    """The schema of a result that is a scalar or a list of scalars (array items)."""
+    items = schema.get("items")
+    return _root_leaf(items) if isinstance(items, dict) else schema
