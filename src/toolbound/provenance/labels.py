@@ -45,7 +45,8 @@ Concern = Literal[
 * ``not_tracked`` — the call carried no provenance at all, so nothing can be shown;
 * ``unanchored`` — a write that normally names a destination names none, and no
   other value of it came from a trusted source;
-* ``out_of_scope`` — a write outside the tools the task declared it may need.
+* ``out_of_scope`` — a write outside the tools the task declared it may need, or,
+  with no scope declared, one whose intents the user's words did not express.
 """
 
 _SHOWN = 64  # characters of a value shown in evidence

@@ -97,9 +97,9 @@ class GuardedValues:
 
     def trusted(self, role: RoleName, trail: Trail) -> bool:
         """Whether this value of ``role`` may steer the write."""
-        return trail.trusted(self.trust, role=role) and len(
-            fold(trail.value)
-        ) >= self.min_length.get(role, 1)
+        if len(fold(trail.value)) < self.min_length.get(role, 1):
+            return False
+        return trail.trusted(self.trust, role=role)
 
     def check(self, report: FlowReport) -> tuple[Finding, ...]:
         """A finding for each guarded value without a trusted source."""
