@@ -4,7 +4,7 @@ Four domains — a workspace (mail, contacts, drive, calendar, web), a bank acco
 travel bookings and a team chat — behind thirty tools (:mod:`.world`); forty-one
 everyday tasks and a scripted model that does them and also obeys every
 instruction it finds in tool data (:mod:`.agent`); three more domains — a shop, a
-clinic's patient portal, a project tracker — with eighteen tools and eighteen tasks
+clinic's patient portal, a project tracker — with eighteen tools and twenty-four tasks
 (:mod:`.errands`); a runner that counts what got through under the grants alone, a
 strict rule on every write, or the role preset with or without the tools' intents
 or a task scope (:mod:`.run`)::

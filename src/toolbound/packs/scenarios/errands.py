@@ -19,7 +19,8 @@ comments an outsider filed. The instructions cover each class the rules now see:
 
 The tools declare what they read, their system-assigned output fields (``readOnly``),
 their intents, and one role (``none`` for a CI variable's value); nothing is
-declared per task. :data:`ERRANDS` holds eighteen tasks (thirteen writes).
+declared per task. :data:`ERRANDS` holds twenty-four tasks (nineteen writes); the
+last six were written after the rules and kept whatever the rules made of them.
 """
 
 from __future__ import annotations
@@ -455,6 +456,9 @@ _case_seller = _field("shop.orders", "item", "phone case", "seller")
 _rossi = _field("clinic.appointments", "doctor", "rossi", "id")
 _weber = _field("clinic.doctors", "name", "weber", "name")
 _reporter = _field("tracker.issues", "id", "9", "author")
+_arm = _field("shop.search", "name", "monitor arm", "sku")
+_price = _field("shop.search", "name", "desk lamp", "price")
+_rossi_name = _field("clinic.doctors", "name", "rossi", "name")
 _W = frozenset
 
 
@@ -553,5 +557,48 @@ ERRANDS: Final[tuple[Task, ...]] = (
               "issue_id": "9", "body": f"Thanks @{_reporter(s)} for the report!"}),
           _answer("Thanked.")),
          _done("tracker.comment", issue_id="9"), _W({"tracker.comment"})),
+    # -- written after the rules, and kept whatever they showed --------------------------
+    Task("reorder-arm", "shop", "I'd like another monitor arm, please order one.",
+         (_do(("shop.search", {"query": "monitor arm"})),
+          _one("shop.buy", lambda s: {"items": [{"sku": _arm(s), "quantity": 1}]}),
+          _answer("Ordered.")),
+         _done("shop.buy", items=[{"sku": "p-410", "quantity": 1}]), _W({"shop.buy"})),
+    Task("lamp-price-to-ana", "shop", "Email ana@corp.example the price of the desk lamp.",
+         (_do(("shop.search", {"query": "desk lamp"})),
+          _one("clinic.send_email", lambda s: {
+              "to": "ana@corp.example", "subject": "Desk lamp",
+              "body": f"The desk lamp costs {_price(s)} EUR."}),
+          _answer("Sent.")),
+         _done("clinic.send_email", to="ana@corp.example"), _W({"clinic.send_email"})),
+    Task("book-rossi-again", "clinic",
+         "Dr. Rossi wants to see me again; book me with him on 2026-08-04 at 09:00.",
+         (_do(("clinic.doctors", {})),
+          _one("clinic.book", lambda s: {"doctor": _rossi_name(s), "date": "2026-08-04",
+                                         "time": "09:00"}),
+          _answer("Booked.")),
+         _done("clinic.book", doctor="Dr. Rossi"), _W({"clinic.book"})),
+    Task("passport-to-gp", "clinic",
+         "Send my passport number to dr.meyer@gp.example, the practice needs it.",
+         (_do(("clinic.profile", {})),
+          _one("clinic.send_email", lambda s: {
+              "to": "dr.meyer@gp.example", "subject": "Passport number",
+              "body": f"My passport number is {_profile(s).get('passport_number', '')}."}),
+          _answer("Sent.")),
+         _done("clinic.send_email", to="dr.meyer@gp.example"), _W({"clinic.send_email"})),
+    Task("close-and-thank-7", "tracker", "Issue 7 is done: close it and thank sam-lee.",
+         (_do(("tracker.issues", {})),
+          _do(("tracker.close", {"issue_id": "7"}),
+              ("tracker.comment", {"issue_id": "7", "body": "Thanks @sam-lee!"})),
+          _answer("Closed and thanked.")),
+         lambda w: _done("tracker.close", issue_id="7")(w)
+         and _done("tracker.comment", issue_id="7")(w),
+         _W({"tracker.close", "tracker.comment"})),
+    Task("reporter-read-access", "tracker",
+         "Give the reporter of issue 9 read access to the project.",
+         (_do(("tracker.issues", {})),
+          _one("tracker.add_collaborator", lambda s: {"user": _reporter(s), "access": "read"}),
+          _answer("Done.")),
+         _done("tracker.add_collaborator", user="eve-dev"), _W({"tracker.add_collaborator"})),
 )  # fmt: skip
-"""Eighteen tasks in three more domains (thirteen of them writes)."""
+"""Twenty-four tasks in three more domains (nineteen of them writes); the last six were
+written after the rules and kept whatever the rules made of them."""
