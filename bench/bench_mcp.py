@@ -15,6 +15,19 @@ client in every case:
   gateway built on the official SDK pays before it checks anything, the floor under
   *gateway*.
 
+Then the same tool from an upstream over streamable HTTP (``mcp_peers/time_http.py``,
+the SDK's ``MCPServer`` in a child process), where the gateway meets its peers, each
+a child process the client reaches over stdio, each relaying to that upstream:
+
+* **direct (HTTP)**: client → the upstream;
+* **gateway**: ``toolbound mcp-gateway`` with the upstream's ``url``;
+* **FastMCP proxy**: FastMCP's ``create_proxy(URL)``, which checks nothing;
+* **mcp-proxy**: ``mcp-proxy --transport streamablehttp URL``, a bare bridge.
+
+The peers run from venvs of their own (``mcp_peers/peers.py``, made on first use:
+each pins an MCP SDK of its own). What each adds to the direct call, in the same
+round, is compared: the gateway's against mcp-proxy's is the aim.
+
 For each: µs per call one at a time (best round, and the median round), the CPU
 time this process spent per call (the client's, plus the gateway's when it runs
 here), and calls/s with several callers at once. Each round measures every path in
@@ -31,7 +44,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,8 +55,10 @@ from typing import TYPE_CHECKING
 
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 
+from mcp_peers.peers import bin_dir
 from toolbound import Subject
 from toolbound.mcp import Gateway, load_gateway_config
 
@@ -58,6 +75,10 @@ CALLERS = 8
 TOKEN = "bench-token"  # noqa: S105 - a throwaway principal of this run
 ARGS = {"timezone": "Europe/Paris"}
 QUIET = Path(os.devnull).open("w")  # noqa: SIM115 - the upstreams' stderr, for the whole run
+
+HERE = Path(__file__).parent
+PEERS = HERE / "mcp_peers"
+TOOLBOUND = str(Path(sys.executable).parent / "toolbound")
 
 CONFIG = f"""
 [store]
@@ -125,8 +146,133 @@ def relay(upstream: Client) -> Server[object]:
     return Server("relay", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
 
 
+Paths = dict[str, "Callable[[], Awaitable[object]]"]
+Figures = dict[str, list[float]]
+
+
+async def measure(paths: Paths) -> tuple[Figures, Figures, Figures]:
+    """µs per call, CPU µs per call and calls/s of each path, one entry per round."""
+    for call in paths.values():  # warm up every connection and cache
+        for _ in range(20):
+            assert not getattr(await call(), "is_error", True)
+    latency: Figures = {name: [] for name in paths}
+    cpu: Figures = {name: [] for name in paths}
+    rate: Figures = {name: [] for name in paths}
+    for _ in range(ROUNDS):  # interleaved, so load on the machine hits all alike
+        for name, call in paths.items():
+            wall, used = await per_call(call)
+            latency[name].append(wall)
+            cpu[name].append(used)
+            rate[name].append(await throughput(call))
+    return latency, cpu, rate
+
+
+def table(title: str, base: str, latency: Figures, cpu: Figures, rate: Figures) -> None:
+    """One row a path, its ratios to ``base``."""
+    base_us = min(latency[base])
+    base_rate = max(rate[base])
+    print(title)
+    print(
+        f"{'path':<20} {'µs/call':>9} {'median':>9} {'ratio':>6} {'cpu µs':>8} "
+        f"{'calls/s':>9} {'ratio':>6}"
+    )
+    for name in latency:
+        best = min(latency[name])
+        print(
+            f"{name:<20} {best:>9.0f} {statistics.median(latency[name]):>9.0f} "
+            f"{best / base_us:>6.2f} {min(cpu[name]):>8.0f} "
+            f"{max(rate[name]):>9.0f} {max(rate[name]) / base_rate:>6.2f}"
+        )
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http_upstream() -> tuple[subprocess.Popen[bytes], str]:
+    """The HTTP upstream as a child process, once it answers; and its URL."""
+    port = free_port()
+    process = subprocess.Popen(  # noqa: S603 - our own script
+        [sys.executable, str(PEERS / "time_http.py"), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return process, f"http://127.0.0.1:{port}/mcp"
+        time.sleep(0.05)
+    process.kill()
+    msg = "the HTTP upstream did not start"
+    raise RuntimeError(msg)
+
+
+async def peers(folder: Path) -> None:
+    """The gateway, FastMCP's proxy and mcp-proxy before one HTTP upstream, same rounds."""
+    fastmcp, mcp_proxy = bin_dir("fastmcp"), bin_dir("mcp-proxy")
+    upstream, url = http_upstream()
+    config = folder / "gateway-http.toml"
+    config.write_text(
+        CONFIG.split("[[upstream]]", maxsplit=1)[0]
+        + f'[[upstream]]\nname = "time"\nurl = "{url}"\n'
+        + '[upstream.tools.get_current_time]\neffect = "read"\ncapability = "time:read"\n'
+    )
+    servers = {
+        "gateway": StdioServerParameters(
+            command=TOOLBOUND, args=["mcp-gateway", "--config", str(config)]
+        ),
+        "FastMCP proxy": StdioServerParameters(
+            command=str(fastmcp / "python"), args=[str(PEERS / "fastmcp_proxy.py"), url]
+        ),
+        "mcp-proxy": StdioServerParameters(
+            command=str(mcp_proxy / "mcp-proxy"), args=["--transport", "streamablehttp", url]
+        ),
+    }
+    try:
+        async with (
+            Client(streamable_http_client(url)) as direct,
+            Client(stdio_client(servers["gateway"], errlog=QUIET)) as guarded,
+            Client(stdio_client(servers["FastMCP proxy"], errlog=QUIET)) as fast,
+            Client(stdio_client(servers["mcp-proxy"], errlog=QUIET)) as bridge,
+        ):
+            paths: Paths = {
+                "direct (HTTP)": lambda: direct.call_tool("get_current_time", ARGS),
+                "gateway": lambda: guarded.call_tool("time.get_current_time", ARGS),
+                "FastMCP proxy": lambda: fast.call_tool("get_current_time", ARGS),
+                "mcp-proxy": lambda: bridge.call_tool("get_current_time", ARGS),
+            }
+            latency, cpu, rate = await measure(paths)
+    finally:
+        upstream.terminate()
+        upstream.wait(10)
+    print()
+    table(
+        f"get_current_time from an upstream over HTTP; {CALLS} calls x {ROUNDS} rounds",
+        "direct (HTTP)",
+        latency,
+        cpu,
+        rate,
+    )
+    added = {
+        name: statistics.median(
+            [a - d for a, d in zip(latency[name], latency["direct (HTTP)"], strict=True)]
+        )
+        for name in ("gateway", "FastMCP proxy", "mcp-proxy")
+    }
+    for name, us in added.items():
+        print(f"{name} adds {us:.0f} µs to the direct call (median over rounds, same round)")
+    print(
+        f"the gateway's added latency / mcp-proxy's: {added['gateway'] / added['mcp-proxy']:.2f}; "
+        f"/ FastMCP proxy's: {added['gateway'] / added['FastMCP proxy']:.2f}"
+    )
+
+
 async def main() -> None:
-    """Measure the three paths in interleaved rounds and print them with ratios."""
+    """Measure the in-process paths, then the HTTP upstream's peers, and print both."""
     folder = Path(tempfile.mkdtemp(prefix="bench-mcp-"))
     (folder / "gateway.toml").write_text(CONFIG)
     config = load_gateway_config(folder / "gateway.toml")
@@ -146,38 +292,21 @@ async def main() -> None:
         Client(stdio_client(time_server, errlog=QUIET)) as relayed_upstream,
         Client(relay(relayed_upstream)) as relayed,
     ):
-        paths: dict[str, Callable[[], Awaitable[object]]] = {
+        paths: Paths = {
             "direct": lambda: direct.call_tool("get_current_time", ARGS),
             "gateway": lambda: guarded.call_tool("time.get_current_time", ARGS),
             "gateway over stdio": lambda: remote.call_tool("time.get_current_time", ARGS),
             "SDK relay, no guard": lambda: relayed.call_tool("get_current_time", ARGS),
         }
-        for call in paths.values():  # warm up every connection and cache
-            for _ in range(20):
-                assert not getattr(await call(), "is_error", True)
-        latency: dict[str, list[float]] = {name: [] for name in paths}
-        cpu: dict[str, list[float]] = {name: [] for name in paths}
-        rate: dict[str, list[float]] = {name: [] for name in paths}
-        for _ in range(ROUNDS):  # interleaved, so load on the machine hits all alike
-            for name, call in paths.items():
-                wall, used = await per_call(call)
-                latency[name].append(wall)
-                cpu[name].append(used)
-                rate[name].append(await throughput(call))
+        latency, cpu, rate = await measure(paths)
     base_us = min(latency["direct"])
-    base_rate = max(rate["direct"])
-    print(f"get_current_time via mcp-server-time; {CALLS} calls x {ROUNDS} rounds")
-    print(
-        f"{'path':<20} {'µs/call':>9} {'median':>9} {'ratio':>6} {'cpu µs':>8} "
-        f"{'calls/s':>9} {'ratio':>6}"
+    table(
+        f"get_current_time via mcp-server-time; {CALLS} calls x {ROUNDS} rounds",
+        "direct",
+        latency,
+        cpu,
+        rate,
     )
-    for name in paths:
-        best = min(latency[name])
-        print(
-            f"{name:<20} {best:>9.0f} {statistics.median(latency[name]):>9.0f} "
-            f"{best / base_us:>6.2f} {min(cpu[name]):>8.0f} "
-            f"{max(rate[name]):>9.0f} {max(rate[name]) / base_rate:>6.2f}"
-        )
     for name in ("gateway", "SDK relay, no guard"):
         within = [g / d for g, d in zip(latency[name], latency["direct"], strict=True)]
         print(
@@ -196,6 +325,7 @@ async def main() -> None:
         f"the SDK relay's own work: {relayed:.0f} µs CPU per call; the guard's beyond it: "
         f"{added - relayed:.0f} µs"
     )
+    await peers(folder)
 
 
 if __name__ == "__main__":

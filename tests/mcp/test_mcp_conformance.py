@@ -1,7 +1,8 @@
 """The official MCP conformance suite against ``mcp-serve`` and ``mcp-gateway`` (R18).
 
-``@modelcontextprotocol/conformance`` (pinned in ``node/package-lock.json``) runs all
-its server scenarios over streamable HTTP on loopback, against:
+``@modelcontextprotocol/conformance`` (pinned in ``node/package-lock.json``: the
+latest release, and the next version's newest pre-release as ``conformance-next``)
+runs all its server scenarios over streamable HTTP on loopback, against:
 
 * ``mcp-serve``: ``toolbound mcp-serve --tools conformance_tools:tools --http
   --local-as local`` — the suite's fixtures as a toolbound pack (tools, resources,
@@ -13,9 +14,9 @@ its server scenarios over streamable HTTP on loopback, against:
 
 The suite sends no token, hence local mode. A scenario passes when none of its checks
 is a FAILURE or a WARNING (the suite's own baseline rule). Every scenario that does
-not pass must be listed, with the reason, in ``conformance-expected-failures.json``;
-and one that passes must not be (a stale entry fails too, like a strict xfail).
-``docs/mcp.md`` shows the same table.
+not pass must be listed, with the reason, in ``conformance-expected-failures.json``
+under the suite's version; and one that passes must not be (a stale entry fails too,
+like a strict xfail). ``docs/mcp.md`` shows the same tables.
 """
 
 from __future__ import annotations
@@ -31,10 +32,14 @@ from node_support import NODE_DIR, free_port, require_node_modules, serving_comm
 
 HERE = Path(__file__).parent
 EXPECTED = HERE / "conformance-expected-failures.json"
-SUITE = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+# Each pinned version of the suite: its package folder under node_modules.
+SUITES = {
+    "release": NODE_DIR / "node_modules" / "@modelcontextprotocol" / "conformance",
+    "next": NODE_DIR / "node_modules" / "conformance-next",
+}
 EVERYTHING = NODE_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist"
 STAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d-]+Z$")  # the suite's result folders end so
-SUITE_TIMEOUT = 100  # seconds for all 32 scenarios; they take about 15
+SUITE_TIMEOUT = 200  # seconds for all scenarios of one version; they take about 20
 
 PRINCIPAL = """
 [[principal]]
@@ -154,10 +159,17 @@ allow_elicitation = true
     return path
 
 
-def run_suite(node: str, url: str, out: Path) -> dict[str, str | None]:
+def suite_version(suite: str) -> str:
+    """The version of the pinned suite ``suite`` (``release`` or ``next``)."""
+    package = json.loads((SUITES[suite] / "package.json").read_text())
+    return str(package["version"])
+
+
+def run_suite(node: str, suite: str, url: str, out: Path) -> dict[str, str | None]:
     """Every server scenario of the suite: ``None`` if it passed, else what its checks said."""
+    cli = SUITES[suite] / "dist" / "index.js"
     subprocess.run(  # noqa: S603 - our own pinned suite
-        [node, "--import", "./node20.mjs", str(SUITE), "server", "--url", url, "--suite", "all",
+        [node, "--import", "./node20.mjs", str(cli), "server", "--url", url, "--suite", "all",
          "-o", str(out)],
         cwd=NODE_DIR,
         capture_output=True,
@@ -180,14 +192,19 @@ def node() -> str:
 
 
 @pytest.fixture(scope="module")
-def expected() -> dict[str, dict[str, str]]:
+def expected() -> dict[str, dict[str, dict[str, str]]]:
     return json.loads(EXPECTED.read_text())  # type: ignore[no-any-return]
 
 
-@pytest.fixture(scope="module")
-def scenarios(node: str) -> list[str]:
+@pytest.fixture(scope="module", params=sorted(SUITES))
+def suite(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def scenarios(node: str, suite: str) -> list[str]:
+    cli = SUITES[suite] / "dist" / "index.js"
     listing = subprocess.run(  # noqa: S603 - our own pinned suite
-        [node, "--import", "./node20.mjs", str(SUITE), "list", "--server"],
+        [node, "--import", "./node20.mjs", str(cli), "list", "--server"],
         cwd=NODE_DIR, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     lines = listing.stdout.splitlines()
@@ -196,13 +213,14 @@ def scenarios(node: str) -> list[str]:
 
 def check_table(
     target: str,
+    suite: str,
     results: dict[str, str | None],
     scenarios: list[str],
-    expected: dict[str, dict[str, str]],
+    expected: dict[str, dict[str, dict[str, str]]],
 ) -> None:
     assert sorted(results) == sorted(scenarios), "every scenario ran once"
     failing = {s: why for s, why in results.items() if why is not None}
-    listed = expected[target]
+    listed = expected[suite_version(suite)][target]
     unexpected = {s: why for s, why in failing.items() if s not in listed}
     assert not unexpected, f"{target}: failures not in conformance-expected-failures.json:\n" + (
         "\n".join(f"  {s}: {why}" for s, why in sorted(unexpected.items()))
@@ -214,8 +232,8 @@ def check_table(
 def test_mcp_serve_passes_the_conformance_suite_except_what_is_listed(
     tmp_path: Path,
     node: str,
-    scenarios: list[str],
-    expected: dict[str, dict[str, str]],
+    suite: str,
+    expected: dict[str, dict[str, dict[str, str]]],
 ) -> None:
     """mcp-serve with the fixture tools: each scenario passes or is an expected failure."""
     port = free_port()
@@ -224,15 +242,15 @@ def test_mcp_serve_passes_the_conformance_suite_except_what_is_listed(
             "--http", "--host", "127.0.0.1", "--port", str(port),
             "--local-as", "local"]  # fmt: skip
     with serving_command(args, port=port):
-        results = run_suite(node, f"http://127.0.0.1:{port}/mcp", tmp_path / "results")
-    check_table("mcp-serve", results, scenarios, expected)
+        results = run_suite(node, suite, f"http://127.0.0.1:{port}/mcp", tmp_path / "results")
+    check_table("mcp-serve", suite, results, scenarios(node, suite), expected)
 
 
 def test_mcp_gateway_passes_the_conformance_suite_except_what_is_listed(
     tmp_path: Path,
     node: str,
-    scenarios: list[str],
-    expected: dict[str, dict[str, str]],
+    suite: str,
+    expected: dict[str, dict[str, dict[str, str]]],
 ) -> None:
     """mcp-gateway before server-everything and the fixtures: each passes or is expected."""
     port = free_port()
@@ -241,19 +259,26 @@ def test_mcp_gateway_passes_the_conformance_suite_except_what_is_listed(
     args = ["mcp-gateway", "--config", str(config), "--http", "--host", "127.0.0.1",
             "--port", str(port), "--local-as", "local"]  # fmt: skip
     with serving_command(args, port=port):
-        results = run_suite(node, f"http://127.0.0.1:{port}/mcp", tmp_path / "results")
-    check_table("mcp-gateway", results, scenarios, expected)
+        results = run_suite(node, suite, f"http://127.0.0.1:{port}/mcp", tmp_path / "results")
+    check_table("mcp-gateway", suite, results, scenarios(node, suite), expected)
 
 
-def test_the_docs_show_the_expected_failures_table(expected: dict[str, dict[str, str]]) -> None:
-    """docs/mcp.md lists every scenario with the same verdict and reason as the JSON file."""
+def test_the_docs_show_the_expected_failures_tables(
+    expected: dict[str, dict[str, dict[str, str]]],
+) -> None:
+    """docs/mcp.md has one table per suite version, each saying what the JSON file says."""
     docs = (HERE.parents[1] / "docs" / "mcp.md").read_text()
     section = docs.split("\n## Conformance", 1)[1].split("\n## ", 1)[0]
-    rows = {}
-    for line in section.splitlines():
-        if line.startswith("| `") and line.count("|") == 4:
-            scenario, *cells = (c.strip() for c in line.strip("|").split("|"))
-            rows[scenario.strip("`")] = cells
-    for target, column in (("mcp-serve", 0), ("mcp-gateway", 1)):
-        said = {s: cells[column] for s, cells in rows.items() if cells[column] != "pass"}
-        assert said == {s: f"expected failure — {why}" for s, why in expected[target].items()}
+    tables = section.split("\n### ")[1:]
+    assert sorted(t.split("\n", 1)[0].strip("` ") for t in tables) == sorted(expected)
+    for table in tables:
+        version = table.split("\n", 1)[0].strip("` ")
+        rows = {}
+        for line in table.splitlines():
+            if line.startswith("| `") and line.count("|") == 4:
+                scenario, *cells = (c.strip() for c in line.strip("|").split("|"))
+                rows[scenario.strip("`")] = cells
+        for target, column in (("mcp-serve", 0), ("mcp-gateway", 1)):
+            said = {s: cells[column] for s, cells in rows.items() if cells[column] != "pass"}
+            reasons = expected[version][target]
+            assert said == {s: f"expected failure — {why}" for s, why in reasons.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import importlib.metadata
 import json
 import threading
 import time
@@ -284,7 +285,7 @@ def test_a_grant_scope_applies_to_a_read_as_to_any_call(server: GuardedServer) -
 
 
 def test_hidden_and_absent_resources_are_refused_alike(server: GuardedServer) -> None:
-    """Nobody reading the read-me and mira reading a URI no one declared: -32002, same words."""
+    """Nobody reading the read-me and mira reading a URI no one declared: -32602, same words."""
 
     async def refuse(subject: Subject, uri: str) -> tuple[int, str]:
         async with Client(server.lowlevel(subject)) as client:
@@ -292,8 +293,34 @@ def test_hidden_and_absent_resources_are_refused_alike(server: GuardedServer) ->
                 await client.read_resource(uri)
             return refused.value.error.code, refused.value.error.message
 
-    assert run(refuse(NOBODY, "docs://readme")) == (-32002, "Resource not found: docs://readme")
-    assert run(refuse(MIRA, "docs://nowhere")) == (-32002, "Resource not found: docs://nowhere")
+    assert run(refuse(NOBODY, "docs://readme")) == (-32602, "Resource not found: docs://readme")
+    assert run(refuse(MIRA, "docs://nowhere")) == (-32602, "Resource not found: docs://nowhere")
+
+
+def test_a_missing_resource_names_its_uri_in_the_error_data(server: GuardedServer) -> None:
+    """SEP-2164: -32602 Invalid Params, with the URI asked for in ``data.uri``."""
+
+    async def refuse() -> object:
+        async with Client(server.lowlevel(MIRA)) as client:
+            with pytest.raises(MCPError) as refused:
+                await client.read_resource("docs://nowhere")
+            return refused.value.error.data
+
+    assert run(refuse()) == {"uri": "docs://nowhere"}
+
+
+def test_the_server_says_which_toolbound_it_is(server: GuardedServer) -> None:
+    """serverInfo.version is toolbound's installed version unless the program names one."""
+
+    async def info() -> tuple[str, str]:
+        async with Client(server.lowlevel(MIRA)) as client:
+            implementation = client.server_info
+            assert implementation is not None
+            return implementation.name, implementation.version
+
+    name, version = run(info())
+    assert version == importlib.metadata.version("toolbound")
+    assert name == server.name
 
 
 def test_an_item_over_the_limit_is_replaced_by_a_note_and_the_cut_recorded(
@@ -367,7 +394,7 @@ def test_a_listen_stream_honours_only_the_resources_the_caller_may_read(
 def test_a_subscription_to_a_resource_the_caller_may_not_read_is_refused(
     server: GuardedServer,
 ) -> None:
-    """Nobody may not subscribe to the read-me: the same -32002 as a read."""
+    """Nobody may not subscribe to the read-me: the same -32602 as a read."""
 
     async def scenario() -> int:
         async with legacy(server, NOBODY) as client:
@@ -377,7 +404,7 @@ def test_a_subscription_to_a_resource_the_caller_may_not_read_is_refused(
                     await client.subscribe_resource("docs://readme")
             return refused.value.error.code
 
-    assert run(scenario()) == -32002
+    assert run(scenario()) == -32602
 
 
 # -- prompts and completion ---------------------------------------------------------------------

@@ -181,3 +181,66 @@ def test_mcp_gateway_over_stdio_fronts_mcp_server_time(tmp_path: Path) -> None:
     converted: dict[str, Any] = result.structured_content  # type: ignore[assignment]
     assert converted["target"]["timezone"] == "Asia/Tokyo"
     assert json.loads(result.content[0].text)["trust"] == "untrusted_tool_data"  # type: ignore[union-attr]
+
+
+def test_an_http_upstream_keeps_one_connection_for_many_calls(tmp_path: Path) -> None:
+    """Calls to an upstream answering in SSE reuse one connection (toolbound.mcp.keepalive)."""
+    import asyncio
+
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+
+    upstream = MCPServer("echo-http")
+
+    @upstream.tool()
+    def echo(text: str) -> dict[str, str]:
+        """Say it back."""
+        return {"text": text}
+
+    app = upstream.streamable_http_app()
+    posts: list[tuple[str, int]] = []
+
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            posts.append(scope["client"])
+        await app(scope, receive, send)
+
+    async def scenario() -> list[dict[str, Any] | None]:
+        server = uvicorn.Server(
+            uvicorn.Config(counting, host="127.0.0.1", port=0, log_level="warning")
+        )
+        task = asyncio.create_task(server.serve())
+        try:
+            while not server.started:
+                if task.done():
+                    task.result()  # it could not start: say why
+                await asyncio.sleep(0.02)
+            port = server.servers[0].sockets[0].getsockname()[1]
+            config = write_config(
+                tmp_path,
+                f"""
+[[upstream]]
+name = "web"
+url = "http://127.0.0.1:{port}/mcp"
+[upstream.tools.echo]
+effect = "read"
+capability = "web:read"
+"""
+                + grant("leo", "web:read"),
+            )
+            async with gateway(config).running() as gw, Client(gw.server.lowlevel(LEO)) as leo:
+                before = len(posts)
+                answers = [
+                    (await leo.call_tool("web.echo", {"text": f"call {i}"})).structured_content
+                    for i in range(5)
+                ]
+                del posts[:before]
+                return answers
+        finally:
+            server.should_exit = True
+            await task
+
+    answers = run(scenario())
+    assert answers == [{"text": f"call {i}"} for i in range(5)]
+    assert len(posts) >= 5  # the calls, and whatever the client sent beside them
+    assert len(set(posts)) == 1, f"one client port for every call, not {sorted(set(posts))}"

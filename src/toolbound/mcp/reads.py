@@ -36,8 +36,12 @@ if TYPE_CHECKING:
 
 __all__ = ["RESOURCE_NOT_FOUND", "not_found", "read_through", "run_on"]
 
-RESOURCE_NOT_FOUND: Final = -32002
-"""The JSON-RPC code MCP gives an unknown resource."""
+RESOURCE_NOT_FOUND: Final = -32602
+"""The JSON-RPC code MCP gives an unknown resource: Invalid Params (SEP-2164).
+
+Earlier revisions suggested -32002, a code from JSON-RPC's implementation-defined
+range; SEP-2164 settles on -32602 for every revision, as the TypeScript and Go SDKs
+answer."""
 
 _CONTENTS = TypeAdapter(list[types.TextResourceContents | types.BlobResourceContents])
 _Contents = types.TextResourceContents | types.BlobResourceContents
@@ -45,7 +49,9 @@ _Contents = types.TextResourceContents | types.BlobResourceContents
 
 def not_found(uri: str) -> MCPError:
     """The error for a resource that does not exist or that the caller may not read."""
-    return MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
+    return MCPError(
+        code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}", data={"uri": uri}
+    )
 
 
 async def read_through(

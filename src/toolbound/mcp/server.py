@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import importlib.metadata
 import json
 import os
 import warnings
@@ -120,6 +121,7 @@ __all__ = [
     "error_result",
     "holds_capabilities",
     "holds_capability",
+    "package_version",
     "pending_result",
     "tool_definition",
 ]
@@ -401,6 +403,14 @@ class _Answer:
     """A denial's reason, in the person's words: the model is told it."""
 
 
+def package_version() -> str:
+    """Toolbound's installed version: what ``serverInfo.version`` says unless given."""
+    try:
+        return importlib.metadata.version("toolbound")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path alone
+        return "0+unknown"
+
+
 class GuardedServer:
     """Serves a :class:`Catalog` over MCP, every call through ``runtime`` (R18).
 
@@ -412,6 +422,7 @@ class GuardedServer:
     to pass on as blocks (:mod:`toolbound.mcp.content`), and how large.
     ``federation`` adds resources, prompts and completion (a gateway's upstreams',
     :mod:`toolbound.mcp.federation`); without it the server offers tools only.
+    ``version`` is the ``serverInfo.version`` clients see: toolbound's by default.
 
     Build the SDK server with :meth:`lowlevel`, serve stdio with :meth:`run_stdio`,
     or HTTP with :class:`HttpEndpoint`.
@@ -423,7 +434,7 @@ class GuardedServer:
         runtime: Runtime,
         catalog: Catalog,
         name: str = "toolbound",
-        version: str = "",
+        version: str | None = None,
         confirm: str = "elicitation",
         timeout: float | None = None,
         result_budget: int | None = None,
@@ -440,7 +451,7 @@ class GuardedServer:
         self.runtime = runtime
         self.catalog = catalog
         self.name = name
-        self.version = version
+        self.version = version or package_version()
         self.confirm = confirm
         self.timeout = timeout
         self.result_budget = result_budget

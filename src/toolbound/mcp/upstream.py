@@ -553,10 +553,14 @@ async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[An
     """Streamable HTTP with our headers, closing the HTTP client with the connection."""
     import httpx2  # noqa: PLC0415 - the SDK's own HTTP client, only for URL upstreams
 
+    from toolbound.mcp.keepalive import KeepAliveTransport  # noqa: PLC0415 - as httpx2
+
     # The SDK's defaults: a response stream may stay open, so reads wait longer.
     timeout = httpx2.Timeout(30.0, read=300.0)
+    # The connection outlives each call (toolbound.mcp.keepalive).
+    transport = KeepAliveTransport()
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, transport=transport) as http,
         streamable_http_client(url, http_client=http) as streams,
     ):
         yield streams

@@ -3,7 +3,7 @@ const SHIM = new URL("./node20-fs.mjs", import.meta.url).href;
 
 export async function resolve(specifier, context, next) {
   const parent = context.parentURL ?? "";
-  if ((specifier === "fs" || specifier === "node:fs") && parent.includes("/conformance/dist/")) {
+  if ((specifier === "fs" || specifier === "node:fs") && /\/conformance(-next)?\/dist\//.test(parent)) {
     return { url: SHIM, shortCircuit: true };
   }
   return next(specifier, context);
