@@ -131,6 +131,7 @@ __all__ = [
     "Principal",
     "ProvenanceConfig",
     "ServiceConfig",
+    "StoreTimeouts",
     "TelemetryConfig",
     "check_tables",
     "hash_key",
@@ -193,11 +194,49 @@ class ConfigTable:
 
 
 _SECONDS = "number > 0 (seconds)"
+_IO_THREADS = 32
+_MAX_CONNECTIONS = 1000
+_KEEP_ALIVE = 5.0
+_BODY_TIMEOUT = 30.0
+_CONNECT_TIMEOUT = 5.0
+_STATEMENT_TIMEOUT = 10.0
+_POOL_TIMEOUT = 1.0
+
+
+def _num(value: float) -> str:
+    """A default number as TOML writes it."""
+    return str(int(value)) if value == int(value) else str(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreTimeouts:
+    """``[store]``'s bounds on every store call, so a sick store fails fast (503).
+
+    ``connect``: seconds to open a PostgreSQL connection. ``statement``: seconds one
+    statement may run (PostgreSQL's ``statement_timeout`` and ``tcp_user_timeout``;
+    SQLite's busy timeout, the wait for a writer's lock). ``pool``: seconds to wait
+    for a pooled PostgreSQL connection, which is how long a request waits while the
+    server is down before it is answered 503.
+    """
+
+    connect: float = _CONNECT_TIMEOUT
+    statement: float = _STATEMENT_TIMEOUT
+    pool: float = _POOL_TIMEOUT
+
+
 _COUNT = "integer ≥ 1"
 _STRINGS = "array of strings"
 
 TABLES: tuple[ConfigTable, ...] = (
-    ConfigTable(path="store", keys=(ConfigKey("url", "string", '"sqlite:///toolbound.db"'),)),
+    ConfigTable(
+        path="store",
+        keys=(
+            ConfigKey("url", "string", '"sqlite:///toolbound.db"'),
+            ConfigKey("connect_timeout", _SECONDS, _num(_CONNECT_TIMEOUT)),
+            ConfigKey("statement_timeout", _SECONDS, _num(_STATEMENT_TIMEOUT)),
+            ConfigKey("pool_timeout", _SECONDS, _num(_POOL_TIMEOUT)),
+        ),
+    ),
     ConfigTable(
         path="tools",
         keys=(ConfigKey("packs", _STRINGS, "[]"), ConfigKey("http", "array of tables", "[]")),
@@ -322,6 +361,11 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
             ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
             ConfigKey("lease", _SECONDS, str(int(_LEASE.total_seconds()))),
+            ConfigKey("io_threads", _COUNT, str(_IO_THREADS)),
+            ConfigKey("cookie_secure", "boolean", "false"),
+            ConfigKey("max_connections", _COUNT, str(_MAX_CONNECTIONS)),
+            ConfigKey("keep_alive", _SECONDS, _num(_KEEP_ALIVE)),
+            ConfigKey("body_timeout", _SECONDS, _num(_BODY_TIMEOUT)),
         ),
     ),
     ConfigTable(
@@ -509,6 +553,17 @@ class ServiceConfig:
     confirmation_ttl: timedelta = _CONFIRMATION_TTL
     lease: timedelta = _LEASE
     """How long a call stays its process's without a renewal (the service's owners)."""
+    store_timeouts: StoreTimeouts = StoreTimeouts()
+    io_threads: int = _IO_THREADS
+    """The threads of the one pool the service's blocking calls run on (stores, identity)."""
+    cookie_secure: bool = False
+    """Mark the console's session cookie ``Secure`` (sent over HTTPS only)."""
+    max_connections: int = _MAX_CONNECTIONS
+    """Open connections and requests the server takes at once; more are refused 503."""
+    keep_alive: float = _KEEP_ALIVE
+    """Seconds an idle connection is kept open for its next request."""
+    body_timeout: float = _BODY_TIMEOUT
+    """Seconds a client has to send a request's body; slower ones are answered 408."""
     timeout: float | None = None
     result_budget: int | None = None
     retention: timedelta = timedelta(days=30)
@@ -1048,6 +1103,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         store = self.table(raw, "store")
         self.known(store, "store", _allowed("store"))
         url = self.store_url(store, source)
+        timeouts = self.store_timeouts(store)
         tools = self.table(raw, "tools")
         self.known(tools, "tools", _allowed("tools"))
         packs = self.strings(tools, "tools", "packs")
@@ -1125,6 +1181,12 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             max_body_bytes=max_body,
             confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
             lease=_LEASE if lease is None else timedelta(seconds=lease),
+            store_timeouts=timeouts,
+            io_threads=self.integer(service, "service", "io_threads", _IO_THREADS),
+            cookie_secure=self.flag(service, "service", "cookie_secure"),
+            max_connections=self.integer(service, "service", "max_connections", _MAX_CONNECTIONS),
+            keep_alive=self.number(service, "service", "keep_alive") or _KEEP_ALIVE,
+            body_timeout=self.number(service, "service", "body_timeout") or _BODY_TIMEOUT,
             timeout=self.number(budgets, "budgets", "timeout"),
             result_budget=result_budget,
             retention=timedelta(days=days),
@@ -1156,6 +1218,14 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         if not found.is_absolute() and source is not None:
             found = source.resolve().parent / found
         return found
+
+    def store_timeouts(self, store: Mapping[str, object]) -> StoreTimeouts:
+        default = StoreTimeouts()
+        return StoreTimeouts(
+            connect=self.number(store, "store", "connect_timeout") or default.connect,
+            statement=self.number(store, "store", "statement_timeout") or default.statement,
+            pool=self.number(store, "store", "pool_timeout") or default.pool,
+        )
 
     def store_url(self, store: Mapping[str, object], source: Path | None) -> str:
         url = store.get("url", "sqlite:///toolbound.db")

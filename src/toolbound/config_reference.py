@@ -82,6 +82,20 @@ KEYS: dict[str, Described] = {
         "`postgresql://…`",
         '"postgresql://toolbound@db.internal/toolbound"',
     ),
+    "store.connect_timeout": Described(
+        "seconds to open a PostgreSQL connection (libpq's `connect_timeout`)", "3"
+    ),
+    "store.statement_timeout": Described(
+        "seconds one statement may take: PostgreSQL's `statement_timeout` and "
+        "`tcp_user_timeout`, SQLite's wait for a writer's lock; past it the request is "
+        "answered 503 `storage_unavailable`",
+        "5",
+    ),
+    "store.pool_timeout": Described(
+        "seconds a request waits for a pooled PostgreSQL connection; while the server is "
+        "down, requests are answered 503 `storage_unavailable` after this long",
+        "2",
+    ),
     "tools.packs": Described(
         "`MODULE:FUNCTION` entries; each function is called with the `Registry` to fill",
         '["toolbound.packs.example:register"]',
@@ -289,6 +303,32 @@ KEYS: dict[str, Described] = {
     "service.lease": Described(
         "how long a call stays its replica's without a renewal (renewed every third of "
         "it); after that another replica sharing the store takes it over",
+        "10",
+    ),
+    "service.io_threads": Described(
+        "threads of the one pool every blocking store and identity call runs on, off the "
+        "event loop; a proposal holds one while its pipeline runs",
+        "64",
+    ),
+    "service.cookie_secure": Described(
+        "mark the console's session cookie `Secure`, so browsers send it over HTTPS only "
+        "(`toolbound serve --cookie-secure` too)",
+        "true",
+    ),
+    "service.max_connections": Described(
+        "connections and requests `toolbound serve` takes at once (uvicorn's "
+        "`limit_concurrency`); more are answered 503 at once",
+        "2000",
+    ),
+    "service.keep_alive": Described(
+        "seconds an idle connection is kept for its next request (uvicorn's "
+        "`timeout_keep_alive`); a client that sends no complete request head within it "
+        "is disconnected",
+        "10",
+    ),
+    "service.body_timeout": Described(
+        "seconds a client has to send a request body once its head arrived; a slower "
+        "one is answered 408 `body_timeout`",
         "10",
     ),
     "budgets.timeout": Described(

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolbound._errors import ToolboundError
+from toolbound._loopguard import check_off_loop
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -94,6 +95,7 @@ _MAX_TOKEN = 16 << 10  # bytes; larger bearer values are not tokens anyone issue
 _MAX_JWKS = 1 << 20  # bytes of a JWKS document
 _MAX_KEYS = 64  # keys kept from one document
 _FETCH_TIMEOUT = 5.0  # seconds for one JWKS fetch
+_FETCH_WAIT = 1.0  # seconds a verifier waits for a fetch in flight
 
 
 def hash_key(key: str) -> str:
@@ -154,9 +156,16 @@ class JwtIssuer:
 class JwksCache:
     """The keys of one JWKS document, fetched lazily and kept for ``ttl`` seconds.
 
-    A key id the cached document lacks fetches it again, but not sooner than
-    ``refresh_interval`` after the last fetch, so a stream of made-up key ids costs
-    the issuer one request per interval. A failed fetch keeps the keys held.
+    A key id the cached document lacks fetches it again. Fetches are rate-limited
+    whether or not keys are held: none starts sooner than ``refresh_interval`` after
+    the last one began, so a stream of made-up key ids — or of tokens naming an
+    issuer whose provider is down — costs the provider one request per interval, and
+    a failed fetch is remembered for that long (a negative cache: tokens needing it
+    are refused ``identity_unavailable`` at once). One fetch is in flight at a time,
+    on a thread of its own; a verifier waits for it at most ``wait`` seconds, so a
+    provider that accepts connections and never answers holds nobody longer than
+    that. Held keys keep serving while they are refreshed, and after a failed fetch.
+    Verification fails closed: no key, no principal.
     """
 
     def __init__(
@@ -165,29 +174,62 @@ class JwksCache:
         *,
         ttl: float,
         refresh_interval: float,
+        wait: float = _FETCH_WAIT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fetch = fetch
         self._ttl = ttl
         self._interval = refresh_interval
+        self._wait = wait
         self._clock = clock
         self._keys: dict[str | None, PyJWK] | None = None
-        self._fetched = float("-inf")
+        self._fetched = float("-inf")  # when the last fetch began
+        self._loaded = float("-inf")  # when the keys held were fetched
+        self._failure: str | None = None  # why the last fetch failed, until one succeeds
+        self._flight: threading.Event | None = None
         self._lock = threading.Lock()
 
     def key(self, kid: str | None) -> PyJWK:
         """The key with id ``kid`` (or the only key, for a token naming none)."""
+        check_off_loop("fetching an identity provider's keys")
+        flight = self._found_or_flight(kid)
+        if isinstance(flight, threading.Event):
+            flight.wait(self._wait)
+            with self._lock:
+                flight = self._find(kid)
+        if flight is not None:
+            return flight
         with self._lock:
-            if self._keys is None or self._clock() - self._fetched >= self._ttl:
-                self._refresh()
+            held, failure = self._keys, self._failure
+        if held is None:
+            why = f": {failure}" if failure else " in time"
+            msg = f"the issuer's keys cannot be had now{why}"
+            raise TokenRefused(msg, code="identity_unavailable", status=503)
+        msg = f"the issuer holds no key with id {kid!r}"
+        raise TokenRefused(msg, code="token_key_unknown")
+
+    def status(self) -> dict[str, object]:
+        """What a readiness check reports of this issuer's keys."""
+        with self._lock:
+            keys, failure, fetching = self._keys, self._failure, self._flight is not None
+        if keys is None:
+            state = "unavailable" if failure else ("fetching" if fetching else "not_fetched")
+        else:
+            state = "ready"
+        return {"status": state, "keys": len(keys or {}), "error": failure}
+
+    def _found_or_flight(self, kid: str | None) -> PyJWK | threading.Event | None:
+        """The key if held and fresh; else the fetch to wait for (started if due), or none."""
+        with self._lock:
+            now = self._clock()
             found = self._find(kid)
-            if found is None and self._clock() - self._fetched >= self._interval:
-                self._refresh()
-                found = self._find(kid)
-        if found is None:
-            msg = f"the issuer holds no key with id {kid!r}"
-            raise TokenRefused(msg, code="token_key_unknown")
-        return found
+            fresh = self._keys is not None and now - self._loaded < self._ttl
+            if found is not None and fresh:
+                return found
+            if self._flight is None and now - self._fetched >= self._interval:
+                self._start(now)
+            # A held key serves while its document is fetched again.
+            return found if found is not None else self._flight
 
     def _find(self, kid: str | None) -> PyJWK | None:
         keys = self._keys or {}
@@ -195,15 +237,27 @@ class JwksCache:
             return next(iter(keys.values()))
         return keys.get(kid)
 
-    def _refresh(self) -> None:
-        self._fetched = self._clock()
+    def _start(self, now: float) -> None:
+        self._fetched = now
+        flight = self._flight = threading.Event()
+        threading.Thread(
+            target=self._refresh, args=(flight,), name="toolbound-jwks", daemon=True
+        ).start()
+
+    def _refresh(self, flight: threading.Event) -> None:
+        keys: dict[str | None, PyJWK] | None = None
+        failure = None
         try:
-            self._keys = _parse_jwks(self._fetch())
+            keys = _parse_jwks(self._fetch())
         except (OSError, ValueError) as exc:
-            _log.warning("cannot fetch the issuer's keys: %s", exc)
-            if self._keys is None:
-                msg = "the issuer's keys cannot be fetched now"
-                raise TokenRefused(msg, code="identity_unavailable", status=503) from None
+            failure = str(exc) or type(exc).__name__
+            _log.warning("cannot fetch the issuer's keys: %s", failure)
+        with self._lock:
+            if keys is not None:
+                self._keys, self._loaded = keys, self._clock()
+            self._failure = failure
+            self._flight = None
+        flight.set()
 
 
 def _parse_jwks(raw: bytes) -> dict[str | None, PyJWK]:
@@ -321,6 +375,20 @@ class Identity:
             msg = str(exc) or "the token is invalid"
             code = _JWT_CODES.get(_jwt_error(exc), "token_invalid")
             raise TokenRefused(msg, code=code) from None
+
+    def status(self) -> list[dict[str, object]]:
+        """Each issuer's keys as a readiness check reports them (nothing is fetched)."""
+        found: list[dict[str, object]] = []
+        for issuer in self.issuers:
+            if issuer.secret_env is not None:
+                held = bool(os.environ.get(issuer.secret_env))
+                state: dict[str, object] = {"status": "ready" if held else "unavailable"}
+            else:
+                with self._lock:
+                    cache = self._caches.get(issuer.issuer)
+                state = cache.status() if cache is not None else {"status": "not_fetched"}
+            found.append({"issuer": issuer.issuer, **state})
+        return found
 
     def _cache(self, issuer: JwtIssuer) -> JwksCache:
         with self._lock:

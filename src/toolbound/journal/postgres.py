@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
+from toolbound._loopguard import check_off_loop
 from toolbound.journal._sql import SQLJournal
 from toolbound.journal.schema import create
 
@@ -40,6 +41,7 @@ class PostgresJournal(SQLJournal):
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:  # noqa: ARG002 - MVCC
+        check_off_loop("the journal (PostgreSQL)")
         with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             yield cast("Cursor", cur)
 

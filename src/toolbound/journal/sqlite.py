@@ -7,6 +7,7 @@ import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
+from toolbound._loopguard import check_off_loop
 from toolbound._wal import WAL_BOUND, Checkpoints
 from toolbound.journal._sql import SQLJournal
 from toolbound.journal.schema import create
@@ -45,6 +46,7 @@ class SQLiteJournal(SQLJournal):
         self._checkpoints = Checkpoints(self.path, synchronous="NORMAL", owner="journal")
 
     def _connection(self) -> sqlite3.Connection:
+        check_off_loop("the journal (SQLite)")
         conn = cast("sqlite3.Connection | None", getattr(self._local, "conn", None))
         if conn is None:
             conn = sqlite3.connect(

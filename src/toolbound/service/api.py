@@ -61,9 +61,9 @@ _BODY_LIMITS = ParseLimits(max_bytes=1 << 62)
 _ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
-def authenticate(service: Service, request: Request) -> Principal:
+async def authenticate(service: Service, request: Request) -> Principal:
     """The principal behind the request's API key or bearer JWT, or a 401 saying why."""
-    return principal_of(service, request.headers)
+    return await principal_of(service, request.headers)
 
 
 def create_app(
@@ -157,7 +157,8 @@ def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextMan
         finally:
             leases.cancel()
             retention.cancel()
-            service.close()
+            # Off the loop: closing waits for the I/O pool's work, then closes the stores.
+            await asyncio.to_thread(service.close)
 
     return lifespan
 
@@ -165,11 +166,15 @@ def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextMan
 async def _retention(service: Service) -> None:
     """Apply ``[retention]`` at start and then hourly (never to parked or unknown calls).
 
-    On the event loop's own thread: a few DELETEs, and never running while the
-    lifespan closes the store under it.
+    On the I/O pool, awaited: never running while the lifespan closes the store
+    under it (the pool finishes its work before the stores close). A purge that
+    fails (the store unreachable for a moment) is logged and tried next time.
     """
     while True:
-        service.purge()
+        try:
+            await service.io(service.purge)
+        except Exception:  # noqa: BLE001 - the loop must outlive any one failure
+            _log.exception("applying the retention period failed; trying again later")
         await asyncio.sleep(_PURGE_EVERY)
 
 
@@ -189,13 +194,13 @@ async def _leases(service: Service) -> None:
     while True:
         await asyncio.sleep(period)
         try:
-            service.renew()
+            await service.io(service.renew)
         except Exception:  # noqa: BLE001 - the loop must outlive any one failure
             _log.exception("renewing this process's leases failed; trying again")
         beat += 1
         if beat % 3 == 0 and (sweep is None or sweep.done()):
             # Off the event loop, and not awaited here.
-            sweep = asyncio.ensure_future(asyncio.to_thread(_sweep, service))
+            sweep = asyncio.ensure_future(service.io(_sweep, service))
 
 
 def _sweep(service: Service) -> None:
@@ -229,23 +234,25 @@ class _Api:
         return JSONResponse(OPENAPI)
 
     async def metrics(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
+        principal = await authenticate(self.service, request)
         if "operator" not in principal.roles:
             raise ApiError(403, "forbidden", f"{principal.name} lacks the operator role")
-        return Response(self.service.metrics.exposition(), media_type=METRICS_TYPE)
+        text = await self.service.io(self.service.metrics.exposition)
+        return Response(text, media_type=METRICS_TYPE)
 
     async def submit(self, request: Request) -> Response:
         # A request with a cookie; the others are answered before the router.
         return await self.proposals.answer(request_headers(request.headers.raw), request.body)
 
     async def list_calls(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
+        principal = await authenticate(self.service, request)
         q = request.query_params
         try:
             limit = int(q.get("limit", "100"))
         except ValueError:
             raise ApiError(400, "bad_query", "limit must be an integer") from None
-        calls = self.service.calls(
+        calls = await self.service.io(
+            self.service.calls,
             principal,
             status=q.get("status"),
             tool=q.get("tool"),
@@ -255,18 +262,24 @@ class _Api:
         return JSONResponse({"invocations": [summary(c) for c in calls]})
 
     async def get_call(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
-        call = self.service.get(principal, request.path_params["invocation_id"])
+        principal = await authenticate(self.service, request)
+        call = await self.service.io(
+            self.service.get, principal, request.path_params["invocation_id"]
+        )
         return JSONResponse(detail(call))
 
     async def trace(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
-        call = self.service.get(principal, request.path_params["invocation_id"])
-        events = self.service.journal.events(call.invocation_id)
-        return JSONResponse({"invocation_id": call.invocation_id, "events": events})
+        principal = await authenticate(self.service, request)
+        invocation_id = request.path_params["invocation_id"]
+        events = await self.service.io(self._events, principal, invocation_id)
+        return JSONResponse({"invocation_id": invocation_id, "events": events})
+
+    def _events(self, principal: Principal, invocation_id: str) -> list[dict[str, object]]:
+        call = self.service.get(principal, invocation_id)
+        return self.service.journal.events(call.invocation_id)
 
     async def decide(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
+        principal = await authenticate(self.service, request)
         body = await _json(request)
         digest, decision = body.get("digest"), body.get("decision")
         # A tuple: the decision may be any JSON value, and an object is not hashable.
@@ -285,16 +298,17 @@ class _Api:
         return JSONResponse(answer)
 
     async def pending(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
-        calls = self.service.pending(principal)
+        principal = await authenticate(self.service, request)
+        calls = await self.service.io(self.service.pending, principal)
         return JSONResponse({"confirmations": [detail(c) for c in calls]})
 
     async def unknown(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
-        return JSONResponse({"unknown": [unknown_json(r) for r in self.service.unknown(principal)]})
+        principal = await authenticate(self.service, request)
+        records = await self.service.io(self.service.unknown, principal)
+        return JSONResponse({"unknown": [unknown_json(r) for r in records]})
 
     async def reconcile(self, request: Request) -> Response:
-        principal = authenticate(self.service, request)
+        principal = await authenticate(self.service, request)
         body = await _json(request) if await request.body() else {}
         committed = body.get("committed")
         evidence = body.get("evidence", {})
@@ -305,7 +319,8 @@ class _Api:
         if committed is not None and not evidence:
             msg = "a person's finding needs evidence (what was checked, where)"
             raise ApiError(400, "evidence_missing", msg)
-        answer = self.service.reconcile(
+        answer = await self.service.io(
+            self.service.reconcile,
             principal,
             request.path_params["invocation_id"],
             committed=committed,

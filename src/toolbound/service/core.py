@@ -44,6 +44,7 @@ from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.service.decisions import note_denial
 from toolbound.service.keys import ApiKeys
+from toolbound.service.offload import Offload
 from toolbound.service.records import (
     RunningCalls,
     decision_of,
@@ -193,6 +194,8 @@ class Service:
         self.registry = registry if registry is not None else config.build_registry()
         self.ledger = ledger_for(config.store_url)
         self.journal: Journal = journal_for(config.store_url)
+        self.io = Offload(config.io_threads)
+        """The one bounded pool the HTTP surface runs every blocking call on."""
         self.metrics = CallMetrics()
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
@@ -231,6 +234,7 @@ class Service:
             shutdown = getattr(sink, "shutdown", None)
             if shutdown is not None:
                 shutdown()
+        self.io.close()
         self.journal.close()
         self.ledger.close()
 
@@ -251,7 +255,29 @@ class Service:
         the call, in one transaction. The caller has claimed the key, or gives its
         ``fingerprint`` to claim it in that transaction (reads only); if another
         request holds it then, its claim is the third value and nothing was kept.
+
+        The whole call — gates, ledger, tool, journal — runs as one hop on the
+        service's I/O pool (:attr:`io`), never on the event loop.
         """
+        return await self.io(
+            self.run_submission,
+            principal,
+            submission,
+            trace_id=trace_id,
+            request_key=request_key,
+            fingerprint=fingerprint,
+        )
+
+    def run_submission(
+        self,
+        principal: Principal,
+        submission: Submission,
+        *,
+        trace_id: str | None = None,
+        request_key: str | None = None,
+        fingerprint: str | None = None,
+    ) -> tuple[int, str, ClaimedRequest | None]:
+        """:meth:`submit` on the caller's thread, which must not run an event loop."""
         _require(principal, "agent")
         tools = self._toolset(submission.tools)
         now = self.clock.now()
@@ -294,7 +320,7 @@ class Service:
             # dies mid-call leaves a truthful trace.
             self._running.expect(running)
         try:
-            outcome = await self.runtime.arun(proposal, context)
+            outcome = self.runtime.run(proposal, context)
         except Exception:
             with contextlib.suppress(JournalError):
                 _interrupted(self.journal, running, self.clock.now(), "the runtime raised")
@@ -326,8 +352,28 @@ class Service:
     ) -> dict[str, object]:
         """A person decides on a parked call, bound to the digest they were shown.
 
-        A denial's ``reason`` is told to the model and kept with the call.
+        A denial's ``reason`` is told to the model and kept with the call. Run on the
+        service's I/O pool, like :meth:`submit`.
         """
+        return await self.io(
+            self.run_decision,
+            principal,
+            invocation_id,
+            digest=digest,
+            decision=decision,
+            reason=reason,
+        )
+
+    def run_decision(
+        self,
+        principal: Principal,
+        invocation_id: str,
+        *,
+        digest: str,
+        decision: Literal["approve", "deny"],
+        reason: str | None = None,
+    ) -> dict[str, object]:
+        """:meth:`decide` on the caller's thread, which must not run an event loop."""
         _require(principal, "approver")
         self._visible(principal, invocation_id)
         try:
@@ -351,10 +397,7 @@ class Service:
             )
         request = call.body["request"]
         assert isinstance(request, dict)  # noqa: S101 - written by submit
-        outcome = await self.runtime.arun(
-            _proposal(request),
-            self._context(call, request, approval),
-        )
+        outcome = self.runtime.run(_proposal(request), self._context(call, request, approval))
         answer = outcome_json(outcome)
         store_outcome(self.journal, call, outcome, request, answer, now=self.clock.now())
         self.sessions.learn_stored(call.tenant, request, outcome)

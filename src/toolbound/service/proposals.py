@@ -42,10 +42,12 @@ PATH = "/v1/proposals"
 _STALE_REQUEST = 300.0  # seconds after which an unfinished Idempotency-Key is taken over
 
 
-def principal_of(service: Service, headers: Mapping[str, str]) -> Principal:
+async def principal_of(service: Service, headers: Mapping[str, str]) -> Principal:
     """The principal behind the request's API key or bearer JWT, or a 401 saying why.
 
-    ``headers``: the request's, looked up by lower-case name.
+    ``headers``: the request's, looked up by lower-case name. An API key is looked up
+    on the loop (a hash); a JWT is verified on the service's I/O pool, since its
+    issuer's keys may have to be fetched.
     """
     header = headers.get("authorization", "")
     key = header[7:].strip() if header[:7].lower() == "bearer " else ""
@@ -58,7 +60,7 @@ def principal_of(service: Service, headers: Mapping[str, str]) -> Principal:
         return principal
     try:
         # A bearer JWT, or a key nobody has: the configuration says which and why.
-        return service.config.authenticate(key)
+        return await service.io(service.config.authenticate, key)
     except TokenRefused as refused:
         raise ApiError(refused.status, refused.code, str(refused)) from None
 
@@ -93,7 +95,8 @@ class Proposals:
     async def _submit(
         self, headers: Mapping[str, str], body_of: Callable[[], Awaitable[bytes]]
     ) -> Response:
-        principal = principal_of(self.service, headers)
+        principal = await principal_of(self.service, headers)
+        io = self.service.io
         header = headers.get("idempotency-key")
         if header is None:
             raise ApiError(
@@ -114,7 +117,7 @@ class Proposals:
         if submission is not None and self.service.is_read(submission):
             # A read may run twice harmlessly: the key is claimed with the answer, in one
             # transaction, and a request that loses that race answers the winner's answer.
-            earlier = journal.peek_request(principal.tenant, key, print_)
+            earlier = await io(journal.peek_request, principal.tenant, key, print_)
             if earlier is not None:
                 return _answer_earlier(earlier)
             with propagation_scope(headers) as trace_id:
@@ -124,13 +127,17 @@ class Proposals:
             if lost is not None:
                 return _answer_earlier(lost)
             return Response(text, status_code=status, media_type="application/json")
-        claim = await self._claim(principal, key, print_)
+        claim = await io(self._claim, principal, key, print_)
         if claim.kind != "new":
             return _answer_earlier(claim)
         if submission is None:
             # A refused request has an answer too: the same key gets it again.
-            journal.finish_request(
-                principal.tenant, key, refused.status, json.dumps(refused.problem())
+            await io(
+                journal.finish_request,
+                principal.tenant,
+                key,
+                refused.status,
+                json.dumps(refused.problem()),
             )
             raise refused
         try:
@@ -140,21 +147,28 @@ class Proposals:
                 )
         except ApiError as error:
             # A refused request has an answer too: the same key gets it again.
-            journal.finish_request(principal.tenant, key, error.status, json.dumps(error.problem()))
+            await io(
+                journal.finish_request,
+                principal.tenant,
+                key,
+                error.status,
+                json.dumps(error.problem()),
+            )
             raise
         except BaseException:
-            journal.release_request(principal.tenant, key)
+            await asyncio.shield(io(journal.release_request, principal.tenant, key))
             raise
         return Response(text, status_code=status, media_type="application/json")
 
-    async def _claim(self, principal: Principal, key: str, print_: str) -> ClaimedRequest:
+    def _claim(self, principal: Principal, key: str, print_: str) -> ClaimedRequest:
+        """Claim ``key`` for this request (on the I/O pool: every step is a round trip)."""
         journal = self.service.journal
         claim = journal.claim_request(
             principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
         )
         if claim.kind != "in_progress":
             return claim
-        if await asyncio.to_thread(self.service.settle_request, principal.tenant, key):
+        if self.service.settle_request(principal.tenant, key):
             # Its owner died: the call was settled just now, and the key has its answer.
             return journal.peek_request(principal.tenant, key, print_) or claim
         if journal.call_for_request(principal.tenant, key) is None:
