@@ -16,7 +16,8 @@ every call comes from here, never from the model). Two kinds of credential map t
 
   The token's signature is checked with the issuer's keys (a JWKS document, fetched
   on first use, again after ``jwks_ttl`` and when a token names a key id it does not
-  hold, at most once per ``jwks_refresh_interval``), with an algorithm the table
+  hold, at most once per ``jwks_refresh_interval`` whether or not keys are held, one
+  fetch in flight per issuer, waited for at most a second), with an algorithm the table
   allows (asymmetric by default; ``none`` never; HMAC only with a secret from
   ``secret_env`` and then nothing else), and its ``exp``/``nbf`` with
   ``clock_skew`` seconds of grace. The subject claim becomes the principal's
@@ -202,7 +203,7 @@ class JwksCache:
         with self._lock:
             held, failure = self._keys, self._failure
         if held is None:
-            why = f": {failure}" if failure else " in time"
+            why = f": {failure}" if failure else f" (no answer within {self._wait:g} s)"
             msg = f"the issuer's keys cannot be had now{why}"
             raise TokenRefused(msg, code="identity_unavailable", status=503)
         msg = f"the issuer holds no key with id {kid!r}"
@@ -212,6 +213,8 @@ class JwksCache:
         """What a readiness check reports of this issuer's keys."""
         with self._lock:
             keys, failure, fetching = self._keys, self._failure, self._flight is not None
+            if fetching and self._clock() - self._fetched >= self._wait:
+                failure = failure or f"no answer within {self._wait:g} s"
         if keys is None:
             state = "unavailable" if failure else ("fetching" if fetching else "not_fetched")
         else:
@@ -228,8 +231,11 @@ class JwksCache:
                 return found
             if self._flight is None and now - self._fetched >= self._interval:
                 self._start(now)
-            # A held key serves while its document is fetched again.
-            return found if found is not None else self._flight
+            # A held key serves while its document is fetched again. A fetch in flight
+            # longer than a verifier may wait is waited for by nobody else.
+            if found is not None or now - self._fetched >= self._wait:
+                return found
+            return self._flight
 
     def _find(self, kid: str | None) -> PyJWK | None:
         keys = self._keys or {}

@@ -20,6 +20,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from toolbound.config import parse_config
+from toolbound.ledger.store import LedgerError
 from toolbound.service.api import create_app
 from toolbound.service.core import Service, fingerprint
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
@@ -41,6 +42,14 @@ def service(tmp_path, effects_path):
 @pytest.fixture
 def app(service):
     return create_app(service)
+
+
+class _GoneLedger:
+    """A ledger whose database does not answer."""
+
+    def find(self, _invocation_id: str) -> None:
+        msg = "connection refused"
+        raise LedgerError(msg, code="storage_unavailable")
 
 
 def documented() -> set[tuple[str, str, int]]:
@@ -96,12 +105,22 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
     def reconcile(who: str, invocation_id: str, **kw):
         return client.post(f"/v1/unknown/{invocation_id}/reconcile", headers=key(who), **kw)
 
+    def unready(client):
+        # The ledger gone for the length of one request.
+        ledger, service.ledger = service.ledger, _GoneLedger()
+        try:
+            return client.get("/readyz")
+        finally:
+            service.ledger = ledger
+
     finding = {"committed": True, "evidence": {"checked": "the notes file"}}
     big = b"x" * (LIMIT + 1)
     busy, busy_body = uuid.uuid4().hex, b'{"tool": "notes.add", "arguments": "{}", "call_id": "b"}'
     probes = {
         ("GET", "/healthz", 200): lambda: client.get("/healthz"),
         ("GET", "/openapi.json", 200): lambda: client.get("/openapi.json"),
+        ("GET", "/readyz", 200): lambda: client.get("/readyz"),
+        ("GET", "/readyz", 503): lambda: unready(client),
         ("POST", "/v1/proposals", 200): lambda: propose("agent", "hi", tool="notes.shout"),
         ("POST", "/v1/proposals", 202): lambda: propose("agent", "buy milk"),
         ("POST", "/v1/proposals", 400): lambda: propose("agent", "x", idem="\u00e9".encode()),
@@ -195,6 +214,8 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
             r = probe()
             assert r.status_code == status, (method, path, r.text)
             media = "application/problem+json" if status >= 400 else "application/json"
+            if path == "/readyz":
+                media = "application/json"  # the readiness report, whatever it says
             if path == "/metrics" and status == 200:
                 media = METRICS_TYPE
             assert r.headers["content-type"] == media, (method, path, status)

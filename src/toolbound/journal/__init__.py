@@ -233,10 +233,13 @@ class Journal(Protocol):
         ...
 
 
-def open_journal(url: str) -> Journal:
-    """The journal for a store URL: ``sqlite:///PATH`` or ``postgresql://…``."""
+def open_journal(url: str, *, busy_timeout: float = 30.0) -> Journal:
+    """The journal for a store URL: ``sqlite:///PATH`` or ``postgresql://…``.
+
+    ``busy_timeout``: SQLite's wait for a writer's lock.
+    """
     if url.startswith("sqlite:///"):
-        return SQLiteJournal(url.removeprefix("sqlite:///"))
+        return SQLiteJournal(url.removeprefix("sqlite:///"), busy_timeout=busy_timeout)
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresJournal(url)
     msg = f"no journal for store URL {url!r}"

@@ -31,6 +31,7 @@ from starlette.routing import Route
 from toolbound._errors import Rejection
 from toolbound.adapters.http import ApiError, BodyLimit, problem_response, reason_from
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.service.failures import RETRY_AFTER, unavailable
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 from toolbound.service.proposals import (
     PATH,
@@ -78,6 +79,7 @@ def create_app(
     api = _Api(service)
     routes: list[BaseRoute] = [
         Route("/healthz", api.health, methods=["GET"]),
+        Route("/readyz", api.ready, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
         Route(PATH, api.submit, methods=["POST"]),
         Route("/v1/invocations", api.guarded(api.list_calls), methods=["GET"]),
@@ -138,13 +140,24 @@ async def _routing_problem(_request: Request, exc: Exception) -> Response:
     return response
 
 
-async def _internal_problem(_request: Request, _exc: Exception) -> Response:
-    """An unexpected failure: a 500 problem naming no internals (the server logs them)."""
+async def _internal_problem(_request: Request, exc: Exception) -> Response:
+    """An unexpected failure: a 500 problem naming no internals (the server logs them).
+
+    A store that cannot answer now is no such failure: it is a 503 with Retry-After.
+    """
+    error = unavailable(exc)
+    if error is not None:
+        return problem_response(error)
     msg = "the service failed to answer this request; it has been logged"
     return problem_response(ApiError(500, "internal_error", msg, hint="retry later"))
 
 
 _PURGE_EVERY = 3600.0  # seconds between applications of the retention period
+_READY_WAIT = 1.0  # seconds /readyz waits for the store
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
@@ -223,12 +236,45 @@ class _Api:
                 return await handler(request)
             except ApiError as error:
                 return problem_response(error)
+            except Exception as exc:
+                down = unavailable(exc)
+                if down is None:
+                    raise
+                return problem_response(down)
 
         return run
 
     async def health(self, _request: Request) -> Response:
         # The instance is the owner name this process's calls carry in the journal.
         return JSONResponse({"status": "ok", "instance": self.service.instance_id})
+
+    async def ready(self, _request: Request) -> Response:
+        """Readiness: the store answers within a second; each identity provider's keys.
+
+        200 while the store answers (an identity provider without keys makes the
+        answer ``degraded``, not unready: API keys still work); 503 with Retry-After
+        while it does not, so a balancer sends requests to other replicas. Liveness
+        is ``/healthz``, which touches nothing.
+        """
+        try:
+            await asyncio.wait_for(self.service.io(self.service.check_store), _READY_WAIT)
+            store: dict[str, object] = {"status": "ok"}
+        except TimeoutError:
+            store = {"status": "unavailable", "error": f"no answer within {_READY_WAIT} s"}
+        except Exception as exc:  # noqa: BLE001 - any failure is the answer here
+            store = {"status": "unavailable", "error": _first_line(exc)}
+        issuers = self.service.config.identity.status()
+        up = store["status"] == "ok"
+        keyless = any(i["status"] == "unavailable" for i in issuers)
+        body = {
+            "status": "unavailable" if not up else "degraded" if keyless else "ready",
+            "instance": self.service.instance_id,
+            "store": store,
+            "identity": issuers,
+        }
+        if up:
+            return JSONResponse(body)
+        return JSONResponse(body, status_code=503, headers={"Retry-After": str(RETRY_AFTER)})
 
     async def openapi(self, _request: Request) -> Response:
         return JSONResponse(OPENAPI)

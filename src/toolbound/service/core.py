@@ -39,6 +39,7 @@ from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import ConfirmationRequest
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
+from toolbound.ledger.store import LedgerError
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
@@ -192,8 +193,8 @@ class Service:
         """How long a call stays this process's without a renewal (:meth:`renew`)."""
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = registry if registry is not None else config.build_registry()
-        self.ledger = ledger_for(config.store_url)
-        self.journal: Journal = journal_for(config.store_url)
+        self.ledger = ledger_for(config.store_url, config.store_timeouts)
+        self.journal: Journal = journal_for(config.store_url, config.store_timeouts)
         self.io = Offload(config.io_threads)
         """The one bounded pool the HTTP surface runs every blocking call on."""
         self.metrics = CallMetrics()
@@ -322,8 +323,7 @@ class Service:
         try:
             outcome = self.runtime.run(proposal, context)
         except Exception:
-            with contextlib.suppress(JournalError):
-                _interrupted(self.journal, running, self.clock.now(), "the runtime raised")
+            self._failed(running, "the runtime raised")
             raise
         finally:
             written = self._running.written(invocation_id)
@@ -334,9 +334,20 @@ class Service:
         if request_key is not None:
             finish = Finish(principal.tenant, request_key, status, text, fingerprint)
         now = self.clock.now()
-        lost = store_outcome(
-            self.journal, running, outcome, request, answer, now=now, finish=finish, written=written
-        )
+        try:
+            lost = store_outcome(
+                self.journal,
+                running,
+                outcome,
+                request,
+                answer,
+                now=now,
+                finish=finish,
+                written=written,
+            )
+        except Exception:
+            self._failed(running, "its outcome could not be stored")
+            raise
         # After the answer is durable: a session that cannot be written never loses it.
         self.sessions.learn(principal.tenant, submission.context, outcome)
         return status, text, lost
@@ -476,6 +487,11 @@ class Service:
             note(self.journal, stored, "reconciliation", answer, status=status, now=now)
         return answer
 
+    def check_store(self) -> None:
+        """One read of the journal and one of the ledger; raises if either cannot answer."""
+        self.journal.get_call("readiness-probe")
+        self.ledger.find("readiness-probe")
+
     def renew(self) -> int:
         """Extend the lease of every call this process works on; how many."""
         return self.journal.renew(self.instance_id, lease=self.lease.total_seconds())
@@ -536,6 +552,22 @@ class Service:
         store_outcome(
             self.journal, call, outcome, request, outcome_json(outcome), now=self.clock.now()
         )
+
+    def _failed(self, call: StoredCall, why: str) -> None:
+        """End a call whose run or record failed, as truthfully as the stores allow (R9).
+
+        Its effect may have run once the ledger holds it past ``intent``: then it is
+        ``outcome_unknown``, for an operator to reconcile, never "not executed".
+        Otherwise it is ``interrupted``. A store that still fails leaves the head as it
+        was (``running``), for the lease sweep to settle from the ledger.
+        """
+        with contextlib.suppress(JournalError, LedgerError, OSError):
+            record = self.ledger.find(call.invocation_id)
+            phase = None if record is None else record.phase
+            unknown = phase in {"executing", "unknown", "committed"}
+            status = "outcome_unknown" if unknown else "interrupted"
+            data = {"reason": why, "ledger_phase": phase}
+            note(self.journal, call, "interrupted", data, status=status, now=self.clock.now())
 
     def _tenants(self) -> set[str]:
         return {p.tenant for p in self.config.principals}

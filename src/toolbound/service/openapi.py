@@ -80,6 +80,37 @@ _SUMMARY: Final[dict[str, Any]] = {
 }
 
 
+_READINESS: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["status", "instance", "store", "identity"],
+    "properties": {
+        "status": {"enum": ["ready", "degraded", "unavailable"]},
+        "instance": {"type": "string"},
+        "store": {
+            "type": "object",
+            "required": ["status"],
+            "properties": {
+                "status": {"enum": ["ok", "unavailable"]},
+                "error": {"type": "string"},
+            },
+        },
+        "identity": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["issuer", "status"],
+                "properties": {
+                    "issuer": {"type": "string"},
+                    "status": {"enum": ["ready", "fetching", "not_fetched", "unavailable"]},
+                    "keys": {"type": "integer"},
+                    "error": {"type": ["string", "null"]},
+                },
+            },
+        },
+    },
+}
+
+
 def _listing(key: str, items: Mapping[str, object]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -273,6 +304,20 @@ OPENAPI: Final[dict[str, Any]] = {
                         "Alive",
                     )
                 ),
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "Whether this replica can serve: its store, its identity providers",
+                "security": _PUBLIC,
+                "responses": {
+                    "200": _json(
+                        _READINESS, "Ready (or degraded: an identity provider has no keys)"
+                    ),
+                    "503": _json(
+                        _READINESS, "The store does not answer; Retry-After says when to ask again"
+                    ),
+                },
             }
         },
         "/openapi.json": {

@@ -26,6 +26,7 @@ from toolbound.adapters.http import PROBLEM_JSON, ApiError, idempotency_key, pro
 from toolbound.identity import TokenRefused
 from toolbound.otel import propagation_scope
 from toolbound.service.core import Submission, fingerprint
+from toolbound.service.failures import RETRY_AFTER, unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -62,7 +63,8 @@ async def principal_of(service: Service, headers: Mapping[str, str]) -> Principa
         # A bearer JWT, or a key nobody has: the configuration says which and why.
         return await service.io(service.config.authenticate, key)
     except TokenRefused as refused:
-        raise ApiError(refused.status, refused.code, str(refused)) from None
+        later = RETRY_AFTER if refused.status == 503 else None  # noqa: PLR2004
+        raise ApiError(refused.status, refused.code, str(refused), retry_after=later) from None
 
 
 def request_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -86,11 +88,19 @@ class Proposals:
     async def answer(
         self, headers: Mapping[str, str], body_of: Callable[[], Awaitable[bytes]]
     ) -> Response:
-        """The response to one request; a refusal is a problem document."""
+        """The response to one request; a refusal is a problem document.
+
+        A store that cannot answer now is a 503 with ``Retry-After`` (:mod:`failures`).
+        """
         try:
             return await self._submit(headers, body_of)
         except ApiError as error:
             return problem_response(error)
+        except Exception as exc:
+            down = unavailable(exc)
+            if down is None:
+                raise
+            return problem_response(down)
 
     async def _submit(
         self, headers: Mapping[str, str], body_of: Callable[[], Awaitable[bytes]]
