@@ -198,6 +198,7 @@ _IO_THREADS = 32
 _MAX_CONNECTIONS = 1000
 _KEEP_ALIVE = 5.0
 _BODY_TIMEOUT = 30.0
+_HEADER_TIMEOUT = 10.0
 _CONNECT_TIMEOUT = 5.0
 _STATEMENT_TIMEOUT = 10.0
 _POOL_TIMEOUT = 1.0
@@ -365,6 +366,7 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("cookie_secure", "boolean", "false"),
             ConfigKey("max_connections", _COUNT, str(_MAX_CONNECTIONS)),
             ConfigKey("keep_alive", _SECONDS, _num(_KEEP_ALIVE)),
+            ConfigKey("header_timeout", _SECONDS, _num(_HEADER_TIMEOUT)),
             ConfigKey("body_timeout", _SECONDS, _num(_BODY_TIMEOUT)),
         ),
     ),
@@ -562,6 +564,8 @@ class ServiceConfig:
     """Open connections and requests the server takes at once; more are refused 503."""
     keep_alive: float = _KEEP_ALIVE
     """Seconds an idle connection is kept open for its next request."""
+    header_timeout: float = _HEADER_TIMEOUT
+    """Seconds a client has to send a request's head; slower ones are disconnected."""
     body_timeout: float = _BODY_TIMEOUT
     """Seconds a client has to send a request's body; slower ones are answered 408."""
     timeout: float | None = None
@@ -583,6 +587,27 @@ class ServiceConfig:
             msg = f"[service] console_secret_env names {self.console_secret_env}, which is unset"
             raise ConfigError([ConfigIssue("service.console_secret_env", msg)])
         return value.encode()
+
+    def warnings(self) -> list[str]:
+        """What is valid but likely a mistake: roles no ``role_map`` entry gives.
+
+        A ``[[identity.jwt]]`` table with a ``role_map`` grants only the roles its
+        entries name; a token whose roles are all outside it is refused
+        (``token_roles_unmapped``). Each toolbound role no entry maps to is named, so
+        an operator sees before a token does that, say, nobody can approve through
+        that issuer.
+        """
+        found = []
+        for i, issuer in enumerate(self.identity.issuers):
+            if not issuer.role_map:
+                continue
+            missing = sorted(ROLES - set(issuer.role_map.values()))
+            if missing:
+                found.append(
+                    f"identity.jwt[{i}].role_map: no role of {issuer.issuer} maps to"
+                    f" {', '.join(missing)}; its tokens can never act as {' or '.join(missing)}"
+                )
+        return found
 
     def principal_for(self, key: str) -> Principal | None:
         """The principal whose API key this is, if any (static keys only)."""
@@ -1186,6 +1211,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             cookie_secure=self.flag(service, "service", "cookie_secure"),
             max_connections=self.integer(service, "service", "max_connections", _MAX_CONNECTIONS),
             keep_alive=self.number(service, "service", "keep_alive") or _KEEP_ALIVE,
+            header_timeout=self.number(service, "service", "header_timeout") or _HEADER_TIMEOUT,
             body_timeout=self.number(service, "service", "body_timeout") or _BODY_TIMEOUT,
             timeout=self.number(budgets, "budgets", "timeout"),
             result_budget=result_budget,

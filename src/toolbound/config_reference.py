@@ -322,9 +322,13 @@ KEYS: dict[str, Described] = {
     ),
     "service.keep_alive": Described(
         "seconds an idle connection is kept for its next request (uvicorn's "
-        "`timeout_keep_alive`); a client that sends no complete request head within it "
-        "is disconnected",
+        "`timeout_keep_alive`, whole seconds)",
         "10",
+    ),
+    "service.header_timeout": Described(
+        "seconds a client has to send a request's line and headers, from its first byte "
+        "(or from connecting); a slower one is disconnected",
+        "5",
     ),
     "service.body_timeout": Described(
         "seconds a client has to send a request body once its head arrived; a slower "

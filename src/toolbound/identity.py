@@ -38,6 +38,7 @@ code                       status  meaning
 ``token_expired``          401     past ``exp`` (beyond the clock skew)
 ``token_not_yet_valid``    401     before ``nbf`` or ``iat`` (beyond the clock skew)
 ``token_claim_missing``    401     a required claim, the subject or the tenant is absent
+``token_roles_unmapped``   403     ``role_map`` maps none of the token's roles
 ``identity_unavailable``   503     the issuer's keys (or secret) cannot be had now
 =========================  ======  ===============================================
 
@@ -340,6 +341,7 @@ class Identity:
         except jwt.PyJWTError:
             msg = "not a well-formed JWT"
             raise TokenRefused(msg, code="token_invalid") from None
+        _numeric_dates(unverified)
         issuer = next((i for i in self.issuers if i.issuer == unverified.get("iss")), None)
         if issuer is None:
             msg = f"no trusted issuer is {unverified.get('iss')!r}"
@@ -435,6 +437,22 @@ def _jwt_error(exc: Exception) -> str:
     return next((c.__name__ for c in type(exc).__mro__ if c.__name__ in _JWT_CODES), "")
 
 
+_NUMERIC_DATES = ("exp", "nbf", "iat")
+
+
+def _numeric_dates(claims: Mapping[str, object]) -> None:
+    """RFC 7519 §2: ``exp``, ``nbf`` and ``iat`` are NumericDates, JSON numbers only.
+
+    Checked before any key is fetched: ``"exp": "9999999999"`` is no date, whatever a
+    lenient decoder would make of it.
+    """
+    for name in _NUMERIC_DATES:
+        value = claims.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            msg = f"the {name!r} claim must be a JSON number (a NumericDate), not {value!r}"
+            raise TokenRefused(msg, code="token_invalid")
+
+
 def _principal(issuer: JwtIssuer, claims: Mapping[str, object]) -> Principal:
     subject = claims.get(issuer.subject_claim)
     if not isinstance(subject, str) or not subject:
@@ -458,6 +476,16 @@ def _roles(issuer: JwtIssuer, claims: Mapping[str, object]) -> frozenset[str]:
     if not isinstance(names, list):
         return frozenset()
     found = {n for n in names if isinstance(n, str)}
-    if issuer.role_map:
-        return frozenset(issuer.role_map[n] for n in found if n in issuer.role_map)
-    return frozenset(found & ROLES)
+    if not issuer.role_map:
+        return frozenset(found & ROLES)
+    mapped = frozenset(issuer.role_map[n] for n in found if n in issuer.role_map)
+    if not mapped:
+        # A token whose roles all fall outside the map would act as nobody: say so,
+        # naming the claim and the map, rather than answer every request 403.
+        listed = ", ".join(sorted(issuer.role_map)) or "nothing"
+        msg = (
+            f"none of the token's {issuer.roles_claim!r} claim values ({sorted(found)}) is in"
+            f" the issuer's role_map, which maps {listed}"
+        )
+        raise TokenRefused(msg, code="token_roles_unmapped", status=403)
+    return mapped

@@ -986,6 +986,14 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         )
     ),
     _c(
+        "token_roles_unmapped",
+        None,
+        "R6 R18",
+        "the issuer's role_map maps none of the token's roles: it would act as nobody",
+        raised_as=("TokenRefused", "ApiError"),
+        statuses=(403,),
+    ),
+    _c(
         "identity_unavailable",
         None,
         "R18",
@@ -1108,6 +1116,14 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "the request body is larger than [service] max_body_bytes",
         raised_as=("ApiError",),
         statuses=(413,),
+    ),
+    _c(
+        "body_timeout",
+        None,
+        "R18",
+        "the request body did not arrive within [service] body_timeout (a slow client)",
+        raised_as=("ApiError",),
+        statuses=(408,),
     ),
     _c(
         "internal_error",

@@ -40,6 +40,7 @@ from toolbound.service.proposals import (
     principal_of,
     request_headers,
 )
+from toolbound.service.server import BodyTimeout
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -58,6 +59,9 @@ __all__ = ["authenticate", "create_app"]
 _log = logging.getLogger(__name__)
 # Request bodies are bounded in bytes by BodyLimit; the parser bounds their nesting.
 _BODY_LIMITS = ParseLimits(max_bytes=1 << 62)
+# The members each body takes.
+_DECISION_MEMBERS = frozenset({"digest", "decision", "reason"})
+_RECONCILE_MEMBERS = frozenset({"committed", "evidence"})
 # What the router's own refusals are called.
 _ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
 
@@ -103,6 +107,7 @@ def create_app(
     # Outermost: a body over the limit is refused before anything reads it. Then the
     # API's busiest route, which needs nothing of what follows (see ProposalsRoute).
     middleware = [
+        Middleware(BodyTimeout, seconds=service.config.body_timeout),
         Middleware(BodyLimit, max_bytes=service.config.max_body_bytes),
         Middleware(ProposalsRoute, proposals=api.proposals),
     ]
@@ -114,7 +119,9 @@ def create_app(
         # The front door is the console, where people sign in.
         routes += [Route("/", _to_console, methods=["GET"]), *console_routes(service)]
         routes += tool_review_routes(service)
-        middleware += console_middleware(service.config.console_secret())
+        middleware += console_middleware(
+            service.config.console_secret(), https_only=service.config.cookie_secure
+        )
     app = Starlette(
         routes=routes,
         middleware=middleware,
@@ -326,7 +333,7 @@ class _Api:
 
     async def decide(self, request: Request) -> Response:
         principal = await authenticate(self.service, request)
-        body = await _json(request)
+        body = await _json(request, _DECISION_MEMBERS)
         digest, decision = body.get("digest"), body.get("decision")
         # A tuple: the decision may be any JSON value, and an object is not hashable.
         if not isinstance(digest, str) or decision not in ("approve", "deny"):
@@ -355,7 +362,7 @@ class _Api:
 
     async def reconcile(self, request: Request) -> Response:
         principal = await authenticate(self.service, request)
-        body = await _json(request) if await request.body() else {}
+        body = await _json(request, _RECONCILE_MEMBERS) if await request.body() else {}
         committed = body.get("committed")
         evidence = body.get("evidence", {})
         if committed is not None and not isinstance(committed, bool):
@@ -375,13 +382,22 @@ class _Api:
         return JSONResponse(answer)
 
 
-async def _json(request: Request) -> dict[str, object]:
-    """The body as one strict JSON object (the parse gate's rules), or a 400."""
+async def _json(request: Request, members: frozenset[str]) -> dict[str, object]:
+    """The body as one strict JSON object (the parse gate's rules) of ``members``, or a 400.
+
+    A member the operation does not know is refused, never ignored: a misspelt
+    ``"decison"`` must not leave a decision to its default.
+    """
     try:
-        return dict(parse_arguments(await request.body(), _BODY_LIMITS))
+        body: dict[str, object] = dict(parse_arguments(await request.body(), _BODY_LIMITS))
     except Rejection as r:
         msg = f"the body must be a JSON object: {r.problem.message}"
         raise ApiError(400, "bad_request_body", msg) from None
+    unknown = sorted(set(body) - members)
+    if unknown:
+        msg = f"unknown member(s) {unknown}: this body takes {sorted(members)}"
+        raise ApiError(400, "bad_request_body", msg)
+    return body
 
 
 def summary(call: StoredCall) -> dict[str, object]:

@@ -244,6 +244,7 @@ OPENAPI: Final[dict[str, Any]] = {
             "Decision": {
                 "type": "object",
                 "required": ["digest", "decision"],
+                "additionalProperties": False,
                 "properties": {
                     "digest": {"type": "string", "description": "the digest the person reviewed"},
                     "decision": {"enum": ["approve", "deny"]},
@@ -263,6 +264,7 @@ OPENAPI: Final[dict[str, Any]] = {
                 "description": (
                     "empty: ask the tool; with committed, a person's finding, which needs evidence"
                 ),
+                "additionalProperties": False,
                 "properties": {
                     "committed": {"type": "boolean"},
                     "evidence": {"type": "object", "minProperties": 1},

@@ -10,13 +10,14 @@ failures (inside Starlette's server-error handling) are those of the router's ro
 
 The Idempotency-Key rules (IETF draft): 400 without one; the same key with another
 body is 422; while the first request is still running, 409; after it, its answer
-again with ``Idempotent-Replayed: true``.
+again with ``Idempotent-Replayed: true``. Only what began executing is kept under a
+key, as Stripe and the draft do: a refusal before execution — a 400 body, a 401, a
+403 — and a 503 keep nothing, so the request sent again once its cause is fixed runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING
 
 from starlette.requests import ClientDisconnect
@@ -106,7 +107,6 @@ class Proposals:
         self, headers: Mapping[str, str], body_of: Callable[[], Awaitable[bytes]]
     ) -> Response:
         principal = await principal_of(self.service, headers)
-        io = self.service.io
         header = headers.get("idempotency-key")
         if header is None:
             raise ApiError(
@@ -118,55 +118,75 @@ class Proposals:
         key = idempotency_key(header)
         body = await body_of()
         print_ = fingerprint(body)
-        journal = self.service.journal
-        submission: Submission | None = None
         try:
             submission = Submission.from_body(body)
-        except ApiError as error:
-            refused = error
-        if submission is not None and self.service.is_read(submission):
-            # A read may run twice harmlessly: the key is claimed with the answer, in one
-            # transaction, and a request that loses that race answers the winner's answer.
-            earlier = await io(journal.peek_request, principal.tenant, key, print_)
+        except ApiError:
+            # Refused before it began executing: nothing is kept under the key (R8,
+            # the IETF draft, Stripe). An earlier use of the key still answers.
+            earlier = await self.service.io(
+                self.service.journal.peek_request, principal.tenant, key, print_
+            )
             if earlier is not None:
                 return _answer_earlier(earlier)
-            with propagation_scope(headers) as trace_id:
-                status, text, lost = await self.service.submit(
-                    principal, submission, trace_id=trace_id, request_key=key, fingerprint=print_
-                )
-            if lost is not None:
-                return _answer_earlier(lost)
-            return Response(text, status_code=status, media_type="application/json")
+            raise
+        with propagation_scope(headers) as trace_id:
+            if self.service.is_read(submission):
+                return await self._read(principal, submission, key, print_, trace_id)
+            return await self._write(principal, submission, key, print_, trace_id)
+
+    async def _read(
+        self,
+        principal: Principal,
+        submission: Submission,
+        key: str,
+        print_: str,
+        trace_id: str | None,
+    ) -> Response:
+        """A read may run twice harmlessly: the key is claimed with its answer.
+
+        In one transaction; a request that loses that race answers the winner's answer.
+        The earlier answer's look-up and the run are one hop on the I/O pool.
+        """
+
+        def run() -> ClaimedRequest | tuple[int, str, ClaimedRequest | None]:
+            earlier = self.service.journal.peek_request(principal.tenant, key, print_)
+            if earlier is not None:
+                return earlier
+            return self.service.run_submission(
+                principal, submission, trace_id=trace_id, request_key=key, fingerprint=print_
+            )
+
+        ran = await self.service.io(run)
+        if not isinstance(ran, tuple):
+            return _answer_earlier(ran)
+        status, text, lost = ran
+        if lost is not None:
+            return _answer_earlier(lost)
+        return Response(text, status_code=status, media_type="application/json")
+
+    async def _write(
+        self,
+        principal: Principal,
+        submission: Submission,
+        key: str,
+        print_: str,
+        trace_id: str | None,
+    ) -> Response:
+        """A write claims its key first; the key keeps only what began executing."""
+        io = self.service.io
         claim = await io(self._claim, principal, key, print_)
         if claim.kind != "new":
             return _answer_earlier(claim)
-        if submission is None:
-            # A refused request has an answer too: the same key gets it again.
-            await io(
-                journal.finish_request,
-                principal.tenant,
-                key,
-                refused.status,
-                json.dumps(refused.problem()),
-            )
-            raise refused
         try:
-            with propagation_scope(headers) as trace_id:
-                status, text, _ = await self.service.submit(
-                    principal, submission, trace_id=trace_id, request_key=key
-                )
-        except ApiError as error:
-            # A refused request has an answer too: the same key gets it again.
-            await io(
-                journal.finish_request,
-                principal.tenant,
-                key,
-                error.status,
-                json.dumps(error.problem()),
+            status, text, _ = await self.service.submit(
+                principal, submission, trace_id=trace_id, request_key=key
             )
-            raise
         except BaseException:
-            await asyncio.shield(io(journal.release_request, principal.tenant, key))
+            # A refusal before execution (a 403, a 400) or a failure: the key is freed,
+            # so the request, sent again once its cause is fixed, runs (IETF draft). A
+            # call that began executing keeps its ledger record, which keeps it from
+            # running twice (R8).
+            await asyncio.shield(io(self.service.journal.release_request, principal.tenant, key))
             raise
         return Response(text, status_code=status, media_type="application/json")
 
