@@ -43,6 +43,8 @@ from toolbound.journal._records import (
     ClaimedRequest,
     Finish,
     JournalError,
+    Notice,
+    NoticeKind,
     StoredCall,
     Surface,
     call_event,
@@ -64,6 +66,8 @@ __all__ = [
     "Finish",
     "Journal",
     "JournalError",
+    "Notice",
+    "NoticeKind",
     "PostgresJournal",
     "SQLCursor",
     "SQLiteJournal",
@@ -185,6 +189,18 @@ class Journal(Protocol):
         transaction: across processes, exactly one decision is recorded. With
         ``owner``, the process recording it holds the call for ``lease`` seconds, to
         run it.
+        """
+        ...
+
+    def notices(self, tenant: str, *, after: str | None = None, limit: int = 100) -> list[Notice]:
+        """``tenant``'s notices after the one whose cursor is ``after``, oldest first.
+
+        Each call is ``parked``, ``decided``, ``finished`` (after a decision),
+        ``outcome_unknown`` or ``reconciled`` at most once; each notice is written in
+        the transaction that made it true, whichever process or surface wrote it.
+        Read again with the last notice's :attr:`~Notice.cursor` to go on: a notice
+        is never skipped, nor read twice, whatever commits meanwhile. An ``after``
+        that is not a cursor raises ``JournalError`` (``bad_cursor``).
         """
         ...
 

@@ -15,6 +15,8 @@ __all__ = [
     "ClaimedRequest",
     "Finish",
     "JournalError",
+    "Notice",
+    "NoticeKind",
     "StoredCall",
     "Surface",
     "call_event",
@@ -63,6 +65,29 @@ class StoredCall:
     """The Idempotency-Key of the request that submitted it, if any."""
     surface: Surface = "service"
     """Which surface ran the call; rows from before surfaces were kept are the service's."""
+
+
+NoticeKind = Literal["parked", "decided", "finished", "outcome_unknown", "reconciled"]
+"""What happened to a call that someone outside it may wait for (:class:`Notice`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notice:
+    """One thing that happened to a call, in the journal's feed of its tenant.
+
+    A call is ``parked`` for a person, ``decided`` by one, ``finished`` after a
+    decision, ``outcome_unknown`` (R9) or ``reconciled``: each at most once. The feed
+    is read in order after a ``cursor`` (opaque text: :meth:`Journal.notices`), so a
+    reader that stops can go on where it was, from any process.
+    """
+
+    cursor: str
+    kind: NoticeKind
+    tenant: str
+    invocation_id: str
+    at: datetime
+    body: Mapping[str, object]
+    """The call as it stood: tool, subject, status, state, digest, decision, surface."""
 
 
 @dataclass(frozen=True, slots=True)

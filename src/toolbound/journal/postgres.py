@@ -35,6 +35,12 @@ class PostgresJournal(SQLJournal):
 
     _mark = "%s"
     _now = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+    # Transactions commit out of order, so a sequence number could be read past before
+    # a lower one commits. A notice's place is its transaction's id instead, and a
+    # reader takes only those of transactions older than every one still running:
+    # nothing can commit behind them.
+    _pos = "pg_current_xact_id()::text::bigint"
+    _settled = " AND pos < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
     def __init__(self, conninfo: str, *, max_size: int = 8, timeout: float = 10.0) -> None:
         try:
