@@ -1044,6 +1044,14 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         statuses=(400,),
     ),
     _c(
+        "bad_cursor",
+        None,
+        "R18",
+        "the event stream's Last-Event-ID (or after) is not a cursor it gave",
+        raised_as=("ApiError", "JournalError"),
+        statuses=(400,),
+    ),
+    _c(
         "bad_form",
         None,
         "R18",

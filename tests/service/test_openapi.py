@@ -141,7 +141,15 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
         ("GET", "/v1/invocations/{invocation_id}", 200): lambda: client.get(
             f"/v1/invocations/{ids['parked']['invocation_id']}", headers=key("ana")
         ),
+        ("GET", "/v1/invocations/{invocation_id}", 400): lambda: client.get(
+            f"/v1/invocations/{ids['parked']['invocation_id']}?wait=forever", headers=key("ana")
+        ),
         ("GET", "/v1/invocations/{invocation_id}", 401): lambda: client.get("/v1/invocations/x"),
+        ("GET", "/v1/events", 200): lambda: client.get(
+            "/v1/events?timeout=0.2", headers=key("ana")
+        ),
+        ("GET", "/v1/events", 400): lambda: client.get("/v1/events?after=now", headers=key("ana")),
+        ("GET", "/v1/events", 401): lambda: client.get("/v1/events"),
         ("GET", "/v1/invocations/{invocation_id}", 404): lambda: client.get(
             "/v1/invocations/nope", headers=key("ana")
         ),
@@ -218,6 +226,8 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
                 media = "application/json"  # the readiness report, whatever it says
             if path == "/metrics" and status == 200:
                 media = METRICS_TYPE
+            if path == "/v1/events" and status == 200:
+                media = "text/event-stream; charset=utf-8"
             assert r.headers["content-type"] == media, (method, path, status)
 
 
@@ -228,6 +238,8 @@ RUNS = [
     for method, operation in item.items()
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
     if mode is GenerationMode.POSITIVE or "parameters" in operation or "requestBody" in operation
+    # A stream stays open as long as asked (up to an hour): its statuses are probed above.
+    if path != "/v1/events"
 ]
 
 

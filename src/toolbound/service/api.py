@@ -31,6 +31,7 @@ from starlette.routing import Route
 from toolbound._errors import Rejection
 from toolbound.adapters.http import ApiError, BodyLimit, problem_response, reason_from
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.service import waiting
 from toolbound.service.failures import RETRY_AFTER, unavailable
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 from toolbound.service.proposals import (
@@ -95,6 +96,7 @@ def create_app(
             methods=["POST"],
         ),
         Route("/v1/confirmations", api.guarded(api.pending), methods=["GET"]),
+        Route("/v1/events", api.guarded(api.events), methods=["GET"]),
         Route("/v1/unknown", api.guarded(api.unknown), methods=["GET"]),
         Route("/metrics", api.guarded(api.metrics), methods=["GET"]),
         Route(
@@ -316,10 +318,17 @@ class _Api:
 
     async def get_call(self, request: Request) -> Response:
         principal = await authenticate(self.service, request)
-        call = await self.service.io(
-            self.service.get, principal, request.path_params["invocation_id"]
-        )
+        invocation_id = request.path_params["invocation_id"]
+        wait = waiting.seconds(request, "wait", most=waiting.MAX_WAIT, default=None)
+        if wait is None:
+            call = await self.service.io(self.service.get, principal, invocation_id)
+        else:
+            call = await waiting.settled_call(self.service, principal, invocation_id, wait, request)
         return JSONResponse(detail(call))
+
+    async def events(self, request: Request) -> Response:
+        principal = await authenticate(self.service, request)
+        return await waiting.events(self.service, principal, request)
 
     async def trace(self, request: Request) -> Response:
         principal = await authenticate(self.service, request)

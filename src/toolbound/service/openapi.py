@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from toolbound.adapters.http import MAX_IDEMPOTENCY_KEY, PROBLEM_JSON, REASON_INPUT_CHARS
 from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from toolbound.service.waiting import MAX_STREAM, MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -49,8 +50,8 @@ def _answers(*statuses: int, **ok: dict[str, Any]) -> dict[str, Any]:
 
 
 _PROBLEMS: Final[dict[int, str]] = {
-    400: "A malformed body, query or header (bad_request_body, bad_query, evidence_missing,"
-    " idempotency_key_missing, idempotency_key_invalid)",
+    400: "A malformed body, query or header (bad_request_body, bad_query, bad_cursor,"
+    " evidence_missing, idempotency_key_missing, idempotency_key_invalid)",
     401: "No API key, or an unknown one (unauthenticated)",
     403: "The key's principal lacks the role, or the four-eyes rule (forbidden, four_eyes)",
     404: "No such invocation in this tenant (not_found)",
@@ -383,8 +384,21 @@ OPENAPI: Final[dict[str, Any]] = {
         "/v1/invocations/{invocation_id}": {
             "get": {
                 "summary": "One invocation: request, answer, human evidence, state",
-                "parameters": [_ID],
-                "responses": _answers(401, 404, s200=_json(_SUMMARY, "The invocation")),
+                "description": (
+                    "With wait, the answer comes as soon as the call is settled (no longer"
+                    " waiting for a person nor running), or after that many seconds: the"
+                    " call as it stands then, either way."
+                ),
+                "parameters": [
+                    _ID,
+                    {
+                        "name": "wait",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_WAIT},
+                    },
+                ],
+                "responses": _answers(400, 401, 404, s200=_json(_SUMMARY, "The invocation")),
             }
         },
         "/v1/invocations/{invocation_id}/trace": {
@@ -432,6 +446,44 @@ OPENAPI: Final[dict[str, Any]] = {
                 "summary": "Calls waiting for a person",
                 "responses": _answers(
                     401, s200=_json(_listing("confirmations", _SUMMARY), "Pending calls")
+                ),
+            }
+        },
+        "/v1/events": {
+            "get": {
+                "summary": "The tenant's call events as server-sent events, resumable",
+                "description": (
+                    "Events parked, decided, finished, outcome_unknown and reconciled; each"
+                    " event's id is its cursor. Reconnect with Last-Event-ID (or after) to go"
+                    " on where the stream ended; it ends after timeout seconds."
+                ),
+                "parameters": [
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "timeout",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_STREAM},
+                    },
+                ],
+                "responses": _answers(
+                    400,
+                    401,
+                    s200={
+                        "description": "A stream of events (text/event-stream)",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
                 ),
             }
         },
