@@ -80,7 +80,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from toolbound._errors import ConfigurationError, SchemaError, SpecError, ToolboundError
 from toolbound._model import Action, EffectClass, ToolSpec
@@ -123,6 +123,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ROLES",
     "TABLES",
+    "WEBHOOK_EVENTS",
     "ConfigError",
     "ConfigIssue",
     "ConfigKey",
@@ -133,6 +134,7 @@ __all__ = [
     "ServiceConfig",
     "StoreTimeouts",
     "TelemetryConfig",
+    "WebhookConfig",
     "check_tables",
     "hash_key",
     "load_config",
@@ -142,6 +144,8 @@ __all__ = [
 ]
 
 Role = Literal["agent", "approver", "operator"]
+WEBHOOK_EVENTS: Final = ("parked", "decided", "finished", "outcome_unknown", "reconciled")
+"""What a ``[[webhook]]`` may be told of: the journal's notices (``Journal.notices``)."""
 _EFFECTS: frozenset[str] = frozenset(
     {"pure", "read", "reversible_write", "irreversible_write", "open_world"}
 )
@@ -266,6 +270,24 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey(
                 "roles", "table of JSON pointer → role", "{}", choices=frozenset(PARAMETER_ROLES)
             ),
+        ),
+    ),
+    ConfigTable(
+        path="webhook",
+        array=True,
+        keys=(
+            ConfigKey("name", "string", required=True),
+            ConfigKey("url", "http(s) URL", required=True),
+            ConfigKey("secret_env", "environment variable name", required=True),
+            ConfigKey(
+                "events",
+                _STRINGS,
+                '["parked", "decided", "outcome_unknown", "reconciled"]',
+                choices=frozenset(WEBHOOK_EVENTS),
+            ),
+            ConfigKey("tenant", "string"),
+            ConfigKey("allow_destinations", _STRINGS, "[]"),
+            ConfigKey("timeout", _SECONDS, "10.0"),
         ),
     ),
     ConfigTable(
@@ -467,6 +489,25 @@ class HttpToolConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookConfig:
+    """A ``[[webhook]]``: where the call events go, signed, and which of them.
+
+    ``secret_env`` names the environment variable holding the signing secret (the
+    Standard Webhooks form, ``whsec_`` and base64); ``tenant`` limits it to one
+    tenant's calls (every tenant's otherwise); ``allow_destinations`` lists the internal
+    networks or hosts it may reach, as for HTTP tools (all refused otherwise).
+    """
+
+    name: str
+    url: str
+    secret_env: str
+    events: tuple[str, ...] = ("parked", "decided", "outcome_unknown", "reconciled")
+    tenant: str | None = None
+    allow_destinations: tuple[str, ...] = ()
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TelemetryConfig:
     """Where spans and metrics go: nowhere (the default), the console, or OTLP/HTTP."""
 
@@ -573,6 +614,7 @@ class ServiceConfig:
     retention: timedelta = timedelta(days=30)
     telemetry: TelemetryConfig = TelemetryConfig()
     provenance: ProvenanceConfig = ProvenanceConfig()
+    webhooks: tuple[WebhookConfig, ...] = ()
 
     def console_secret(self) -> bytes | None:
         """The console's session-signing secret, from ``[service] console_secret_env``.
@@ -1174,6 +1216,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         days = self.integer(retention, "retention", "days", 30)
         telemetry = self.telemetry(self.table(raw, "telemetry"))
         provenance = self.provenance(self.table(raw, "provenance"))
+        webhooks = self.webhooks(self.tables(raw, "webhook"))
         result_budget = budgets.get("result_budget")
         if result_budget is not None and (
             isinstance(result_budget, bool)
@@ -1218,7 +1261,42 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             retention=timedelta(days=days),
             telemetry=telemetry,
             provenance=provenance,
+            webhooks=webhooks,
         )
+
+    def webhooks(self, tables: list[Mapping[str, object]]) -> tuple[WebhookConfig, ...]:
+        """The ``[[webhook]]`` destinations, each name once."""
+        found: list[WebhookConfig] = []
+        for i, raw in enumerate(tables):
+            path = f"webhook[{i}]"
+            self.known(raw, path, _allowed("webhook"))
+            name = self.string(raw, path, "name")
+            url = self.string(raw, path, "url")
+            if url and not url.startswith(("https://", "http://")):
+                self.fail(f"{path}.url", _expected("an http(s) URL", url))
+            events = self.strings(raw, path, "events") if "events" in raw else None
+            for event in events or ():
+                if event not in WEBHOOK_EVENTS:
+                    self.fail(
+                        f"{path}.events", f"unknown event {event!r} ({', '.join(WEBHOOK_EVENTS)})"
+                    )
+            tenant = raw.get("tenant")
+            if tenant is not None and (not isinstance(tenant, str) or not tenant):
+                self.fail(f"{path}.tenant", _expected("a tenant name", tenant))
+            if any(w.name == name for w in found):
+                self.fail(f"{path}.name", f"another [[webhook]] is named {name!r}")
+            found.append(
+                WebhookConfig(
+                    name=name,
+                    url=url,
+                    secret_env=self.string(raw, path, "secret_env"),
+                    **({"events": events} if events else {}),
+                    tenant=tenant if isinstance(tenant, str) and tenant else None,
+                    allow_destinations=self.strings(raw, path, "allow_destinations"),
+                    timeout=self.number(raw, path, "timeout") or 10.0,
+                )
+            )
+        return tuple(found)
 
     def issuers(self, identity: Mapping[str, object], source: Path | None) -> list[JwtIssuer]:
         """The ``[[identity.jwt]]`` issuers, each trusted once."""

@@ -65,6 +65,9 @@ TABLE_NOTES: dict[str, str] = {
     "grant.scope[kind=id]": "Only resources with the listed ids (a calendar id, say).",
     "grant.limits[kind=number]": "Bounds on a number in the arguments.",
     "grant.limits[kind=rate]": "At most so many calls in a sliding window, per subject.",
+    "webhook": "Where the call events go, signed as the Standard Webhooks specification "
+    "says, at least once, from an outbox in the journal; see "
+    "[webhooks](service.md#webhooks).",
     "service": "The HTTP service and its console.",
     "budgets": "Bounds on every call the service runs.",
     "retention": "How long the service keeps what it answered (its journal).",
@@ -180,6 +183,29 @@ KEYS: dict[str, Described] = {
         "what the key may do: submit calls, confirm them, read traces and reconcile",
         '["agent"]',
     ),
+    "webhook.name": Described(
+        "the webhook's name, in logs and the deliveries' record", '"ops-desk"'
+    ),
+    "webhook.url": Described("where each event is POSTed", '"https://hooks.example.com/toolbound"'),
+    "webhook.secret_env": Described(
+        "the environment variable holding the signing secret (`whsec_` and base64)",
+        '"TOOLBOUND_HOOK_SECRET"',
+    ),
+    "webhook.events": Described(
+        "the call events sent: a call parked for a person, decided, finished after a "
+        "decision, of unknown outcome, reconciled",
+        '["parked", "decided"]',
+    ),
+    "webhook.tenant": Described(
+        "only this tenant's calls", '"acme"', "every tenant's calls", snippet=False
+    ),
+    "webhook.allow_destinations": Described(
+        "internal networks or hosts the webhook may reach (the egress rules of HTTP tools "
+        "refuse them otherwise)",
+        '["10.20.0.0/16"]',
+        snippet=False,
+    ),
+    "webhook.timeout": Described("seconds to wait for the receiver's answer", "5.0"),
     "identity.jwt": Described(
         "the trusted issuers, one `[[identity.jwt]]` table each",
         "[]",

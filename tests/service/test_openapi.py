@@ -150,6 +150,13 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
         ),
         ("GET", "/v1/events", 400): lambda: client.get("/v1/events?after=now", headers=key("ana")),
         ("GET", "/v1/events", 401): lambda: client.get("/v1/events"),
+        ("GET", "/v1/webhooks/deliveries", 200): lambda: client.get(
+            "/v1/webhooks/deliveries", headers=key("ops")
+        ),
+        ("GET", "/v1/webhooks/deliveries", 401): lambda: client.get("/v1/webhooks/deliveries"),
+        ("GET", "/v1/webhooks/deliveries", 403): lambda: client.get(
+            "/v1/webhooks/deliveries", headers=key("agent")
+        ),
         ("GET", "/v1/invocations/{invocation_id}", 404): lambda: client.get(
             "/v1/invocations/nope", headers=key("ana")
         ),

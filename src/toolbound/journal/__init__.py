@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from toolbound.journal._records import (
     ClaimedRequest,
+    Delivery,
+    DeliveryAttempt,
     Finish,
     JournalError,
     Notice,
@@ -63,6 +65,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ClaimedRequest",
+    "Delivery",
+    "DeliveryAttempt",
     "Finish",
     "Journal",
     "JournalError",
@@ -202,6 +206,49 @@ class Journal(Protocol):
         is never skipped, nor read twice, whatever commits meanwhile. An ``after``
         that is not a cursor raises ``JournalError`` (``bad_cursor``).
         """
+        ...
+
+    # -- the webhook outbox (toolbound.journal._webhooks) ------------------------------
+
+    def webhook_cursor(self, webhook: str, tenant: str) -> str | None:
+        """Where ``webhook``'s copy of ``tenant``'s feed stands (None: at its start)."""
+        ...
+
+    def webhook_enqueue(
+        self,
+        webhook: str,
+        tenant: str,
+        notices: Sequence[Notice],
+        *,
+        cursor: str,
+        payloads: Sequence[str],
+        now: datetime,
+    ) -> None:
+        """Add a delivery per notice (once each) and move the cursor, in one transaction."""
+        ...
+
+    def webhook_claim(self, owner: str, *, lease: float, limit: int = 20) -> list[Delivery]:
+        """Due deliveries no one holds, now held by ``owner`` for ``lease`` seconds."""
+        ...
+
+    def webhook_attempted(
+        self,
+        delivery: Delivery,
+        *,
+        owner: str,
+        at: datetime,
+        status: int | None,
+        error: str | None,
+        delivered: bool,
+        retry_in: float | None,
+    ) -> None:
+        """Record a try; delivered, due again in ``retry_in`` seconds, or given up (None)."""
+        ...
+
+    def webhook_deliveries(
+        self, *, tenant: str | None = None, limit: int = 100
+    ) -> list[tuple[Delivery, list[DeliveryAttempt]]]:
+        """The newest deliveries with every try of each, for operators."""
         ...
 
     def purge(self, *, before: datetime) -> int:

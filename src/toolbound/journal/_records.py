@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ClaimedRequest",
+    "Delivery",
+    "DeliveryAttempt",
     "Finish",
     "JournalError",
     "Notice",
@@ -88,6 +90,43 @@ class Notice:
     at: datetime
     body: Mapping[str, object]
     """The call as it stood: tool, subject, status, state, digest, decision, surface."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    """One notice on its way to one ``[[webhook]]``: what is sent, and how it went.
+
+    ``payload`` is the JSON body, signed and sent as it is on every try; ``next_at``
+    is when the next try is due (seconds since the epoch, the database's clock).
+    """
+
+    webhook: str
+    invocation_id: str
+    kind: str
+    tenant: str
+    payload: str
+    created_at: datetime
+    attempts: int
+    next_at: float
+    delivered_at: datetime | None = None
+    gave_up_at: datetime | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+
+    @property
+    def message_id(self) -> str:
+        """The Standard Webhooks ``webhook-id``: the same on every try of this delivery."""
+        return f"msg_{self.invocation_id}_{self.kind}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryAttempt:
+    """One try of a delivery: when, the receiver's status (if it answered), the error."""
+
+    n: int
+    at: datetime
+    status: int | None
+    error: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from toolbound.journal._records import (
     call_event,
 )
 from toolbound.journal._requests import RequestsSQL, SessionsSQL, iso
+from toolbound.journal._webhooks import WebhooksSQL
 from toolbound.journal.schema import COLUMNS, dumps
 from toolbound.trace import TraceEvent, encode_event
 
@@ -42,7 +43,7 @@ _ENDED = frozenset({"observed", "rejected", "failed", "cancelled", "interrupted"
 """Statuses that end a call; a decided call ending so gives a ``finished`` notice."""
 
 
-class SQLJournal(RequestsSQL, SessionsSQL):
+class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
     """Calls as one record: a head row and its events, written in one transaction."""
 
     def put_call(

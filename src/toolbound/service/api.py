@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from toolbound.config import Principal
-    from toolbound.journal import StoredCall
+    from toolbound.journal import Delivery, DeliveryAttempt, StoredCall
     from toolbound.ledger.store import LedgerRecord
     from toolbound.service.core import Service
 
@@ -97,6 +97,7 @@ def create_app(
         ),
         Route("/v1/confirmations", api.guarded(api.pending), methods=["GET"]),
         Route("/v1/events", api.guarded(api.events), methods=["GET"]),
+        Route("/v1/webhooks/deliveries", api.guarded(api.deliveries), methods=["GET"]),
         Route("/v1/unknown", api.guarded(api.unknown), methods=["GET"]),
         Route("/metrics", api.guarded(api.metrics), methods=["GET"]),
         Route(
@@ -162,6 +163,7 @@ async def _internal_problem(_request: Request, exc: Exception) -> Response:
 
 
 _PURGE_EVERY = 3600.0  # seconds between applications of the retention period
+_WEBHOOK_EVERY = 1.0  # seconds between rounds of webhook deliveries
 _READY_WAIT = 1.0  # seconds /readyz waits for the store
 
 
@@ -174,9 +176,11 @@ def _lifespan(service: Service) -> Callable[[Starlette], AbstractAsyncContextMan
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         retention = asyncio.create_task(_retention(service))
         leases = asyncio.create_task(_leases(service))
+        webhooks = asyncio.create_task(_webhook_rounds(service))
         try:
             yield
         finally:
+            webhooks.cancel()
             leases.cancel()
             retention.cancel()
             # Off the loop: closing waits for the I/O pool's work, then closes the stores.
@@ -198,6 +202,19 @@ async def _retention(service: Service) -> None:
         except Exception:  # noqa: BLE001 - the loop must outlive any one failure
             _log.exception("applying the retention period failed; trying again later")
         await asyncio.sleep(_PURGE_EVERY)
+
+
+async def _webhook_rounds(service: Service) -> None:
+    """Send ``[[webhook]]`` deliveries about once a second, on the I/O pool, if any."""
+    webhooks = service.webhooks
+    if webhooks is None:
+        return
+    while True:
+        try:
+            await service.io(webhooks.round)
+        except Exception:  # noqa: BLE001 - the loop must outlive any one failure
+            _log.exception("sending webhook deliveries failed; trying again")
+        await asyncio.sleep(_WEBHOOK_EVERY)
 
 
 async def _leases(service: Service) -> None:
@@ -326,6 +343,15 @@ class _Api:
             call = await waiting.settled_call(self.service, principal, invocation_id, wait, request)
         return JSONResponse(detail(call))
 
+    async def deliveries(self, request: Request) -> Response:
+        principal = await authenticate(self.service, request)
+        if "operator" not in principal.roles:
+            raise ApiError(403, "forbidden", f"{principal.name} lacks the operator role")
+        found = await self.service.io(
+            self.service.journal.webhook_deliveries, tenant=principal.tenant
+        )
+        return JSONResponse({"deliveries": [delivery_json(d, a) for d, a in found]})
+
     async def events(self, request: Request) -> Response:
         principal = await authenticate(self.service, request)
         return await waiting.events(self.service, principal, request)
@@ -443,4 +469,23 @@ def unknown_json(record: LedgerRecord) -> dict[str, object]:
         "deadline": record.deadline.isoformat(),
         "updated_at": record.updated_at.isoformat(),
         "evidence": [dict(e) for e in record.evidence],
+    }
+
+
+def delivery_json(delivery: Delivery, attempts: list[DeliveryAttempt]) -> dict[str, object]:
+    """One webhook delivery and every try of it, for operators."""
+    return {
+        "webhook": delivery.webhook,
+        "webhook_id": delivery.message_id,
+        "invocation_id": delivery.invocation_id,
+        "kind": delivery.kind,
+        "created_at": delivery.created_at.isoformat(),
+        "delivered_at": None
+        if delivery.delivered_at is None
+        else delivery.delivered_at.isoformat(),
+        "gave_up_at": None if delivery.gave_up_at is None else delivery.gave_up_at.isoformat(),
+        "attempts": [
+            {"n": a.n, "at": a.at.isoformat(), "status": a.status, "error": a.error}
+            for a in attempts
+        ],
     }

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from toolbound.journal import Journal
     from toolbound.ledger.store import LedgerRecord
     from toolbound.registry import Registry, ToolSet
+    from toolbound.service.webhooks import Webhooks
     from toolbound.trace import TraceSink
 
 __all__ = ["Service", "Submission"]
@@ -226,11 +227,15 @@ class Service:
         """The one confirmation desk, over the calls parked in the journal (R7)."""
         self.metrics.count_pending(self.desk)
         self.sessions = Sessions(self.journal, self.registry, config.provenance, self.clock)
+        self.webhooks = _webhooks(self, config)
+        """The ``[[webhook]]`` senders (None without any): the lifespan runs their rounds."""
         self.recovered = self.recover()
 
     def close(self) -> None:
         """Stop the runtime, flush telemetry and release the stores."""
         self.runtime.close()
+        if self.webhooks is not None:
+            self.webhooks.close()
         for sink in self._sinks:
             shutdown = getattr(sink, "shutdown", None)
             if shutdown is not None:
@@ -668,6 +673,21 @@ def _proposal(request: dict[str, object]) -> Proposal:
 
 def _interrupted(journal: Journal, call: StoredCall, now: datetime, why: str) -> None:
     note(journal, call, "interrupted", {"reason": why}, status="interrupted", now=now)
+
+
+def _webhooks(service: Service, config: ServiceConfig) -> Webhooks | None:
+    if not config.webhooks:
+        return None
+    # Imported here: httpx and the signing library are needed only with webhooks.
+    from toolbound.service.webhooks import Webhooks  # noqa: PLC0415
+
+    return Webhooks(
+        service.journal,
+        config.webhooks,
+        tenants=service._tenants,  # noqa: SLF001 - the service's own view of its tenants
+        owner=service.instance_id,
+        clock=service.clock,
+    )
 
 
 class StoredConfirmations:

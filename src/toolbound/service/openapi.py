@@ -487,6 +487,18 @@ OPENAPI: Final[dict[str, Any]] = {
                 ),
             }
         },
+        "/v1/webhooks/deliveries": {
+            "get": {
+                "summary": "The tenant's webhook deliveries, with every try of each (operator)",
+                "responses": _answers(
+                    401,
+                    403,
+                    s200=_json(
+                        _listing("deliveries", {"type": "object"}), "Deliveries and their tries"
+                    ),
+                ),
+            }
+        },
         "/metrics": {
             "get": {
                 "summary": "Prometheus metrics: calls by tool and outcome, durations, pending",
