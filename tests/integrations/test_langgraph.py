@@ -553,6 +553,21 @@ def test_a_denied_write_never_runs(guarded: World):
     assert guarded.bank.payments == []
 
 
+def test_a_denial_s_reason_is_told_to_the_model(guarded: World):
+    """Deny with a reason: the model reads the person's words, quoted and attributed."""
+    graph = agent(guarded.node(), PAY_25, checkpointer=InMemorySaver())
+    (pause,) = graph.invoke(ask(), config())["__interrupt__"]
+
+    answer = deny(pause, approver="alice", reason="Leo was paid yesterday")
+    done = graph.invoke(Command(resume=answer), config())
+
+    (message,) = tool_messages(done)
+    assert error_code(message) == "denied_by_person"
+    assert "Leo was paid yesterday" in str(message.content)
+    assert "alice" in str(message.content)
+    assert guarded.bank.payments == []
+
+
 def test_a_malformed_answer_is_refused_and_the_question_stays_open(guarded: World):
     """An answer that is not Answer-shaped raises; nothing runs; a proper answer still works."""
     graph = agent(guarded.node(), PAY_25, checkpointer=InMemorySaver())

@@ -477,6 +477,25 @@ def test_a_denied_write_never_runs_and_the_model_is_told(guard):
     assert g.runtime.pending() == []
 
 
+def test_a_denial_s_reason_reaches_the_model_and_the_trace(guard):
+    """Deny with a reason: the model's refusal and the runtime's record carry the words."""
+    payments = Payments()
+    g = guard(payments)
+    script = Script([pay_call('{"amount": 500}')])
+    agent = g.agent(script)
+    first = agent.run_sync("pay 5 euros")
+
+    refusal = g.toolset.decide(
+        g.waiting(first), {"c1": False}, approver="mira", reasons={"c1": "not this month"}
+    )
+    agent.run_sync(message_history=first.all_messages(), deferred_tool_results=refusal)
+
+    assert payments.sent == []
+    (seen,) = script.seen
+    assert error_of(seen)["message"] == 'denied by a person (mira), who said: "not this month"'
+    assert "not this month" in g.outcomes[1].message.text
+
+
 def test_an_inline_handler_can_decide_through_the_toolset(guard):
     """HandleDeferredToolCalls answering with ``decide``: approved and run within one run."""
     payments = Payments()

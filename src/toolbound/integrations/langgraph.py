@@ -91,7 +91,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, assert_never, cast
 
 try:
     from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
@@ -182,7 +182,8 @@ class Decision(TypedDict):
     """A person's decision on one call, naming what they were shown of it.
 
     The call's id, the digest of its normalized arguments, and the subject it runs
-    for: the decision applies to that call only while all three still hold.
+    for: the decision applies to that call only while all three still hold. A denial
+    may carry the person's ``reason``, which the model is told (``denied_by_person``).
     """
 
     call_id: str
@@ -190,6 +191,7 @@ class Decision(TypedDict):
     subject: str
     approved: bool
     approver: str
+    reason: NotRequired[str]
 
 
 @with_config(ConfigDict(strict=True, extra="forbid"))
@@ -222,10 +224,18 @@ def deny(
     pending: Interrupt | Mapping[str, object],
     *,
     approver: str,
+    reason: str | None = None,
     calls: Iterable[str] | None = None,
 ) -> Answer:
-    """Refuse the calls a :data:`CONFIRMATION` interrupt showed (all, or ``calls`` by id)."""
-    return _answer(pending, approver=approver, approved=False, calls=calls)
+    """Refuse the calls a :data:`CONFIRMATION` interrupt showed (all, or ``calls`` by id).
+
+    ``reason``, the person's words, is traced with each denial and told to the model.
+    """
+    answer = _answer(pending, approver=approver, approved=False, calls=calls)
+    if reason is not None:
+        for decision in answer["decisions"]:
+            decision["reason"] = reason
+    return answer
 
 
 def _answer(
@@ -629,7 +639,7 @@ def _settle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
             outcomes[i] = (
                 runtime.approve(call.invocation_id, digest=decision["digest"], approver=who)
                 if decision["approved"]
-                else runtime.deny(call.invocation_id, digest=decision["digest"], approver=who)
+                else _refuse(runtime, call, decision)
             )
     return outcomes
 
@@ -646,9 +656,19 @@ async def _asettle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
                 await runtime.aapprove(call.invocation_id, digest=decision["digest"], approver=who)
                 if decision["approved"]
                 # A refusal runs nothing, so it needs no async variant.
-                else runtime.deny(call.invocation_id, digest=decision["digest"], approver=who)
+                else _refuse(runtime, call, decision)
             )
     return outcomes
+
+
+def _refuse(runtime: Runtime, call: AwaitingConfirmation, decision: Decision) -> Outcome:
+    """The person's denial of ``call``, with their reason when they gave one (R7)."""
+    return runtime.deny(
+        call.invocation_id,
+        digest=decision["digest"],
+        approver=decision["approver"],
+        reason=decision.get("reason"),
+    )
 
 
 def _waiting(outcomes: list[Outcome]) -> dict[int, AwaitingConfirmation]:

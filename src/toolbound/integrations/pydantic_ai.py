@@ -315,6 +315,7 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         decisions: Mapping[str, bool],
         *,
         approver: str,
+        reasons: Mapping[str, str] | None = None,
     ) -> DeferredToolResults:
         """A person's decisions on parked calls, as results to resume the run with.
 
@@ -323,8 +324,9 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         the call's ``metadata["toolbound"]`` — the arguments the person was shown —
         by ``approver`` (R7). An approval resumes exactly that call, once; a denial
         ends it at once (``denied_by_person``) and the model is told so in toolbound's
-        encoding. Raises :class:`~toolbound.ConfigurationError` for a call id that is
-        not a toolbound call waiting for confirmation, and
+        encoding, with the person's words from ``reasons`` (by call id) where given.
+        Raises :class:`~toolbound.ConfigurationError` for a call id that is not a
+        toolbound call waiting for confirmation, and
         :class:`~toolbound.ConfirmationMismatch` when the runtime no longer holds it.
         """
         results = DeferredToolResults()
@@ -340,7 +342,10 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
                 results.approvals[call_id] = ToolApproved()
                 results.metadata[call_id] = {_META: {"confirmation": confirmation.as_json()}}
             else:
-                outcome = self._runtime.deny(invocation_id, digest=digest, approver=approver)
+                reason = None if reasons is None else reasons.get(call_id)
+                outcome = self._runtime.deny(
+                    invocation_id, digest=digest, approver=approver, reason=reason
+                )
                 self._forget(invocation_id)
                 self._report(outcome)
                 results.approvals[call_id] = ToolDenied(outcome.message.text)
