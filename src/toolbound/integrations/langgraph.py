@@ -141,6 +141,7 @@ __all__ = [
     "approve",
     "as_tools",
     "deny",
+    "edit",
     "tool_schemas",
     "tools_condition",
 ]
@@ -184,6 +185,8 @@ class Decision(TypedDict):
     The call's id, the digest of its normalized arguments, and the subject it runs
     for: the decision applies to that call only while all three still hold. A denial
     may carry the person's ``reason``, which the model is told (``denied_by_person``).
+    An approval may carry corrected ``arguments`` (JSON text, :func:`edit`): the
+    corrected call then runs in the shown call's place, through every gate again.
     """
 
     call_id: str
@@ -192,6 +195,7 @@ class Decision(TypedDict):
     approved: bool
     approver: str
     reason: NotRequired[str]
+    arguments: NotRequired[str]
 
 
 @with_config(ConfigDict(strict=True, extra="forbid"))
@@ -218,6 +222,26 @@ def approve(
     arguments and nothing they may have become since.
     """
     return _answer(pending, approver=approver, approved=True, calls=calls)
+
+
+def edit(
+    pending: Interrupt | Mapping[str, object],
+    *,
+    approver: str,
+    arguments: Mapping[str, Mapping[str, object] | str],
+) -> Answer:
+    """Approve the calls in ``arguments`` (by call id) with the person's corrected arguments.
+
+    Each corrected call is a new proposal in place of the one shown: parsed,
+    validated, normalized, digested and authorized again, its trace naming the call
+    it replaces and the editor (:meth:`toolbound.Runtime.edit`). ``arguments`` maps a
+    call id to an object, or to JSON text taken byte for byte.
+    """
+    answer = _answer(pending, approver=approver, approved=True, calls=arguments)
+    for decision in answer["decisions"]:
+        given = arguments[decision["call_id"]]
+        decision["arguments"] = given if isinstance(given, str) else json.dumps(given)
+    return answer
 
 
 def deny(
@@ -636,6 +660,14 @@ def _settle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
         answer = _ask(runtime, waiting, notes)
         for i, decision in _matches(waiting, answer, notes):
             call, who = waiting.pop(i), decision["approver"]
+            if "arguments" in decision and decision["approved"]:
+                outcomes[i] = runtime.edit(
+                    call.invocation_id,
+                    digest=decision["digest"],
+                    arguments=decision["arguments"],
+                    approver=who,
+                )
+                continue
             outcomes[i] = (
                 runtime.approve(call.invocation_id, digest=decision["digest"], approver=who)
                 if decision["approved"]
@@ -652,6 +684,14 @@ async def _asettle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
         answer = _ask(runtime, waiting, notes)
         for i, decision in _matches(waiting, answer, notes):
             call, who = waiting.pop(i), decision["approver"]
+            if "arguments" in decision and decision["approved"]:
+                outcomes[i] = await runtime.aedit(
+                    call.invocation_id,
+                    digest=decision["digest"],
+                    arguments=decision["arguments"],
+                    approver=who,
+                )
+                continue
             outcomes[i] = (
                 await runtime.aapprove(call.invocation_id, digest=decision["digest"], approver=who)
                 if decision["approved"]
