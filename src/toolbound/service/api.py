@@ -61,7 +61,7 @@ _log = logging.getLogger(__name__)
 # Request bodies are bounded in bytes by BodyLimit; the parser bounds their nesting.
 _BODY_LIMITS = ParseLimits(max_bytes=1 << 62)
 # The members each body takes.
-_DECISION_MEMBERS = frozenset({"digest", "decision", "reason"})
+_DECISION_MEMBERS = frozenset({"digest", "decision", "reason", "arguments"})
 _RECONCILE_MEMBERS = frozenset({"committed", "evidence"})
 # What the router's own refusals are called.
 _ROUTING_CODES = {404: "not_found", 405: "method_not_allowed"}
@@ -371,9 +371,24 @@ class _Api:
         body = await _json(request, _DECISION_MEMBERS)
         digest, decision = body.get("digest"), body.get("decision")
         # A tuple: the decision may be any JSON value, and an object is not hashable.
-        if not isinstance(digest, str) or decision not in ("approve", "deny"):
-            msg = 'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"}'
+        if not isinstance(digest, str) or decision not in ("approve", "deny", "edit"):
+            msg = (
+                'send {"digest": "<the digest you reviewed>", "decision": "approve" | "deny"'
+                ' | "edit"} (an edit with "arguments", the corrected JSON text)'
+            )
             raise ApiError(400, "bad_request_body", msg)
+        arguments = body.get("arguments")
+        if (decision == "edit") != isinstance(arguments, str):
+            msg = 'an edit, and only an edit, carries "arguments": the corrected JSON text'
+            raise ApiError(400, "bad_request_body", msg)
+        if decision == "edit":
+            answer = await self.service.edit(
+                principal,
+                request.path_params["invocation_id"],
+                digest=digest,
+                arguments=str(arguments),
+            )
+            return JSONResponse(answer)
         # A reason sent with an approval is not a denial's: it is not kept, as in the console.
         reason = reason_from(body.get("reason"), code="bad_request_body")
         answer = await self.service.decide(

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
     from typing import TypeAlias
 
+    from starlette.datastructures import FormData
     from starlette.requests import Request
 
     from toolbound._model import ToolSpec
@@ -208,6 +209,20 @@ def reveal(text: object) -> Markup:
             code = json.dumps(ch)[1:-1]  # \uXXXX, or a surrogate pair beyond the BMP
             out.append(f'<mark class="hidden-char" title="U+{ord(ch):04X}">{code}</mark>')
     return Markup("".join(out))  # noqa: S704 - every piece was escaped above
+
+
+def editable(value: object) -> str:
+    r"""``value`` as JSON text for a person to edit, invisible characters written out.
+
+    Invisible and direction-changing characters inside strings become their JSON
+    escapes (``\u202e``): the text means the same value, and nothing in it is hidden
+    from the person editing it (see :func:`reveal`).
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return "".join(
+        json.dumps(ch)[1:-1] if ch not in "\n\t" and unicodedata.category(ch) in _HIDDEN else ch
+        for ch in text
+    )
 
 
 def _templates() -> Jinja2Templates:
@@ -411,13 +426,15 @@ class _Console:
     async def decide(self, request: Request, principal: Principal) -> Response:
         form = await request.form()
         digest, choice = form.get("digest"), form.get("decision")
-        if not isinstance(digest, str) or not digest or choice not in {"approve", "deny"}:
-            msg = "send the digest you reviewed and a decision, approve or deny"
+        if not isinstance(digest, str) or not digest or choice not in {"approve", "deny", "edit"}:
+            msg = "send the digest you reviewed and a decision, approve, deny or edit"
             raise ApiError(400, "bad_form", msg)
+        invocation_id = request.path_params["invocation_id"]
+        if choice == "edit":
+            return await self._edit(request, principal, invocation_id, digest, form)
         decision: Literal["approve", "deny"] = "approve" if choice == "approve" else "deny"
         # A reason typed before an approval is not a denial's.
         given = reason_from(form.get("reason"), code="bad_form")
-        invocation_id = request.path_params["invocation_id"]
         answer = await self.service.decide(
             principal,
             invocation_id,
@@ -428,6 +445,26 @@ class _Console:
         verb = "Approved" if decision == "approve" else "Denied"
         _flash(request, "ok", f"{verb}. The call ended {answer['status']} ({answer['state']}).")
         return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")
+
+    async def _edit(
+        self,
+        request: Request,
+        principal: Principal,
+        invocation_id: str,
+        digest: str,
+        form: FormData,
+    ) -> Response:
+        """Edit, then approve: the corrected call runs in the shown one's place (R7)."""
+        arguments = form.get("arguments")
+        if not isinstance(arguments, str) or not arguments.strip():
+            raise ApiError(400, "bad_form", "send the corrected arguments as JSON")
+        answer = await self.service.edit(
+            principal, invocation_id, digest=digest, arguments=arguments
+        )
+        message = f"Edited and approved. The corrected call ended {answer['status']}."
+        _flash(request, "ok", message)
+        replacement = str(answer["invocation_id"])
+        return _redirect(f"{CONSOLE_PATH}/invocations/{quote(replacement, safe='')}")
 
     # -- invocations --------------------------------------------------------------
 
@@ -548,6 +585,8 @@ class _Console:
                 asked.get("evidence") or _mapping(call.body.get("human")).get("evidence"),
             ),
             "raw_arguments": str(request.get("arguments", "")),
+            # What an editor starts from: the normalized arguments, as JSON text.
+            "edit_text": editable(asked.get("arguments")),
             "human": _evidence(
                 _mapping(call.body.get("human")), shown_arguments=asked.get("arguments")
             ),

@@ -245,10 +245,20 @@ OPENAPI: Final[dict[str, Any]] = {
             "Decision": {
                 "type": "object",
                 "required": ["digest", "decision"],
+                "if": {"properties": {"decision": {"const": "edit"}}},
+                "then": {"required": ["arguments"]},
+                "else": {"not": {"required": ["arguments"]}},
                 "additionalProperties": False,
                 "properties": {
                     "digest": {"type": "string", "description": "the digest the person reviewed"},
-                    "decision": {"enum": ["approve", "deny"]},
+                    "decision": {"enum": ["approve", "deny", "edit"]},
+                    "arguments": {
+                        "type": "string",
+                        "description": (
+                            "an edit's corrected arguments, as JSON text: a new call in the"
+                            " shown one's place, through every gate again"
+                        ),
+                    },
                     "reason": {
                         "type": ["string", "null"],
                         "maxLength": REASON_INPUT_CHARS,
