@@ -350,3 +350,136 @@ def test_a_parked_call_nobody_decides_in_time_ends_and_is_not_kept(confirming):
     with pytest.raises(ConfirmationMismatch):
         confirming.runtime.confirm(issued)
     assert confirming.tool.calls == []
+
+
+# -- edit, then approve (R7) ---------------------------------------------------------------
+
+
+def test_an_edit_runs_the_corrected_arguments_once_and_the_original_never(confirming):
+    """The person's corrected arguments run, approved by their edit; the parked call never."""
+    parked = confirming.run("write", {"text": "pay 2500"})
+    done = confirming.runtime.edit(
+        parked.invocation_id,
+        digest=parked.request.digest,
+        arguments='{"text": "pay 25"}',
+        approver="ana",
+    )
+    assert done.kind == "observed"
+    assert done.invocation_id != parked.invocation_id
+    assert done.proposal_id == parked.proposal_id  # the model's call id still pairs (R11)
+    assert confirming.tool.calls == [{"text": "pay 25"}]
+    assert confirming.runtime.pending() == []
+    record = done.trace.of_kind("confirmation")[0].data["record"]
+    assert (record.approver, record.digest) == ("ana", done.invocation.digest)
+
+
+def test_an_edited_call_s_trace_keeps_both_digests_and_the_editor(confirming):
+    """R14: the corrected call names the call it replaces, the digest shown and the editor."""
+    parked = confirming.run("write", {"text": "a"})
+    done = confirming.runtime.edit(
+        parked.invocation_id,
+        digest=parked.request.digest,
+        arguments=b'{"text": "b"}',
+        approver="ana",
+    )
+    (proposed,) = done.trace.of_kind("proposal")
+    assert proposed.data["edited_from"] == {
+        "invocation_id": parked.invocation_id,
+        "digest": parked.request.digest,
+        "editor": "ana",
+    }
+    assert done.invocation.digest != parked.request.digest
+    # The parked call ended before anything ran, saying which call replaced it.
+    assert parked.path[-1] is S.AWAITING_CONFIRMATION
+    ended = [e for e in parked.trace.events if e.kind == "transition"][-1]
+    assert ended.state is S.CANCELLED_BEFORE_COMMIT
+    assert done.invocation_id in str(ended.data["reason"])
+
+
+def test_an_edit_passes_every_gate_again(confirming):
+    """Corrected arguments that break the schema are refused; nothing runs, nothing parks."""
+    parked = confirming.run("write", {"text": "x"})
+    refused = confirming.runtime.edit(
+        parked.invocation_id,
+        digest=parked.request.digest,
+        arguments='{"text": "x", "text": "y"}',
+        approver="ana",
+    )
+    assert refused.kind == "rejected"
+    assert refused.problem.code == "duplicate_key"
+    invented = confirming.run("write", {"text": "z"})
+    extra = confirming.runtime.edit(
+        invented.invocation_id,
+        digest=invented.request.digest,
+        arguments='{"text": "z", "admin": true}',
+        approver="ana",
+    )
+    assert extra.kind == "rejected"
+    assert extra.path[-1] is S.VALIDATION_REJECTED
+    assert confirming.tool.calls == []
+    assert confirming.runtime.pending() == []
+
+
+def test_an_edit_of_arguments_the_person_did_not_see_is_refused(confirming):
+    """The desk's rules hold for an edit: another digest is refused, the call stays parked."""
+    parked = confirming.run("write", {"text": "x"})
+    with pytest.raises(ConfirmationMismatch) as err:
+        confirming.runtime.edit(
+            parked.invocation_id,
+            digest="sha256:" + "0" * 64,
+            arguments='{"text": "y"}',
+            approver="ana",
+        )
+    assert err.value.code == "digest_mismatch"
+    assert confirming.runtime.pending() == [parked.request]
+    assert confirming.tool.calls == []
+
+
+def test_an_edit_after_the_window_closed_is_refused_and_ends_the_call(confirming):
+    """An expired call cannot be edited into a new one: confirmation_expired, nothing runs."""
+    parked = confirming.run("write", {"text": "x"})
+    confirming.clock.advance(11 * 60)
+    with pytest.raises(ConfirmationMismatch) as err:
+        confirming.runtime.edit(
+            parked.invocation_id,
+            digest=parked.request.digest,
+            arguments='{"text": "y"}',
+            approver="ana",
+        )
+    assert err.value.code == "confirmation_expired"
+    assert confirming.runtime.pending() == []
+    assert confirming.tool.calls == []
+
+
+def test_an_edit_is_one_decision_the_call_cannot_be_approved_after(confirming):
+    """Once edited, the original is no longer pending: approving it is not_pending."""
+    parked = confirming.run("write", {"text": "x"})
+    confirming.runtime.edit(
+        parked.invocation_id,
+        digest=parked.request.digest,
+        arguments='{"text": "y"}',
+        approver="ana",
+    )
+    with pytest.raises(ConfirmationMismatch) as err:
+        confirming.runtime.approve(
+            parked.invocation_id, digest=parked.request.digest, approver="ana"
+        )
+    assert err.value.code == "not_pending"
+    assert confirming.tool.calls == [{"text": "y"}]
+
+
+def test_aedit_is_edit_for_async_callers(confirming):
+    """aedit: the same edit from async code."""
+    import asyncio
+
+    parked = confirming.run("write", {"text": "x"})
+    done = asyncio.run(
+        confirming.runtime.aedit(
+            parked.invocation_id,
+            digest=parked.request.digest,
+            arguments='{"text": "y"}',
+            approver="ana",
+        )
+    )
+    assert done.kind == "observed"
+    assert confirming.tool.calls == [{"text": "y"}]

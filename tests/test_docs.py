@@ -82,6 +82,7 @@ WHERE = {
     "grant.scope": "grant[0].scope",
     "grant.limits": "grant[0].limits[0]",
     "provenance.rule": "provenance.rule[0]",
+    "webhook": "webhook[0]",
 }
 
 
@@ -118,7 +119,7 @@ def _table(path: str) -> ConfigTable:
 
 
 def _minimal() -> dict[str, Any]:
-    """A small valid file: a principal, a grant and an HTTP tool, with the required keys."""
+    """A small valid file: principal, grant, HTTP tool and webhook, with their required keys."""
     grant = _required(_table("grant"))
     grant["scope"] = {"kind": "owner"}
     grant["limits"] = [{"kind": "rate", **_required(_variant("grant.limits", "rate"))}]
@@ -130,6 +131,7 @@ def _minimal() -> dict[str, Any]:
         "principal": [_required(_table("principal"))],
         "identity": {"jwt": [{**issuer, "tenant_claim": "tid"}]},
         "grant": [grant],
+        "webhook": [_required(_table("webhook"))],
     }
 
 

@@ -172,16 +172,25 @@ if _MISSING is None:
     )
     @click.option("--host", default=None, help="Listen address (default: from the file).")
     @click.option("--port", default=None, type=int, help="Port (default: from the file).")
-    def serve(config_path: str, host: str | None, port: int | None) -> None:
+    @click.option(
+        "--cookie-secure",
+        is_flag=True,
+        default=False,
+        help="Mark the console's session cookie Secure (HTTPS only); also [service] cookie_secure.",
+    )
+    def serve(config_path: str, host: str | None, port: int | None, *, cookie_secure: bool) -> None:
         """Start the HTTP API and the console."""
         needs("service", "toolbound serve")
-        import uvicorn  # noqa: PLC0415 - the service extra
+        from dataclasses import replace  # noqa: PLC0415
 
         from toolbound.service.api import create_app  # noqa: PLC0415
         from toolbound.service.core import Service  # noqa: PLC0415
+        from toolbound.service.server import serve as run_server  # noqa: PLC0415
 
         console = Console(stderr=True)
         config = _config_or_exit(config_path, console)
+        if cookie_secure:
+            config = replace(config, cookie_secure=True)
         host = host or config.host
         port = config.port if port is None else port
         with console.status("opening the store and loading the tools…"):
@@ -195,12 +204,14 @@ if _MISSING is None:
         console.print(f"  API      {base}/v1  ·  {base}/openapi.json")
         for line in _key_hints(config_path):
             console.print(f"  {line}", highlight=False)
-        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+        run_server(create_app(service), config, host=host, port=port)
 
     @_cli.command("check-config")
     @click.argument("config_path", type=click.Path(dir_okay=False))
     def check_config(config_path: str) -> None:
         """Validate a configuration file and explain every problem."""
+        from rich.text import Text  # noqa: PLC0415
+
         from toolbound.config import ConfigError  # noqa: PLC0415
 
         console = Console()
@@ -218,6 +229,8 @@ if _MISSING is None:
         table.add_row("grants", str(len(config.grants)))
         table.add_row("listen", f"{config.host}:{config.port}")
         console.print(table)
+        for warning in config.warnings():
+            console.print(Text(f"warning {warning}", style="yellow"))
         console.print(f"[green]{config_path}: valid[/]")
 
     @_cli.command()

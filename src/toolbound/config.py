@@ -80,7 +80,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 from toolbound._errors import ConfigurationError, SchemaError, SpecError, ToolboundError
 from toolbound._model import Action, EffectClass, ToolSpec
@@ -125,6 +125,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ROLES",
     "TABLES",
+    "WEBHOOK_EVENTS",
     "ConfigError",
     "ConfigIssue",
     "ConfigKey",
@@ -133,7 +134,9 @@ __all__ = [
     "Principal",
     "ProvenanceConfig",
     "ServiceConfig",
+    "StoreTimeouts",
     "TelemetryConfig",
+    "WebhookConfig",
     "check_tables",
     "hash_key",
     "load_config",
@@ -143,6 +146,8 @@ __all__ = [
 ]
 
 Role = Literal["agent", "approver", "operator"]
+WEBHOOK_EVENTS: Final = ("parked", "decided", "finished", "outcome_unknown", "reconciled")
+"""What a ``[[webhook]]`` may be told of: the journal's notices (``Journal.notices``)."""
 _EFFECTS: frozenset[str] = frozenset(
     {"pure", "read", "reversible_write", "irreversible_write", "open_world"}
 )
@@ -195,11 +200,50 @@ class ConfigTable:
 
 
 _SECONDS = "number > 0 (seconds)"
+_IO_THREADS = 32
+_MAX_CONNECTIONS = 1000
+_KEEP_ALIVE = 5.0
+_BODY_TIMEOUT = 30.0
+_HEADER_TIMEOUT = 10.0
+_CONNECT_TIMEOUT = 5.0
+_STATEMENT_TIMEOUT = 10.0
+_POOL_TIMEOUT = 1.0
+
+
+def _num(value: float) -> str:
+    """A default number as TOML writes it."""
+    return str(int(value)) if value == int(value) else str(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoreTimeouts:
+    """``[store]``'s bounds on every store call, so a sick store fails fast (503).
+
+    ``connect``: seconds to open a PostgreSQL connection. ``statement``: seconds one
+    statement may run (PostgreSQL's ``statement_timeout`` and ``tcp_user_timeout``;
+    SQLite's busy timeout, the wait for a writer's lock). ``pool``: seconds to wait
+    for a pooled PostgreSQL connection, which is how long a request waits while the
+    server is down before it is answered 503.
+    """
+
+    connect: float = _CONNECT_TIMEOUT
+    statement: float = _STATEMENT_TIMEOUT
+    pool: float = _POOL_TIMEOUT
+
+
 _COUNT = "integer ≥ 1"
 _STRINGS = "array of strings"
 
 TABLES: tuple[ConfigTable, ...] = (
-    ConfigTable(path="store", keys=(ConfigKey("url", "string", '"sqlite:///toolbound.db"'),)),
+    ConfigTable(
+        path="store",
+        keys=(
+            ConfigKey("url", "string", '"sqlite:///toolbound.db"'),
+            ConfigKey("connect_timeout", _SECONDS, _num(_CONNECT_TIMEOUT)),
+            ConfigKey("statement_timeout", _SECONDS, _num(_STATEMENT_TIMEOUT)),
+            ConfigKey("pool_timeout", _SECONDS, _num(_POOL_TIMEOUT)),
+        ),
+    ),
     ConfigTable(
         path="tools",
         keys=(ConfigKey("packs", _STRINGS, "[]"), ConfigKey("http", "array of tables", "[]")),
@@ -235,6 +279,24 @@ TABLES: tuple[ConfigTable, ...] = (
                 "{}",
                 choices=frozenset(DATA_CLASS_NAMES),
             ),
+        ),
+    ),
+    ConfigTable(
+        path="webhook",
+        array=True,
+        keys=(
+            ConfigKey("name", "string", required=True),
+            ConfigKey("url", "http(s) URL", required=True),
+            ConfigKey("secret_env", "environment variable name", required=True),
+            ConfigKey(
+                "events",
+                _STRINGS,
+                '["parked", "decided", "outcome_unknown", "reconciled"]',
+                choices=frozenset(WEBHOOK_EVENTS),
+            ),
+            ConfigKey("tenant", "string"),
+            ConfigKey("allow_destinations", _STRINGS, "[]"),
+            ConfigKey("timeout", _SECONDS, "10.0"),
         ),
     ),
     ConfigTable(
@@ -331,6 +393,12 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
             ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
             ConfigKey("lease", _SECONDS, str(int(_LEASE.total_seconds()))),
+            ConfigKey("io_threads", _COUNT, str(_IO_THREADS)),
+            ConfigKey("cookie_secure", "boolean", "false"),
+            ConfigKey("max_connections", _COUNT, str(_MAX_CONNECTIONS)),
+            ConfigKey("keep_alive", _SECONDS, _num(_KEEP_ALIVE)),
+            ConfigKey("header_timeout", _SECONDS, _num(_HEADER_TIMEOUT)),
+            ConfigKey("body_timeout", _SECONDS, _num(_BODY_TIMEOUT)),
         ),
     ),
     ConfigTable(
@@ -432,6 +500,25 @@ class HttpToolConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookConfig:
+    """A ``[[webhook]]``: where the call events go, signed, and which of them.
+
+    ``secret_env`` names the environment variable holding the signing secret (the
+    Standard Webhooks form, ``whsec_`` and base64); ``tenant`` limits it to one
+    tenant's calls (every tenant's otherwise); ``allow_destinations`` lists the internal
+    networks or hosts it may reach, as for HTTP tools (all refused otherwise).
+    """
+
+    name: str
+    url: str
+    secret_env: str
+    events: tuple[str, ...] = ("parked", "decided", "outcome_unknown", "reconciled")
+    tenant: str | None = None
+    allow_destinations: tuple[str, ...] = ()
+    timeout: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TelemetryConfig:
     """Where spans and metrics go: nowhere (the default), the console, or OTLP/HTTP."""
 
@@ -520,11 +607,25 @@ class ServiceConfig:
     confirmation_ttl: timedelta = _CONFIRMATION_TTL
     lease: timedelta = _LEASE
     """How long a call stays its process's without a renewal (the service's owners)."""
+    store_timeouts: StoreTimeouts = StoreTimeouts()
+    io_threads: int = _IO_THREADS
+    """The threads of the one pool the service's blocking calls run on (stores, identity)."""
+    cookie_secure: bool = False
+    """Mark the console's session cookie ``Secure`` (sent over HTTPS only)."""
+    max_connections: int = _MAX_CONNECTIONS
+    """Open connections and requests the server takes at once; more are refused 503."""
+    keep_alive: float = _KEEP_ALIVE
+    """Seconds an idle connection is kept open for its next request."""
+    header_timeout: float = _HEADER_TIMEOUT
+    """Seconds a client has to send a request's head; slower ones are disconnected."""
+    body_timeout: float = _BODY_TIMEOUT
+    """Seconds a client has to send a request's body; slower ones are answered 408."""
     timeout: float | None = None
     result_budget: int | None = None
     retention: timedelta = timedelta(days=30)
     telemetry: TelemetryConfig = TelemetryConfig()
     provenance: ProvenanceConfig = ProvenanceConfig()
+    webhooks: tuple[WebhookConfig, ...] = ()
 
     def console_secret(self) -> bytes | None:
         """The console's session-signing secret, from ``[service] console_secret_env``.
@@ -539,6 +640,27 @@ class ServiceConfig:
             msg = f"[service] console_secret_env names {self.console_secret_env}, which is unset"
             raise ConfigError([ConfigIssue("service.console_secret_env", msg)])
         return value.encode()
+
+    def warnings(self) -> list[str]:
+        """What is valid but likely a mistake: roles no ``role_map`` entry gives.
+
+        A ``[[identity.jwt]]`` table with a ``role_map`` grants only the roles its
+        entries name; a token whose roles are all outside it is refused
+        (``token_roles_unmapped``). Each toolbound role no entry maps to is named, so
+        an operator sees before a token does that, say, nobody can approve through
+        that issuer.
+        """
+        found = []
+        for i, issuer in enumerate(self.identity.issuers):
+            if not issuer.role_map:
+                continue
+            missing = sorted(ROLES - set(issuer.role_map.values()))
+            if missing:
+                found.append(
+                    f"identity.jwt[{i}].role_map: no role of {issuer.issuer} maps to"
+                    f" {', '.join(missing)}; its tokens can never act as {' or '.join(missing)}"
+                )
+        return found
 
     def principal_for(self, key: str) -> Principal | None:
         """The principal whose API key this is, if any (static keys only)."""
@@ -1087,6 +1209,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         store = self.table(raw, "store")
         self.known(store, "store", _allowed("store"))
         url = self.store_url(store, source)
+        timeouts = self.store_timeouts(store)
         tools = self.table(raw, "tools")
         self.known(tools, "tools", _allowed("tools"))
         packs = self.strings(tools, "tools", "packs")
@@ -1132,6 +1255,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         days = self.integer(retention, "retention", "days", 30)
         telemetry = self.telemetry(self.table(raw, "telemetry"))
         provenance = self.provenance(self.table(raw, "provenance"))
+        webhooks = self.webhooks(self.tables(raw, "webhook"))
         result_budget = budgets.get("result_budget")
         if result_budget is not None and (
             isinstance(result_budget, bool)
@@ -1164,12 +1288,54 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             max_body_bytes=max_body,
             confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
             lease=_LEASE if lease is None else timedelta(seconds=lease),
+            store_timeouts=timeouts,
+            io_threads=self.integer(service, "service", "io_threads", _IO_THREADS),
+            cookie_secure=self.flag(service, "service", "cookie_secure"),
+            max_connections=self.integer(service, "service", "max_connections", _MAX_CONNECTIONS),
+            keep_alive=self.number(service, "service", "keep_alive") or _KEEP_ALIVE,
+            header_timeout=self.number(service, "service", "header_timeout") or _HEADER_TIMEOUT,
+            body_timeout=self.number(service, "service", "body_timeout") or _BODY_TIMEOUT,
             timeout=self.number(budgets, "budgets", "timeout"),
             result_budget=result_budget,
             retention=timedelta(days=days),
             telemetry=telemetry,
             provenance=provenance,
+            webhooks=webhooks,
         )
+
+    def webhooks(self, tables: list[Mapping[str, object]]) -> tuple[WebhookConfig, ...]:
+        """The ``[[webhook]]`` destinations, each name once."""
+        found: list[WebhookConfig] = []
+        for i, raw in enumerate(tables):
+            path = f"webhook[{i}]"
+            self.known(raw, path, _allowed("webhook"))
+            name = self.string(raw, path, "name")
+            url = self.string(raw, path, "url")
+            if url and not url.startswith(("https://", "http://")):
+                self.fail(f"{path}.url", _expected("an http(s) URL", url))
+            events = self.strings(raw, path, "events") if "events" in raw else None
+            for event in events or ():
+                if event not in WEBHOOK_EVENTS:
+                    self.fail(
+                        f"{path}.events", f"unknown event {event!r} ({', '.join(WEBHOOK_EVENTS)})"
+                    )
+            tenant = raw.get("tenant")
+            if tenant is not None and (not isinstance(tenant, str) or not tenant):
+                self.fail(f"{path}.tenant", _expected("a tenant name", tenant))
+            if any(w.name == name for w in found):
+                self.fail(f"{path}.name", f"another [[webhook]] is named {name!r}")
+            found.append(
+                WebhookConfig(
+                    name=name,
+                    url=url,
+                    secret_env=self.string(raw, path, "secret_env"),
+                    **({"events": events} if events else {}),
+                    tenant=tenant if isinstance(tenant, str) and tenant else None,
+                    allow_destinations=self.strings(raw, path, "allow_destinations"),
+                    timeout=self.number(raw, path, "timeout") or 10.0,
+                )
+            )
+        return tuple(found)
 
     def issuers(self, identity: Mapping[str, object], source: Path | None) -> list[JwtIssuer]:
         """The ``[[identity.jwt]]`` issuers, each trusted once."""
@@ -1195,6 +1361,14 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         if not found.is_absolute() and source is not None:
             found = source.resolve().parent / found
         return found
+
+    def store_timeouts(self, store: Mapping[str, object]) -> StoreTimeouts:
+        default = StoreTimeouts()
+        return StoreTimeouts(
+            connect=self.number(store, "store", "connect_timeout") or default.connect,
+            statement=self.number(store, "store", "statement_timeout") or default.statement,
+            pool=self.number(store, "store", "pool_timeout") or default.pool,
+        )
 
     def store_url(self, store: Mapping[str, object], source: Path | None) -> str:
         url = store.get("url", "sqlite:///toolbound.db")

@@ -65,6 +65,9 @@ TABLE_NOTES: dict[str, str] = {
     "grant.scope[kind=id]": "Only resources with the listed ids (a calendar id, say).",
     "grant.limits[kind=number]": "Bounds on a number in the arguments.",
     "grant.limits[kind=rate]": "At most so many calls in a sliding window, per subject.",
+    "webhook": "Where the call events go, signed as the Standard Webhooks specification "
+    "says, at least once, from an outbox in the journal; see "
+    "[webhooks](service.md#webhooks).",
     "service": "The HTTP service and its console.",
     "budgets": "Bounds on every call the service runs.",
     "retention": "How long the service keeps what it answered (its journal).",
@@ -81,6 +84,20 @@ KEYS: dict[str, Described] = {
         "`memory`, `sqlite:///PATH` (a relative path is taken from the file's folder) or "
         "`postgresql://…`",
         '"postgresql://toolbound@db.internal/toolbound"',
+    ),
+    "store.connect_timeout": Described(
+        "seconds to open a PostgreSQL connection (libpq's `connect_timeout`)", "3"
+    ),
+    "store.statement_timeout": Described(
+        "seconds one statement may take: PostgreSQL's `statement_timeout` and "
+        "`tcp_user_timeout`, SQLite's wait for a writer's lock; past it the request is "
+        "answered 503 `storage_unavailable`",
+        "5",
+    ),
+    "store.pool_timeout": Described(
+        "seconds a request waits for a pooled PostgreSQL connection; while the server is "
+        "down, requests are answered 503 `storage_unavailable` after this long",
+        "2",
     ),
     "tools.packs": Described(
         "`MODULE:FUNCTION` entries; each function is called with the `Registry` to fill",
@@ -178,6 +195,29 @@ KEYS: dict[str, Described] = {
         "what the key may do: submit calls, confirm them, read traces and reconcile",
         '["agent"]',
     ),
+    "webhook.name": Described(
+        "the webhook's name, in logs and the deliveries' record", '"ops-desk"'
+    ),
+    "webhook.url": Described("where each event is POSTed", '"https://hooks.example.com/toolbound"'),
+    "webhook.secret_env": Described(
+        "the environment variable holding the signing secret (`whsec_` and base64)",
+        '"TOOLBOUND_HOOK_SECRET"',
+    ),
+    "webhook.events": Described(
+        "the call events sent: a call parked for a person, decided, finished after a "
+        "decision, of unknown outcome, reconciled",
+        '["parked", "decided"]',
+    ),
+    "webhook.tenant": Described(
+        "only this tenant's calls", '"acme"', "every tenant's calls", snippet=False
+    ),
+    "webhook.allow_destinations": Described(
+        "internal networks or hosts the webhook may reach (the egress rules of HTTP tools "
+        "refuse them otherwise)",
+        '["10.20.0.0/16"]',
+        snippet=False,
+    ),
+    "webhook.timeout": Described("seconds to wait for the receiver's answer", "5.0"),
     "identity.jwt": Described(
         "the trusted issuers, one `[[identity.jwt]]` table each",
         "[]",
@@ -301,6 +341,36 @@ KEYS: dict[str, Described] = {
     "service.lease": Described(
         "how long a call stays its replica's without a renewal (renewed every third of "
         "it); after that another replica sharing the store takes it over",
+        "10",
+    ),
+    "service.io_threads": Described(
+        "threads of the one pool every blocking store and identity call runs on, off the "
+        "event loop; a proposal holds one while its pipeline runs",
+        "64",
+    ),
+    "service.cookie_secure": Described(
+        "mark the console's session cookie `Secure`, so browsers send it over HTTPS only "
+        "(`toolbound serve --cookie-secure` too)",
+        "true",
+    ),
+    "service.max_connections": Described(
+        "connections and requests `toolbound serve` takes at once (uvicorn's "
+        "`limit_concurrency`); more are answered 503 at once",
+        "2000",
+    ),
+    "service.keep_alive": Described(
+        "seconds an idle connection is kept for its next request (uvicorn's "
+        "`timeout_keep_alive`, whole seconds)",
+        "10",
+    ),
+    "service.header_timeout": Described(
+        "seconds a client has to send a request's line and headers, from its first byte "
+        "(or from connecting); a slower one is disconnected",
+        "5",
+    ),
+    "service.body_timeout": Described(
+        "seconds a client has to send a request body once its head arrived; a slower "
+        "one is answered 408 `body_timeout`",
         "10",
     ),
     "budgets.timeout": Described(

@@ -16,7 +16,8 @@ every call comes from here, never from the model). Two kinds of credential map t
 
   The token's signature is checked with the issuer's keys (a JWKS document, fetched
   on first use, again after ``jwks_ttl`` and when a token names a key id it does not
-  hold, at most once per ``jwks_refresh_interval``), with an algorithm the table
+  hold, at most once per ``jwks_refresh_interval`` whether or not keys are held, one
+  fetch in flight per issuer, waited for at most a second), with an algorithm the table
   allows (asymmetric by default; ``none`` never; HMAC only with a secret from
   ``secret_env`` and then nothing else), and its ``exp``/``nbf`` with
   ``clock_skew`` seconds of grace. The subject claim becomes the principal's
@@ -37,6 +38,7 @@ code                       status  meaning
 ``token_expired``          401     past ``exp`` (beyond the clock skew)
 ``token_not_yet_valid``    401     before ``nbf`` or ``iat`` (beyond the clock skew)
 ``token_claim_missing``    401     a required claim, the subject or the tenant is absent
+``token_roles_unmapped``   403     ``role_map`` maps none of the token's roles
 ``identity_unavailable``   503     the issuer's keys (or secret) cannot be had now
 =========================  ======  ===============================================
 
@@ -59,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolbound._errors import ToolboundError
+from toolbound._loopguard import check_off_loop
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -94,6 +97,7 @@ _MAX_TOKEN = 16 << 10  # bytes; larger bearer values are not tokens anyone issue
 _MAX_JWKS = 1 << 20  # bytes of a JWKS document
 _MAX_KEYS = 64  # keys kept from one document
 _FETCH_TIMEOUT = 5.0  # seconds for one JWKS fetch
+_FETCH_WAIT = 1.0  # seconds a verifier waits for a fetch in flight
 
 
 def hash_key(key: str) -> str:
@@ -154,9 +158,16 @@ class JwtIssuer:
 class JwksCache:
     """The keys of one JWKS document, fetched lazily and kept for ``ttl`` seconds.
 
-    A key id the cached document lacks fetches it again, but not sooner than
-    ``refresh_interval`` after the last fetch, so a stream of made-up key ids costs
-    the issuer one request per interval. A failed fetch keeps the keys held.
+    A key id the cached document lacks fetches it again. Fetches are rate-limited
+    whether or not keys are held: none starts sooner than ``refresh_interval`` after
+    the last one began, so a stream of made-up key ids — or of tokens naming an
+    issuer whose provider is down — costs the provider one request per interval, and
+    a failed fetch is remembered for that long (a negative cache: tokens needing it
+    are refused ``identity_unavailable`` at once). One fetch is in flight at a time,
+    on a thread of its own; a verifier waits for it at most ``wait`` seconds, so a
+    provider that accepts connections and never answers holds nobody longer than
+    that. Held keys keep serving while they are refreshed, and after a failed fetch.
+    Verification fails closed: no key, no principal.
     """
 
     def __init__(
@@ -165,29 +176,67 @@ class JwksCache:
         *,
         ttl: float,
         refresh_interval: float,
+        wait: float = _FETCH_WAIT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._fetch = fetch
         self._ttl = ttl
         self._interval = refresh_interval
+        self._wait = wait
         self._clock = clock
         self._keys: dict[str | None, PyJWK] | None = None
-        self._fetched = float("-inf")
+        self._fetched = float("-inf")  # when the last fetch began
+        self._loaded = float("-inf")  # when the keys held were fetched
+        self._failure: str | None = None  # why the last fetch failed, until one succeeds
+        self._flight: threading.Event | None = None
         self._lock = threading.Lock()
 
     def key(self, kid: str | None) -> PyJWK:
         """The key with id ``kid`` (or the only key, for a token naming none)."""
+        check_off_loop("fetching an identity provider's keys")
+        flight = self._found_or_flight(kid)
+        if isinstance(flight, threading.Event):
+            flight.wait(self._wait)
+            with self._lock:
+                flight = self._find(kid)
+        if flight is not None:
+            return flight
         with self._lock:
-            if self._keys is None or self._clock() - self._fetched >= self._ttl:
-                self._refresh()
+            held, failure = self._keys, self._failure
+        if held is None:
+            why = f": {failure}" if failure else f" (no answer within {self._wait:g} s)"
+            msg = f"the issuer's keys cannot be had now{why}"
+            raise TokenRefused(msg, code="identity_unavailable", status=503)
+        msg = f"the issuer holds no key with id {kid!r}"
+        raise TokenRefused(msg, code="token_key_unknown")
+
+    def status(self) -> dict[str, object]:
+        """What a readiness check reports of this issuer's keys."""
+        with self._lock:
+            keys, failure, fetching = self._keys, self._failure, self._flight is not None
+            if fetching and self._clock() - self._fetched >= self._wait:
+                failure = failure or f"no answer within {self._wait:g} s"
+        if keys is None:
+            state = "unavailable" if failure else ("fetching" if fetching else "not_fetched")
+        else:
+            state = "ready"
+        return {"status": state, "keys": len(keys or {}), "error": failure}
+
+    def _found_or_flight(self, kid: str | None) -> PyJWK | threading.Event | None:
+        """The key if held and fresh; else the fetch to wait for (started if due), or none."""
+        with self._lock:
+            now = self._clock()
             found = self._find(kid)
-            if found is None and self._clock() - self._fetched >= self._interval:
-                self._refresh()
-                found = self._find(kid)
-        if found is None:
-            msg = f"the issuer holds no key with id {kid!r}"
-            raise TokenRefused(msg, code="token_key_unknown")
-        return found
+            fresh = self._keys is not None and now - self._loaded < self._ttl
+            if found is not None and fresh:
+                return found
+            if self._flight is None and now - self._fetched >= self._interval:
+                self._start(now)
+            # A held key serves while its document is fetched again. A fetch in flight
+            # longer than a verifier may wait is waited for by nobody else.
+            if found is not None or now - self._fetched >= self._wait:
+                return found
+            return self._flight
 
     def _find(self, kid: str | None) -> PyJWK | None:
         keys = self._keys or {}
@@ -195,15 +244,27 @@ class JwksCache:
             return next(iter(keys.values()))
         return keys.get(kid)
 
-    def _refresh(self) -> None:
-        self._fetched = self._clock()
+    def _start(self, now: float) -> None:
+        self._fetched = now
+        flight = self._flight = threading.Event()
+        threading.Thread(
+            target=self._refresh, args=(flight,), name="toolbound-jwks", daemon=True
+        ).start()
+
+    def _refresh(self, flight: threading.Event) -> None:
+        keys: dict[str | None, PyJWK] | None = None
+        failure = None
         try:
-            self._keys = _parse_jwks(self._fetch())
+            keys = _parse_jwks(self._fetch())
         except (OSError, ValueError) as exc:
-            _log.warning("cannot fetch the issuer's keys: %s", exc)
-            if self._keys is None:
-                msg = "the issuer's keys cannot be fetched now"
-                raise TokenRefused(msg, code="identity_unavailable", status=503) from None
+            failure = str(exc) or type(exc).__name__
+            _log.warning("cannot fetch the issuer's keys: %s", failure)
+        with self._lock:
+            if keys is not None:
+                self._keys, self._loaded = keys, self._clock()
+            self._failure = failure
+            self._flight = None
+        flight.set()
 
 
 def _parse_jwks(raw: bytes) -> dict[str | None, PyJWK]:
@@ -280,6 +341,7 @@ class Identity:
         except jwt.PyJWTError:
             msg = "not a well-formed JWT"
             raise TokenRefused(msg, code="token_invalid") from None
+        _numeric_dates(unverified)
         issuer = next((i for i in self.issuers if i.issuer == unverified.get("iss")), None)
         if issuer is None:
             msg = f"no trusted issuer is {unverified.get('iss')!r}"
@@ -322,6 +384,20 @@ class Identity:
             code = _JWT_CODES.get(_jwt_error(exc), "token_invalid")
             raise TokenRefused(msg, code=code) from None
 
+    def status(self) -> list[dict[str, object]]:
+        """Each issuer's keys as a readiness check reports them (nothing is fetched)."""
+        found: list[dict[str, object]] = []
+        for issuer in self.issuers:
+            if issuer.secret_env is not None:
+                held = bool(os.environ.get(issuer.secret_env))
+                state: dict[str, object] = {"status": "ready" if held else "unavailable"}
+            else:
+                with self._lock:
+                    cache = self._caches.get(issuer.issuer)
+                state = cache.status() if cache is not None else {"status": "not_fetched"}
+            found.append({"issuer": issuer.issuer, **state})
+        return found
+
     def _cache(self, issuer: JwtIssuer) -> JwksCache:
         with self._lock:
             cache = self._caches.get(issuer.issuer)
@@ -361,6 +437,22 @@ def _jwt_error(exc: Exception) -> str:
     return next((c.__name__ for c in type(exc).__mro__ if c.__name__ in _JWT_CODES), "")
 
 
+_NUMERIC_DATES = ("exp", "nbf", "iat")
+
+
+def _numeric_dates(claims: Mapping[str, object]) -> None:
+    """RFC 7519 §2: ``exp``, ``nbf`` and ``iat`` are NumericDates, JSON numbers only.
+
+    Checked before any key is fetched: ``"exp": "9999999999"`` is no date, whatever a
+    lenient decoder would make of it.
+    """
+    for name in _NUMERIC_DATES:
+        value = claims.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            msg = f"the {name!r} claim must be a JSON number (a NumericDate), not {value!r}"
+            raise TokenRefused(msg, code="token_invalid")
+
+
 def _principal(issuer: JwtIssuer, claims: Mapping[str, object]) -> Principal:
     subject = claims.get(issuer.subject_claim)
     if not isinstance(subject, str) or not subject:
@@ -384,6 +476,16 @@ def _roles(issuer: JwtIssuer, claims: Mapping[str, object]) -> frozenset[str]:
     if not isinstance(names, list):
         return frozenset()
     found = {n for n in names if isinstance(n, str)}
-    if issuer.role_map:
-        return frozenset(issuer.role_map[n] for n in found if n in issuer.role_map)
-    return frozenset(found & ROLES)
+    if not issuer.role_map:
+        return frozenset(found & ROLES)
+    mapped = frozenset(issuer.role_map[n] for n in found if n in issuer.role_map)
+    if not mapped:
+        # A token whose roles all fall outside the map would act as nobody: say so,
+        # naming the claim and the map, rather than answer every request 403.
+        listed = ", ".join(sorted(issuer.role_map)) or "nothing"
+        msg = (
+            f"none of the token's {issuer.roles_claim!r} claim values ({sorted(found)}) is in"
+            f" the issuer's role_map, which maps {listed}"
+        )
+        raise TokenRefused(msg, code="token_roles_unmapped", status=403)
+    return mapped

@@ -846,17 +846,20 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "storage_unavailable",
         None,
         "R19",
-        "the store is locked, unreachable or refused the statement",
+        "the store is locked, unreachable or refused the statement; the service answers "
+        "503 with Retry-After",
         recoverable=True,
-        raised_as=("LedgerError",),
+        raised_as=("LedgerError", "JournalError", "ApiError"),
+        statuses=(503,),
     ),
     _c(
         "storage_full",
         None,
         "R19",
-        "the disk is full; nothing was written",
+        "the disk is full; nothing was written; the service answers 503 with Retry-After",
         recoverable=True,
-        raised_as=("LedgerError",),
+        raised_as=("LedgerError", "JournalError", "ApiError"),
+        statuses=(503,),
     ),
     _c(
         "corrupt_store",
@@ -983,6 +986,14 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         )
     ),
     _c(
+        "token_roles_unmapped",
+        None,
+        "R6 R18",
+        "the issuer's role_map maps none of the token's roles: it would act as nobody",
+        raised_as=("TokenRefused", "ApiError"),
+        statuses=(403,),
+    ),
+    _c(
         "identity_unavailable",
         None,
         "R18",
@@ -1030,6 +1041,14 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "R18",
         "a query parameter is invalid",
         raised_as=("ApiError",),
+        statuses=(400,),
+    ),
+    _c(
+        "bad_cursor",
+        None,
+        "R18",
+        "the event stream's Last-Event-ID (or after) is not a cursor it gave",
+        raised_as=("ApiError", "JournalError"),
         statuses=(400,),
     ),
     _c(
@@ -1105,6 +1124,14 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "the request body is larger than [service] max_body_bytes",
         raised_as=("ApiError",),
         statuses=(413,),
+    ),
+    _c(
+        "body_timeout",
+        None,
+        "R18",
+        "the request body did not arrive within [service] body_timeout (a slow client)",
+        raised_as=("ApiError",),
+        statuses=(408,),
     ),
     _c(
         "internal_error",

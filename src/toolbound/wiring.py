@@ -5,8 +5,8 @@ The CLI, the HTTP service and MCP each start from the same few inputs — a stor
 module turns them into objects, one way for all of them::
 
     open_ledger(url)          an existing ledger: sqlite:///PATH or postgresql://…
-    ledger_for(url)           a service's ledger: ``memory`` too, the SQLite directory made
-    journal_for(url)          the journal beside that ledger (:mod:`toolbound.journal`)
+    ledger_for(url, timeouts) a service's ledger: ``memory`` too, the SQLite directory made
+    journal_for(url, timeouts) the journal beside that ledger (:mod:`toolbound.journal`)
     journal_recorder(config, surface)  a trace sink keeping each call in that journal
     load_registry(spec)       the Registry that ``MODULE:FUNCTION`` builds
     policy_for(config, clock, tools)  the grants, and the ``[provenance]`` flow rules beside them
@@ -21,20 +21,21 @@ are imported when asked for, so importing it costs no optional dependency.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolbound.gates.authorize import AllOf
-from toolbound.journal import open_journal
+from toolbound.journal import PostgresJournal, open_journal
 from toolbound.ledger.memory import MemoryLedger
 from toolbound.recording import JournalRecorder
 from toolbound.registry import Registry
 
 if TYPE_CHECKING:
     from toolbound._clock import Clock
-    from toolbound.config import ServiceConfig
+    from toolbound.config import ServiceConfig, StoreTimeouts
     from toolbound.gates.authorize import Policy
     from toolbound.journal import Journal, Surface
     from toolbound.ledger.store import Ledger
@@ -51,42 +52,78 @@ __all__ = [
 ]
 
 
-def open_ledger(url: str) -> Ledger:
-    """A ledger from a URL: ``sqlite:///PATH`` or ``postgresql://…``."""
+def open_ledger(url: str, timeouts: StoreTimeouts | None = None) -> Ledger:
+    """A ledger from a URL: ``sqlite:///PATH`` or ``postgresql://…``.
+
+    With ``timeouts`` (``[store]``'s), every call is bounded by them: SQLite's busy
+    timeout; PostgreSQL's connect, statement and pool-wait timeouts.
+    """
     if url.startswith("sqlite:///"):
         from toolbound.ledger.sqlite import SQLiteLedger  # noqa: PLC0415
 
-        return SQLiteLedger(url.removeprefix("sqlite:///"))
+        if timeouts is None:
+            return SQLiteLedger(url.removeprefix("sqlite:///"))
+        return SQLiteLedger(url.removeprefix("sqlite:///"), busy_timeout=timeouts.statement)
     if url.startswith(("postgresql://", "postgres://")):
         from toolbound.ledger.postgres import PostgresLedger  # noqa: PLC0415
 
-        return PostgresLedger(url)
+        if timeouts is None:
+            return PostgresLedger(url)
+        return PostgresLedger(bounded_conninfo(url, timeouts), timeout=timeouts.pool)
     msg = f"unsupported ledger URL {url!r}: use sqlite:///PATH or postgresql://…"
     raise SystemExit(msg)
 
 
-def ledger_for(url: str) -> Ledger:
+def ledger_for(url: str, timeouts: StoreTimeouts | None = None) -> Ledger:
     """The ledger for a store URL (``memory`` too)."""
     if url == "memory":
         return MemoryLedger()
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return open_ledger(url)
+    return open_ledger(url, timeouts)
 
 
-def journal_for(url: str) -> Journal:
+def journal_for(url: str, timeouts: StoreTimeouts | None = None) -> Journal:
     """The journal for a store URL: SQLite beside the ledger's file, or the same database."""
+    bounds = {} if timeouts is None else {"busy_timeout": timeouts.statement}
     if url == "memory":
         # The journal is SQL; "memory" keeps it in a file that lives as long as the process.
         fd, path = tempfile.mkstemp(prefix="toolbound-journal-", suffix=".db")
         os.close(fd)
-        return open_journal(f"sqlite:///{path}")
+        return open_journal(f"sqlite:///{path}", **bounds)
     if url.startswith("sqlite:///"):
         # Beside the ledger's file, not in it: the ledger syncs every write (FULL),
         # the journal only needs to survive the process.
         ledger = Path(url.removeprefix("sqlite:///"))
-        return open_journal(f"sqlite:///{ledger.with_name(ledger.stem + '.service.db')}")
-    return open_journal(url)
+        name = ledger.with_name(ledger.stem + ".service.db")
+        return open_journal(f"sqlite:///{name}", **bounds)
+    if timeouts is None or not url.startswith(("postgresql://", "postgres://")):
+        return open_journal(url)
+    return PostgresJournal(bounded_conninfo(url, timeouts), timeout=timeouts.pool)
+
+
+def bounded_conninfo(url: str, timeouts: StoreTimeouts) -> str:
+    """A PostgreSQL connection string with ``[store]``'s bounds, where it sets none of its own.
+
+    ``connect_timeout`` (libpq's, whole seconds, at least 2); ``statement_timeout``
+    (the server cancels a longer statement); ``tcp_user_timeout`` (the client gives up
+    on a connection whose sent data goes unacknowledged that long: a server gone
+    without a word, which no server-side timeout can catch).
+    """
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: PLC0415
+
+    given = conninfo_to_dict(url)
+    ms = int(timeouts.statement * 1000)
+    bounds: dict[str, str | int] = {
+        "connect_timeout": max(2, math.ceil(timeouts.connect)),
+        "tcp_user_timeout": ms,
+    }
+    options = str(given.get("options") or "")
+    if "statement_timeout" not in options:
+        bounds["options"] = f"{options} -c statement_timeout={ms}".strip()
+    return make_conninfo(
+        url, **{k: v for k, v in bounds.items() if k not in given or k == "options"}
+    )
 
 
 def journal_recorder(config: ServiceConfig, surface: Surface) -> JournalRecorder:

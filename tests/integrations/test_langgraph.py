@@ -46,6 +46,7 @@ from toolbound.integrations.langgraph import (
     approve,
     as_tools,
     deny,
+    edit,
     tool_schemas,
     tools_condition,
 )
@@ -550,6 +551,52 @@ def test_a_denied_write_never_runs(guarded: World):
     assert answer.status == "error"
     assert error_code(answer) == "denied_by_person"
     assert evidence(answer)["state"] == "authorization_rejected"
+    assert guarded.bank.payments == []
+
+
+def test_a_denial_s_reason_is_told_to_the_model(guarded: World):
+    """Deny with a reason: the model reads the person's words, quoted and attributed."""
+    graph = agent(guarded.node(), PAY_25, checkpointer=InMemorySaver())
+    (pause,) = graph.invoke(ask(), config())["__interrupt__"]
+
+    answer = deny(pause, approver="alice", reason="Leo was paid yesterday")
+    done = graph.invoke(Command(resume=answer), config())
+
+    (message,) = tool_messages(done)
+    assert error_code(message) == "denied_by_person"
+    assert "Leo was paid yesterday" in str(message.content)
+    assert "alice" in str(message.content)
+    assert guarded.bank.payments == []
+
+
+def test_an_edit_runs_the_corrected_payment_in_place_of_the_one_shown(guarded: World):
+    """Edit, then approve: the corrected arguments pass every gate and run once; 25 never."""
+    graph = agent(guarded.node(), PAY_25, checkpointer=InMemorySaver())
+    (pause,) = graph.invoke(ask(), config())["__interrupt__"]
+
+    answer = edit(pause, approver="alice", arguments={"c1": {"to": "leo", "amount": 20}})
+    done = graph.invoke(Command(resume=answer), config())
+
+    (message,) = tool_messages(done)
+    assert message.status == "success"
+    assert payload(message)["data"] == {"payment_id": "pay-1", "to": "leo", "amount": 20}
+    assert evidence(message)["digest"] != pause.value["requests"][0]["digest"]
+    assert guarded.bank.payments == [("leo", 20)]
+
+
+def test_an_edit_the_gates_refuse_runs_nothing(guarded: World):
+    """Corrected arguments with an invented field are refused like any proposal (R4)."""
+    graph = agent(guarded.node(), PAY_25, checkpointer=InMemorySaver())
+    (pause,) = graph.invoke(ask(), config())["__interrupt__"]
+
+    wrong = '{"to": "leo", "amount": 20, "as_admin": true}'
+    done = graph.invoke(
+        Command(resume=edit(pause, approver="alice", arguments={"c1": wrong})), config()
+    )
+
+    (message,) = tool_messages(done)
+    assert message.status == "error"
+    assert error_code(message) == "additional_properties"
     assert guarded.bank.payments == []
 
 

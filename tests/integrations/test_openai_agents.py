@@ -542,6 +542,22 @@ def test_a_denied_write_never_runs_and_the_model_is_told_why(world):
     assert sent["error"]["message"] == "ana denied the call"
 
 
+def test_a_denial_s_reason_is_quoted_to_the_model(world):
+    """Deny with a reason: the envelope quotes the person's words, as the runtime does."""
+    guarded = world.guarded()
+    model = refund_script()
+    agent = agent_with(model, guarded.tools)
+    result = run(agent, "Refund 500 on A-104.")
+    state = result.to_state()
+    (pending,) = guarded.pending(result)
+    guarded.deny(state, pending, approver="ana", reason="  the order\nwas never paid ")
+    asyncio.run(Runner.run(agent, state, run_config=RunConfig(tracing_disabled=True)))
+
+    assert world.shop.refunds == []
+    message = envelope(model.outputs()["c1"])["error"]["message"]
+    assert message == 'denied by a person (ana), who said: "the order was never paid"'
+
+
 def test_a_denial_is_final_even_against_an_earlier_run_state(world):
     """A second person cannot approve, from the state before the denial, a call one denied."""
     guarded = world.guarded()

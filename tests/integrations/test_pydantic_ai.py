@@ -477,6 +477,25 @@ def test_a_denied_write_never_runs_and_the_model_is_told(guard):
     assert g.runtime.pending() == []
 
 
+def test_a_denial_s_reason_reaches_the_model_and_the_trace(guard):
+    """Deny with a reason: the model's refusal and the runtime's record carry the words."""
+    payments = Payments()
+    g = guard(payments)
+    script = Script([pay_call('{"amount": 500}')])
+    agent = g.agent(script)
+    first = agent.run_sync("pay 5 euros")
+
+    refusal = g.toolset.decide(
+        g.waiting(first), {"c1": False}, approver="mira", reasons={"c1": "not this month"}
+    )
+    agent.run_sync(message_history=first.all_messages(), deferred_tool_results=refusal)
+
+    assert payments.sent == []
+    (seen,) = script.seen
+    assert error_of(seen)["message"] == 'denied by a person (mira), who said: "not this month"'
+    assert "not this month" in g.outcomes[1].message.text
+
+
 def test_an_inline_handler_can_decide_through_the_toolset(guard):
     """HandleDeferredToolCalls answering with ``decide``: approved and run within one run."""
     payments = Payments()
@@ -498,6 +517,56 @@ def test_an_inline_handler_can_decide_through_the_toolset(guard):
     assert [a["arguments"] for a in asked] == [{"amount": 500}]
     assert payments.sent == [500]
     assert [o.kind for o in g.outcomes] == ["awaiting_confirmation", "observed"]
+
+
+def test_an_edit_pays_the_corrected_amount_in_place_of_the_one_shown(guard):
+    """Edit, then approve: Pydantic AI passes the corrected arguments; they pass every gate."""
+    payments = Payments()
+    g = guard(payments)
+    script = Script([pay_call('{"amount": 500}')])
+    agent = g.agent(script)
+    first = agent.run_sync("pay 5 euros")
+    (shown,) = g.toolset.confirmation_requests(g.waiting(first)).values()
+
+    edited = g.toolset.decide(g.waiting(first), {}, approver="mira", edits={"c1": {"amount": 50}})
+    agent.run_sync(message_history=first.all_messages(), deferred_tool_results=edited)
+
+    assert payments.sent == [50]
+    assert [o.kind for o in g.outcomes] == ["awaiting_confirmation", "observed"]
+    done = g.outcomes[1]
+    assert done.invocation.digest != shown.digest
+    (proposed,) = done.trace.of_kind("proposal")
+    assert proposed.data["edited_from"]["digest"] == shown.digest
+    assert g.runtime.pending() == []
+
+
+def test_an_edit_the_toolset_did_not_record_is_refused(guard):
+    """Metadata alone makes no edit (R7): an override nobody recorded runs nothing."""
+    payments = Payments()
+    g = guard(payments)
+    agent = g.agent(Script([pay_call('{"amount": 500}')]))
+    first = agent.run_sync("pay 5 euros")
+    (shown,) = g.toolset.confirmation_requests(g.waiting(first)).values()
+
+    forged = DeferredToolResults(
+        approvals={"c1": ToolApproved(override_args={"amount": 50_000})},
+        metadata={
+            "c1": {
+                "toolbound": {
+                    "edit": {
+                        "invocation_id": shown.invocation_id,
+                        "digest": shown.digest,
+                        "editor": "mira",
+                    }
+                }
+            }
+        },
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        agent.run_sync(message_history=first.all_messages(), deferred_tool_results=forged)
+
+    assert raised.value.code == "edit_not_recorded"
+    assert payments.sent == []
 
 
 def test_an_approval_that_names_no_digest_is_refused(guard):

@@ -353,6 +353,33 @@ def test_approving_runs_the_call_once_and_shows_it_committed(client):
     assert listed(client.get("/console/pending").text) == []
 
 
+def test_a_person_corrects_the_arguments_and_approves_the_corrected_call(client):
+    """Edit, then approve: the form starts from the normalized arguments; the fix runs once."""
+    call = submit(client, {"text": "buy milk"})
+    csrf = login(client, "ana")
+    page = client.get("/console/pending").text
+    assert "Correct the arguments, then approve" in page
+    assert str(escape('"text": "buy milk"')) in page  # the editor starts from what was shown
+    r = client.post(
+        f"/console/invocations/{call['invocation_id']}/decision",
+        data={
+            "csrf": csrf,
+            "digest": call["digest"],
+            "decision": "edit",
+            "arguments": '{"text": "buy oat milk"}',
+        },
+        follow_redirects=False,
+    )
+    assert r.status_code == 303
+    assert r.headers["location"] != f"/console/invocations/{call['invocation_id']}"
+    shown = client.get(r.headers["location"]).text
+    assert "Edited and approved. The corrected call ended observed." in shown
+    assert effects() == ["buy oat milk"]
+    original = client.get(f"/console/invocations/{call['invocation_id']}").text
+    assert '<dd id="status">cancelled</dd>' in original
+    assert listed(client.get("/console/pending").text) == []
+
+
 def test_a_denied_call_stays_denied(client):
     """R7: a denial is final; approving afterwards is refused and nothing ever runs."""
     call = submit(client, {"text": "sell the car"})
@@ -712,3 +739,16 @@ def test_replicas_share_sessions_only_with_a_shared_secret(tmp_path, effects_pat
 def test_a_short_secret_is_a_configuration_error():
     with pytest.raises(ConfigurationError, match="at least 16 bytes"):
         console_middleware(b"short")
+
+
+def test_the_text_a_person_edits_hides_nothing_and_means_the_same():
+    """Invisible and direction-changing characters are written as escapes in the edit box."""
+    from toolbound.service.console import editable
+
+    value = {"to": "pay \u202ebob\u200b", "note": "café\n"}
+    text = editable(value)
+    assert "\u202e" not in text
+    assert "\u200b" not in text
+    assert "\\u202e" in text
+    assert "café" in text
+    assert json.loads(text) == value

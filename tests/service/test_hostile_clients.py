@@ -151,14 +151,14 @@ def test_a_quoted_key_is_the_same_key_as_the_bare_one(client):
 # -- every error a problem document -------------------------------------------------------
 
 
-def test_a_replayed_refusal_is_still_a_problem_document(client):
-    """The same key and the same bad body again: the 400 replayed, as problem+json."""
+def test_a_refused_body_keeps_nothing_under_its_key(client):
+    """The same key and the same bad body again: refused afresh, never replayed (IETF draft)."""
     headers = {**auth("agent"), "Idempotency-Key": "bad"}
     first = client.post("/v1/proposals", content=b'{"tool": "x"}', headers=headers)
     again = client.post("/v1/proposals", content=b'{"tool": "x"}', headers=headers)
     assert_problem(first, 400, "bad_request_body")
     assert_problem(again, 400, "bad_request_body")
-    assert again.headers["idempotent-replayed"] == "true"
+    assert "idempotent-replayed" not in again.headers
 
 
 def test_an_unknown_path_is_a_404_problem(client):
@@ -194,11 +194,11 @@ def test_a_failing_proposal_is_a_500_problem_naming_no_internals(service_and_cli
     """The proposals route, before the router or through it: 500 internal_error, nothing more."""
     service, client = service_and_client
 
-    async def broken(*_args, **_kwargs):
+    def broken(*_args, **_kwargs):
         msg = "secret table toolbound_service_calls is corrupt"
         raise RuntimeError(msg)
 
-    service.submit = broken
+    service.run_submission = broken
     r = propose(client, "k1", tool="notes.shout", **cookie)
     assert_problem(r, 500, "internal_error")
     assert "secret" not in r.text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -327,3 +328,97 @@ def test_other_modules_add_their_tables_to_the_journals_schema(
         cur.execute("INSERT INTO toolbound_test_extra (k) VALUES ('x')")
         cur.execute("SELECT k FROM toolbound_test_extra")
         assert cur.fetchall() == [("x",)]
+
+
+# -- the feed of notices (Journal.notices) -------------------------------------------------
+
+
+def test_a_call_s_notices_follow_what_happened_to_it_once_each(journal: Journal) -> None:
+    """Parked, decided, finished: one notice each, in order, whatever is written twice."""
+    parked(journal)
+    parked(journal)  # the same status written again gives no second notice
+    journal.decide("inv-1", decision="approved", approver="ana", now=T0)
+    journal.put_call(head(status="running", state="prepared", decision="approved"))
+    journal.put_call(head(status="observed", state="observed", decision="approved"))
+    notices = journal.notices("acme")
+    assert [(n.kind, n.invocation_id) for n in notices] == [
+        ("parked", "inv-1"),
+        ("decided", "inv-1"),
+        ("finished", "inv-1"),
+    ]
+    decided = notices[1].body
+    assert (decided["decision"], decided["approver"]) == ("approved", "ana")
+    assert notices[2].body["status"] == "observed"
+
+
+def test_only_what_someone_may_wait_for_is_noticed(journal: Journal) -> None:
+    """A call that ends without a person gives no notice; an unknown outcome does."""
+    journal.put_call(head("read", status="observed", state="observed"))
+    journal.put_call(head("lost", status="outcome_unknown", state="outcome_unknown"))
+    journal.put_call(head("lost", status="reconciled_committed", state="committed"))
+    assert [(n.kind, n.invocation_id) for n in journal.notices("acme")] == [
+        ("outcome_unknown", "lost"),
+        ("reconciled", "lost"),
+    ]
+
+
+def test_a_reader_goes_on_after_its_cursor_and_sees_only_its_tenant(journal: Journal) -> None:
+    """Reading after the last cursor returns only what came after; other tenants never."""
+    parked(journal, "inv-1")
+    journal.put_call(head("theirs", tenant="globex", status="awaiting_confirmation"))
+    first = journal.notices("acme")
+    assert [n.invocation_id for n in first] == ["inv-1"]
+    assert journal.notices("acme", after=first[-1].cursor) == []
+    parked(journal, "inv-2")
+    parked(journal, "inv-3")
+    page = journal.notices("acme", after=first[-1].cursor, limit=1)
+    assert [n.invocation_id for n in page] == ["inv-2"]
+    rest = journal.notices("acme", after=page[-1].cursor)
+    assert [n.invocation_id for n in rest] == ["inv-3"]
+    assert [n.invocation_id for n in journal.notices("globex")] == ["theirs"]
+
+
+def test_a_cursor_that_is_not_one_is_refused(journal: Journal) -> None:
+    """A malformed cursor is a JournalError with the code bad_cursor."""
+    with pytest.raises(JournalError) as refused:
+        journal.notices("acme", after="yesterday")
+    assert refused.value.code == "bad_cursor"
+
+
+def test_notices_written_by_another_process_are_read_in_order(
+    open_journal: Callable[[], Journal],
+) -> None:
+    """Two journals on one store: each one's notices reach the other's reader, none lost."""
+    one, two = open_journal(), open_journal()
+    seen: list[str] = []
+    cursor: str | None = None
+
+    def writer(journal: Journal, prefix: str) -> None:
+        for i in range(20):
+            parked(journal, f"{prefix}-{i}")
+
+    threads = [
+        threading.Thread(target=writer, args=(one, "a")),
+        threading.Thread(target=writer, args=(two, "b")),
+    ]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(seen) < 40 and time.monotonic() < deadline:
+        batch = one.notices("acme", after=cursor)
+        seen += [n.invocation_id for n in batch]
+        cursor = batch[-1].cursor if batch else cursor
+    for t in threads:
+        t.join()
+    assert one.notices("acme", after=cursor) == []
+    assert sorted(seen) == sorted([f"a-{i}" for i in range(20)] + [f"b-{i}" for i in range(20)])
+    assert len(seen) == len(set(seen))
+
+
+def test_retention_removes_a_purged_call_s_notices(journal: Journal) -> None:
+    """A whole call goes with its notices; a call still kept keeps them."""
+    journal.put_call(head("old", status="outcome_unknown", state="outcome_unknown"))
+    journal.put_call(head("old", status="reconciled_committed", state="committed"))
+    parked(journal, "waiting")
+    journal.purge(before=T0 + timedelta(days=1))
+    assert [n.invocation_id for n in journal.notices("acme")] == ["waiting"]

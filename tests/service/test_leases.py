@@ -24,6 +24,7 @@ from toolbound.config import parse_config
 from toolbound.journal import JournalError
 from toolbound.service.api import _leases, create_app
 from toolbound.service.core import Service, Submission, fingerprint
+from toolbound.service.offload import Offload
 
 EXPIRED = -1.0  # a lease that passed a second ago: its owner stopped renewing
 
@@ -358,6 +359,7 @@ class SweepsBadly:
     def __init__(self) -> None:
         self.renewed = 0
         self.sweeps = 0
+        self.io = Offload(2)
 
     def renew(self) -> int:
         self.renewed += 1
@@ -382,6 +384,7 @@ def test_renewals_go_on_while_a_sweep_runs_long_or_fails():
         task.cancel()
 
     asyncio.run(run())
+    service.io.close()
     # A renewal every 0.1 s: about 20; a loop that waited for the sweep, or ended with
     # it, would have made about 6.
     assert service.renewed >= 12

@@ -20,6 +20,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from toolbound.config import parse_config
+from toolbound.ledger.store import LedgerError
 from toolbound.service.api import create_app
 from toolbound.service.core import Service, fingerprint
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
@@ -41,6 +42,14 @@ def service(tmp_path, effects_path):
 @pytest.fixture
 def app(service):
     return create_app(service)
+
+
+class _GoneLedger:
+    """A ledger whose database does not answer."""
+
+    def find(self, _invocation_id: str) -> None:
+        msg = "connection refused"
+        raise LedgerError(msg, code="storage_unavailable")
 
 
 def documented() -> set[tuple[str, str, int]]:
@@ -96,12 +105,22 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
     def reconcile(who: str, invocation_id: str, **kw):
         return client.post(f"/v1/unknown/{invocation_id}/reconcile", headers=key(who), **kw)
 
+    def unready(client):
+        # The ledger gone for the length of one request.
+        ledger, service.ledger = service.ledger, _GoneLedger()
+        try:
+            return client.get("/readyz")
+        finally:
+            service.ledger = ledger
+
     finding = {"committed": True, "evidence": {"checked": "the notes file"}}
     big = b"x" * (LIMIT + 1)
     busy, busy_body = uuid.uuid4().hex, b'{"tool": "notes.add", "arguments": "{}", "call_id": "b"}'
     probes = {
         ("GET", "/healthz", 200): lambda: client.get("/healthz"),
         ("GET", "/openapi.json", 200): lambda: client.get("/openapi.json"),
+        ("GET", "/readyz", 200): lambda: client.get("/readyz"),
+        ("GET", "/readyz", 503): lambda: unready(client),
         ("POST", "/v1/proposals", 200): lambda: propose("agent", "hi", tool="notes.shout"),
         ("POST", "/v1/proposals", 202): lambda: propose("agent", "buy milk"),
         ("POST", "/v1/proposals", 400): lambda: propose("agent", "x", idem="\u00e9".encode()),
@@ -122,7 +141,22 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
         ("GET", "/v1/invocations/{invocation_id}", 200): lambda: client.get(
             f"/v1/invocations/{ids['parked']['invocation_id']}", headers=key("ana")
         ),
+        ("GET", "/v1/invocations/{invocation_id}", 400): lambda: client.get(
+            f"/v1/invocations/{ids['parked']['invocation_id']}?wait=forever", headers=key("ana")
+        ),
         ("GET", "/v1/invocations/{invocation_id}", 401): lambda: client.get("/v1/invocations/x"),
+        ("GET", "/v1/events", 200): lambda: client.get(
+            "/v1/events?timeout=0.2", headers=key("ana")
+        ),
+        ("GET", "/v1/events", 400): lambda: client.get("/v1/events?after=now", headers=key("ana")),
+        ("GET", "/v1/events", 401): lambda: client.get("/v1/events"),
+        ("GET", "/v1/webhooks/deliveries", 200): lambda: client.get(
+            "/v1/webhooks/deliveries", headers=key("ops")
+        ),
+        ("GET", "/v1/webhooks/deliveries", 401): lambda: client.get("/v1/webhooks/deliveries"),
+        ("GET", "/v1/webhooks/deliveries", 403): lambda: client.get(
+            "/v1/webhooks/deliveries", headers=key("agent")
+        ),
         ("GET", "/v1/invocations/{invocation_id}", 404): lambda: client.get(
             "/v1/invocations/nope", headers=key("ana")
         ),
@@ -194,10 +228,20 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
         for (method, path, status), probe in probes.items():
             r = probe()
             assert r.status_code == status, (method, path, r.text)
-            media = "application/problem+json" if status >= 400 else "application/json"
-            if path == "/metrics" and status == 200:
-                media = METRICS_TYPE
-            assert r.headers["content-type"] == media, (method, path, status)
+            assert r.headers["content-type"] == media_of(path, status), (method, path, status)
+
+
+def media_of(path: str, status: int) -> str:
+    """The media type a documented answer comes in."""
+    if path == "/readyz":
+        return "application/json"  # the readiness report, whatever it says
+    if status >= 400:
+        return "application/problem+json"
+    if path == "/metrics":
+        return METRICS_TYPE
+    if path == "/v1/events":
+        return "text/event-stream; charset=utf-8"
+    return "application/json"
 
 
 # Every operation with valid data; those that take input with invalid data too.
@@ -207,6 +251,8 @@ RUNS = [
     for method, operation in item.items()
     for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
     if mode is GenerationMode.POSITIVE or "parameters" in operation or "requestBody" in operation
+    # A stream stays open as long as asked (up to an hour): its statuses are probed above.
+    if path != "/v1/events"
 ]
 
 

@@ -55,12 +55,22 @@ MAX_IDEMPOTENCY_KEY = 255
 class ApiError(Exception):
     """An answer that is an error: HTTP status and a problem with a machine code."""
 
-    def __init__(self, status: int, code: str, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        hint: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.hint = hint
+        self.retry_after = retry_after
+        """Seconds, sent as ``Retry-After`` (a 503's: when to try again)."""
 
     def problem(self) -> dict[str, object]:
         """RFC 9457 problem details, with toolbound's ``code``."""
@@ -80,7 +90,10 @@ def problem_response(error: ApiError) -> Response:
     """An :class:`ApiError` as problem+json."""
     from starlette.responses import JSONResponse  # noqa: PLC0415 - the service and mcp extras
 
-    return JSONResponse(error.problem(), status_code=error.status, media_type=PROBLEM_JSON)
+    headers = None if error.retry_after is None else {"Retry-After": str(error.retry_after)}
+    return JSONResponse(
+        error.problem(), status_code=error.status, media_type=PROBLEM_JSON, headers=headers
+    )
 
 
 async def send_problem(send: Send, error: ApiError, *, close: bool = False) -> None:
@@ -92,6 +105,8 @@ async def send_problem(send: Send, error: ApiError, *, close: bool = False) -> N
     headers = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", b"%d" % len(body))]
     if close:
         headers.append((b"connection", b"close"))
+    if error.retry_after is not None:
+        headers.append((b"retry-after", str(error.retry_after).encode()))
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
 

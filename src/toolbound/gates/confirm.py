@@ -27,7 +27,14 @@ if TYPE_CHECKING:
     from toolbound._model import JSONObject
     from toolbound.provenance import Finding
 
-__all__ = ["REASON_CHARS", "Confirmation", "ConfirmationRequest", "check_confirmation", "denial"]
+__all__ = [
+    "REASON_CHARS",
+    "Confirmation",
+    "ConfirmationRequest",
+    "Edit",
+    "check_confirmation",
+    "denial",
+]
 
 REASON_CHARS = 500
 """The most of a person's reason for a denial that the model is told (the rest is cut)."""
@@ -139,6 +146,24 @@ class Confirmation:
         if self.reason is not None:
             record["reason"] = self.reason
         return record
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Edit:
+    """A person's correction of a parked call: the call they were shown, and who edited it.
+
+    The corrected arguments are a new proposal, which passes every gate again (R3 to R7);
+    its trace names the call it replaces, by invocation id and the digest the editor
+    was shown, so both digests and the editor stay on record (R14).
+    """
+
+    invocation_id: str
+    digest: str
+    editor: str
+
+    def as_json(self) -> dict[str, object]:
+        """The record as the edited call's trace keeps it."""
+        return {"invocation_id": self.invocation_id, "digest": self.digest, "editor": self.editor}
 
 
 def denial(approver: str, reason: str | None) -> str:

@@ -91,7 +91,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, assert_never, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, assert_never, cast
 
 try:
     from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
@@ -141,6 +141,7 @@ __all__ = [
     "approve",
     "as_tools",
     "deny",
+    "edit",
     "tool_schemas",
     "tools_condition",
 ]
@@ -182,7 +183,10 @@ class Decision(TypedDict):
     """A person's decision on one call, naming what they were shown of it.
 
     The call's id, the digest of its normalized arguments, and the subject it runs
-    for: the decision applies to that call only while all three still hold.
+    for: the decision applies to that call only while all three still hold. A denial
+    may carry the person's ``reason``, which the model is told (``denied_by_person``).
+    An approval may carry corrected ``arguments`` (JSON text, :func:`edit`): the
+    corrected call then runs in the shown call's place, through every gate again.
     """
 
     call_id: str
@@ -190,6 +194,8 @@ class Decision(TypedDict):
     subject: str
     approved: bool
     approver: str
+    reason: NotRequired[str]
+    arguments: NotRequired[str]
 
 
 @with_config(ConfigDict(strict=True, extra="forbid"))
@@ -218,14 +224,42 @@ def approve(
     return _answer(pending, approver=approver, approved=True, calls=calls)
 
 
+def edit(
+    pending: Interrupt | Mapping[str, object],
+    *,
+    approver: str,
+    arguments: Mapping[str, Mapping[str, object] | str],
+) -> Answer:
+    """Approve the calls in ``arguments`` (by call id) with the person's corrected arguments.
+
+    Each corrected call is a new proposal in place of the one shown: parsed,
+    validated, normalized, digested and authorized again, its trace naming the call
+    it replaces and the editor (:meth:`toolbound.Runtime.edit`). ``arguments`` maps a
+    call id to an object, or to JSON text taken byte for byte.
+    """
+    answer = _answer(pending, approver=approver, approved=True, calls=arguments)
+    for decision in answer["decisions"]:
+        given = arguments[decision["call_id"]]
+        decision["arguments"] = given if isinstance(given, str) else json.dumps(given)
+    return answer
+
+
 def deny(
     pending: Interrupt | Mapping[str, object],
     *,
     approver: str,
+    reason: str | None = None,
     calls: Iterable[str] | None = None,
 ) -> Answer:
-    """Refuse the calls a :data:`CONFIRMATION` interrupt showed (all, or ``calls`` by id)."""
-    return _answer(pending, approver=approver, approved=False, calls=calls)
+    """Refuse the calls a :data:`CONFIRMATION` interrupt showed (all, or ``calls`` by id).
+
+    ``reason``, the person's words, is traced with each denial and told to the model.
+    """
+    answer = _answer(pending, approver=approver, approved=False, calls=calls)
+    if reason is not None:
+        for decision in answer["decisions"]:
+            decision["reason"] = reason
+    return answer
 
 
 def _answer(
@@ -626,10 +660,18 @@ def _settle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
         answer = _ask(runtime, waiting, notes)
         for i, decision in _matches(waiting, answer, notes):
             call, who = waiting.pop(i), decision["approver"]
+            if "arguments" in decision and decision["approved"]:
+                outcomes[i] = runtime.edit(
+                    call.invocation_id,
+                    digest=decision["digest"],
+                    arguments=decision["arguments"],
+                    approver=who,
+                )
+                continue
             outcomes[i] = (
                 runtime.approve(call.invocation_id, digest=decision["digest"], approver=who)
                 if decision["approved"]
-                else runtime.deny(call.invocation_id, digest=decision["digest"], approver=who)
+                else _refuse(runtime, call, decision)
             )
     return outcomes
 
@@ -642,13 +684,31 @@ async def _asettle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
         answer = _ask(runtime, waiting, notes)
         for i, decision in _matches(waiting, answer, notes):
             call, who = waiting.pop(i), decision["approver"]
+            if "arguments" in decision and decision["approved"]:
+                outcomes[i] = await runtime.aedit(
+                    call.invocation_id,
+                    digest=decision["digest"],
+                    arguments=decision["arguments"],
+                    approver=who,
+                )
+                continue
             outcomes[i] = (
                 await runtime.aapprove(call.invocation_id, digest=decision["digest"], approver=who)
                 if decision["approved"]
                 # A refusal runs nothing, so it needs no async variant.
-                else runtime.deny(call.invocation_id, digest=decision["digest"], approver=who)
+                else _refuse(runtime, call, decision)
             )
     return outcomes
+
+
+def _refuse(runtime: Runtime, call: AwaitingConfirmation, decision: Decision) -> Outcome:
+    """The person's denial of ``call``, with their reason when they gave one (R7)."""
+    return runtime.deny(
+        call.invocation_id,
+        digest=decision["digest"],
+        approver=decision["approver"],
+        reason=decision.get("reason"),
+    )
 
 
 def _waiting(outcomes: list[Outcome]) -> dict[int, AwaitingConfirmation]:

@@ -58,6 +58,7 @@ from toolbound._errors import ConfigurationError, ConfirmationMismatch, Problem
 from toolbound._model import Proposal
 from toolbound.adapters import NameMap
 from toolbound.adapters.openai_responses import tool_definitions
+from toolbound.gates.confirm import denial
 from toolbound.pipeline.runtime import CallContext
 from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import model_error
@@ -256,10 +257,19 @@ class GuardedTools:
         self._decide(pending.call_id, None, "")
         state.approve(pending.item)
 
-    def deny(self, state: RunState, pending: PendingConfirmation, *, approver: str) -> None:
+    def deny(
+        self,
+        state: RunState,
+        pending: PendingConfirmation,
+        *,
+        approver: str,
+        reason: str | None = None,
+    ) -> None:
         """``approver`` refuses the call: the SDK never runs it; the model is told why.
 
-        The denial is final: a later :meth:`approve` of the same call is refused.
+        ``reason``, the person's words, is quoted to the model as the runtime quotes a
+        denial's reason (``denied_by_person``). The denial is final: a later
+        :meth:`approve` of the same call is refused.
         """
         with self._lock:
             self._decisions.pop(pending.call_id, None)
@@ -267,7 +277,7 @@ class GuardedTools:
         problem = Problem(
             kind="confirmation",
             code="denied_by_person",
-            message=f"{approver} denied the call",
+            message=denial(approver, reason),
             recoverable=False,
         )
         # No invocation exists: the call never reached the runtime. The envelope

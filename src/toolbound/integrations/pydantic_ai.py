@@ -91,7 +91,8 @@ from toolbound._outcome import (
     Rejected,
 )
 from toolbound.adapters import NameMap, describe
-from toolbound.gates.confirm import Confirmation
+from toolbound.gates.confirm import Confirmation, Edit
+from toolbound.pipeline.confirm import Approver
 from toolbound.pipeline.runtime import CallContext
 
 if TYPE_CHECKING:
@@ -223,6 +224,7 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         self._dot = dot
         self._names: dict[tuple[str, ...], NameMap] = {}
         self._parked: dict[str, _Parked] = {}
+        self._edits: dict[str, Edit] = {}
         self._lock = threading.Lock()
 
     @property
@@ -315,6 +317,8 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         decisions: Mapping[str, bool],
         *,
         approver: str,
+        reasons: Mapping[str, str] | None = None,
+        edits: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> DeferredToolResults:
         """A person's decisions on parked calls, as results to resume the run with.
 
@@ -323,24 +327,42 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         the call's ``metadata["toolbound"]`` — the arguments the person was shown —
         by ``approver`` (R7). An approval resumes exactly that call, once; a denial
         ends it at once (``denied_by_person``) and the model is told so in toolbound's
-        encoding. Raises :class:`~toolbound.ConfigurationError` for a call id that is
-        not a toolbound call waiting for confirmation, and
+        encoding, with the person's words from ``reasons`` (by call id) where given.
+        ``edits`` maps call ids to the person's corrected arguments: each such call is
+        approved with them (Pydantic AI's ``ToolApproved(override_args=...)``) and,
+        when the run resumes, runs as a new proposal in place of the one shown,
+        through every gate again (:meth:`toolbound.Runtime.edit`).
+        Raises :class:`~toolbound.ConfigurationError` for a call id that is not a
+        toolbound call waiting for confirmation, or an edit of a call denied, and
         :class:`~toolbound.ConfirmationMismatch` when the runtime no longer holds it.
         """
         results = DeferredToolResults()
-        for call_id, approved in decisions.items():
+        edits = edits or {}
+        for call_id in [*decisions, *(c for c in edits if c not in decisions)]:
+            approved = decisions.get(call_id, True)
             named = _named_request(requests.metadata.get(call_id))
             if named is None or all(c.tool_call_id != call_id for c in requests.approvals):
                 msg = f"call {call_id!r} is not a toolbound call waiting for confirmation"
                 raise ConfigurationError(msg, code="not_pending")
             invocation_id, digest = named
             results.answered_by[call_id] = approver
-            if approved:
+            if call_id in edits:
+                if not approved:
+                    msg = f"call {call_id!r} is denied: a denied call cannot be edited"
+                    raise ConfigurationError(msg, code="edit_of_denial")
+                self._allow_edit(invocation_id, digest, approver)
+                results.approvals[call_id] = ToolApproved(override_args=dict(edits[call_id]))
+                edit = {"invocation_id": invocation_id, "digest": digest, "editor": approver}
+                results.metadata[call_id] = {_META: {"edit": edit}}
+            elif approved:
                 confirmation = self._runtime.issue(invocation_id, digest=digest, approver=approver)
                 results.approvals[call_id] = ToolApproved()
                 results.metadata[call_id] = {_META: {"confirmation": confirmation.as_json()}}
             else:
-                outcome = self._runtime.deny(invocation_id, digest=digest, approver=approver)
+                reason = None if reasons is None else reasons.get(call_id)
+                outcome = self._runtime.deny(
+                    invocation_id, digest=digest, approver=approver, reason=reason
+                )
                 self._forget(invocation_id)
                 self._report(outcome)
                 results.approvals[call_id] = ToolDenied(outcome.message.text)
@@ -354,6 +376,17 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         arguments: _Arguments,
     ) -> ToolReturn[str]:
         """An approved call: continue the parked call, and only that one, only unchanged."""
+        edit = self._edit_in(metadata)
+        if edit is not None:
+            # The person's corrected arguments, as Pydantic AI passes them on (R7).
+            edited = await self._runtime.aedit(
+                edit.invocation_id,
+                digest=edit.digest,
+                arguments=arguments.raw or b"",
+                approver=edit.editor,
+            )
+            self._forget(edit.invocation_id)
+            return self._answer(edited, proposal, arguments)
         confirmation = _confirmation_in(metadata)
         if confirmation is None:
             msg = (
@@ -414,6 +447,34 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
                 arguments=proposal.arguments,
                 digest=outcome.request.digest,
             )
+
+    def _allow_edit(self, invocation_id: str, digest: str, editor: str) -> None:
+        """Check the edit by the desk's rules now; honour it once, when the run resumes."""
+        who = Approver(name=editor)
+        self._runtime.desk.check(
+            invocation_id, digest=digest, approver=who, at=self._runtime.clock.now()
+        )
+        with self._lock:
+            self._edits[invocation_id] = Edit(
+                invocation_id=invocation_id, digest=digest, editor=editor
+            )
+
+    def _edit_in(self, metadata: object) -> Edit | None:
+        """The edit :meth:`decide` recorded that an approval's metadata names, taken once.
+
+        Only an edit recorded by this toolset counts: metadata alone never makes one.
+        """
+        entry = _toolbound_entry(metadata)
+        named = None if entry is None else entry.get("edit")
+        if not isinstance(named, Mapping):
+            return None
+        with self._lock:
+            recorded = self._edits.get(str(named.get("invocation_id")))
+            if recorded is None or recorded.as_json() != dict(named):
+                msg = "this edit was not recorded by this toolset's decide(): ask again"
+                raise ConfigurationError(msg, code="edit_not_recorded")
+            del self._edits[recorded.invocation_id]
+        return recorded
 
     def _forget(self, invocation_id: str) -> None:
         with self._lock:

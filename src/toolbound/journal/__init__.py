@@ -41,8 +41,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from toolbound.journal._records import (
     ClaimedRequest,
+    Delivery,
+    DeliveryAttempt,
     Finish,
     JournalError,
+    Notice,
+    NoticeKind,
     StoredCall,
     Surface,
     call_event,
@@ -61,9 +65,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ClaimedRequest",
+    "Delivery",
+    "DeliveryAttempt",
     "Finish",
     "Journal",
     "JournalError",
+    "Notice",
+    "NoticeKind",
     "PostgresJournal",
     "SQLCursor",
     "SQLiteJournal",
@@ -188,6 +196,61 @@ class Journal(Protocol):
         """
         ...
 
+    def notices(self, tenant: str, *, after: str | None = None, limit: int = 100) -> list[Notice]:
+        """``tenant``'s notices after the one whose cursor is ``after``, oldest first.
+
+        Each call is ``parked``, ``decided``, ``finished`` (after a decision),
+        ``outcome_unknown`` or ``reconciled`` at most once; each notice is written in
+        the transaction that made it true, whichever process or surface wrote it.
+        Read again with the last notice's :attr:`~Notice.cursor` to go on: a notice
+        is never skipped, nor read twice, whatever commits meanwhile. An ``after``
+        that is not a cursor raises ``JournalError`` (``bad_cursor``).
+        """
+        ...
+
+    # -- the webhook outbox (toolbound.journal._webhooks) ------------------------------
+
+    def webhook_cursor(self, webhook: str, tenant: str) -> str | None:
+        """Where ``webhook``'s copy of ``tenant``'s feed stands (None: at its start)."""
+        ...
+
+    def webhook_enqueue(
+        self,
+        webhook: str,
+        tenant: str,
+        notices: Sequence[Notice],
+        *,
+        cursor: str,
+        payloads: Sequence[str],
+        now: datetime,
+    ) -> None:
+        """Add a delivery per notice (once each) and move the cursor, in one transaction."""
+        ...
+
+    def webhook_claim(self, owner: str, *, lease: float, limit: int = 20) -> list[Delivery]:
+        """Due deliveries no one holds, now held by ``owner`` for ``lease`` seconds."""
+        ...
+
+    def webhook_attempted(
+        self,
+        delivery: Delivery,
+        *,
+        owner: str,
+        at: datetime,
+        status: int | None,
+        error: str | None,
+        delivered: bool,
+        retry_in: float | None,
+    ) -> None:
+        """Record a try; delivered, due again in ``retry_in`` seconds, or given up (None)."""
+        ...
+
+    def webhook_deliveries(
+        self, *, tenant: str | None = None, limit: int = 100
+    ) -> list[tuple[Delivery, list[DeliveryAttempt]]]:
+        """The newest deliveries with every try of each, for operators."""
+        ...
+
     def purge(self, *, before: datetime) -> int:
         """Delete whole calls (head and events) and request records older than ``before``.
 
@@ -233,10 +296,13 @@ class Journal(Protocol):
         ...
 
 
-def open_journal(url: str) -> Journal:
-    """The journal for a store URL: ``sqlite:///PATH`` or ``postgresql://…``."""
+def open_journal(url: str, *, busy_timeout: float = 30.0) -> Journal:
+    """The journal for a store URL: ``sqlite:///PATH`` or ``postgresql://…``.
+
+    ``busy_timeout``: SQLite's wait for a writer's lock.
+    """
     if url.startswith("sqlite:///"):
-        return SQLiteJournal(url.removeprefix("sqlite:///"))
+        return SQLiteJournal(url.removeprefix("sqlite:///"), busy_timeout=busy_timeout)
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresJournal(url)
     msg = f"no journal for store URL {url!r}"

@@ -13,8 +13,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ClaimedRequest",
+    "Delivery",
+    "DeliveryAttempt",
     "Finish",
     "JournalError",
+    "Notice",
+    "NoticeKind",
     "StoredCall",
     "Surface",
     "call_event",
@@ -63,6 +67,66 @@ class StoredCall:
     """The Idempotency-Key of the request that submitted it, if any."""
     surface: Surface = "service"
     """Which surface ran the call; rows from before surfaces were kept are the service's."""
+
+
+NoticeKind = Literal["parked", "decided", "finished", "outcome_unknown", "reconciled"]
+"""What happened to a call that someone outside it may wait for (:class:`Notice`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notice:
+    """One thing that happened to a call, in the journal's feed of its tenant.
+
+    A call is ``parked`` for a person, ``decided`` by one, ``finished`` after a
+    decision, ``outcome_unknown`` (R9) or ``reconciled``: each at most once. The feed
+    is read in order after a ``cursor`` (opaque text: :meth:`Journal.notices`), so a
+    reader that stops can go on where it was, from any process.
+    """
+
+    cursor: str
+    kind: NoticeKind
+    tenant: str
+    invocation_id: str
+    at: datetime
+    body: Mapping[str, object]
+    """The call as it stood: tool, subject, status, state, digest, decision, surface."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    """One notice on its way to one ``[[webhook]]``: what is sent, and how it went.
+
+    ``payload`` is the JSON body, signed and sent as it is on every try; ``next_at``
+    is when the next try is due (seconds since the epoch, the database's clock).
+    """
+
+    webhook: str
+    invocation_id: str
+    kind: str
+    tenant: str
+    payload: str
+    created_at: datetime
+    attempts: int
+    next_at: float
+    delivered_at: datetime | None = None
+    gave_up_at: datetime | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+
+    @property
+    def message_id(self) -> str:
+        """The Standard Webhooks ``webhook-id``: the same on every try of this delivery."""
+        return f"msg_{self.invocation_id}_{self.kind}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryAttempt:
+    """One try of a delivery: when, the receiver's status (if it answered), the error."""
+
+    n: int
+    at: datetime
+    status: int | None
+    error: str | None
 
 
 @dataclass(frozen=True, slots=True)

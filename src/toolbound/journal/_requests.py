@@ -23,6 +23,11 @@ class SQLBase:
     _mark = "?"
     _now = "((julianday('now') - 2440587.5) * 86400.0)"
     """The database's clock in seconds since the epoch: leases never use a replica's."""
+    # A notice's place in its tenant's feed. SQLite commits one writer at a time, so
+    # the next number in the write transaction is in commit order.
+    _pos = "(SELECT COALESCE(MAX(pos), 0) + 1 FROM toolbound_call_notices)"
+    # Which notices a reader may take: every committed one, here.
+    _settled = ""
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:  # noqa: ARG002 - an interface

@@ -10,11 +10,14 @@ from toolbound.journal._records import (
     ClaimedRequest,
     Finish,
     JournalError,
+    Notice,
+    NoticeKind,
     StoredCall,
     Surface,
     call_event,
 )
 from toolbound.journal._requests import RequestsSQL, SessionsSQL, iso
+from toolbound.journal._webhooks import WebhooksSQL
 from toolbound.journal.schema import COLUMNS, dumps
 from toolbound.trace import TraceEvent, encode_event
 
@@ -28,8 +31,19 @@ __all__ = ["SQLJournal"]
 _KEPT = "('awaiting_confirmation', 'outcome_unknown', 'running')"
 """Statuses retention never removes: a person or a recovery still has to act."""
 
+_NOTICE_OF: dict[str, NoticeKind] = {
+    "awaiting_confirmation": "parked",
+    "outcome_unknown": "outcome_unknown",
+    "reconciled_committed": "reconciled",
+    "reconciled_not_committed": "reconciled",
+}
+"""The notice a head written with this status gives (once per call and kind)."""
 
-class SQLJournal(RequestsSQL, SessionsSQL):
+_ENDED = frozenset({"observed", "rejected", "failed", "cancelled", "interrupted"})
+"""Statuses that end a call; a decided call ending so gives a ``finished`` notice."""
+
+
+class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
     """Calls as one record: a head row and its events, written in one transaction."""
 
     def put_call(
@@ -77,7 +91,41 @@ class SQLJournal(RequestsSQL, SessionsSQL):
             # The head is row-locked (PostgreSQL) or the database is (SQLite) until the
             # commit: appends to one call never interleave.
             self._append(cur, call.invocation_id, events)
+            self._notice_of(cur, call)
         return None
+
+    def _notice_of(self, cur: Cursor, call: StoredCall) -> None:
+        """The notice ``call``'s new status gives, in the transaction that wrote it."""
+        kind = _NOTICE_OF.get(call.status)
+        if kind is None and call.status in _ENDED:
+            kind = "finished"  # only for a call a person decided (the WHERE below)
+        if kind is None:
+            return
+        body = _notice_body(call, kind)
+        decided_only = " AND decision IS NOT NULL" if kind == "finished" else ""
+        cur.execute(
+            self._q(
+                "INSERT INTO toolbound_call_notices (invocation_id, kind, tenant, pos, at, body)"  # noqa: S608 - fixed SQL
+                f" SELECT invocation_id, ?, tenant, {self._pos}, ?, ? FROM toolbound_service_calls"
+                f" WHERE invocation_id = ?{decided_only}"
+                " ON CONFLICT (invocation_id, kind) DO NOTHING"
+            ),
+            (kind, iso(call.updated_at), dumps(body), call.invocation_id),
+        )
+
+    def notices(self, tenant: str, *, after: str | None = None, limit: int = 100) -> list[Notice]:
+        place = _cursor_of(after)
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(
+                    "SELECT pos, invocation_id, kind, at, body FROM toolbound_call_notices"  # noqa: S608 - fixed SQL
+                    f" WHERE tenant = ? AND (pos, invocation_id, kind) > (?, ?, ?){self._settled}"
+                    " ORDER BY pos, invocation_id, kind LIMIT ?"
+                ),
+                (tenant, *place, limit),
+            )
+            rows = cur.fetchall()
+        return [_notice(tenant, row) for row in rows]
 
     def _finish(self, cur: Cursor, finish: Finish, stamp: str) -> ClaimedRequest | None:
         """Keep a request's answer; a claim another request holds instead is returned."""
@@ -281,6 +329,7 @@ class SQLJournal(RequestsSQL, SessionsSQL):
                     },
                 )
                 self._append(cur, invocation_id, [event])
+                self._decided(cur, invocation_id, iso(now))
         call = self.get_call(invocation_id)
         if call is None:
             msg = f"no invocation {invocation_id}"
@@ -289,6 +338,41 @@ class SQLJournal(RequestsSQL, SessionsSQL):
             msg = f"invocation {invocation_id} is not waiting for a decision"
             raise JournalError(msg, code="already_decided")
         return call
+
+    def _decided(self, cur: Cursor, invocation_id: str, stamp: str) -> None:
+        """The ``decided`` notice, from the head the decision was just written into."""
+        cur.execute(
+            self._q(
+                "SELECT invocation_id, tenant, subject, principal, tool, status, state, digest,"
+                " decision, approver, created_at, updated_at, body FROM toolbound_service_calls"
+                " WHERE invocation_id = ?"
+            ),
+            (invocation_id,),
+        )
+        row = cur.fetchone()
+        if row is None:
+            return
+        tenant = str(row[1])
+        head = {
+            "invocation_id": invocation_id,
+            "kind": "decided",
+            "tenant": tenant,
+            "subject": row[2],
+            "tool": row[4],
+            "status": row[5],
+            "state": row[6],
+            "digest": row[7],
+            "decision": row[8],
+            "approver": row[9],
+        }
+        cur.execute(
+            self._q(
+                "INSERT INTO toolbound_call_notices (invocation_id, kind, tenant, pos, at, body)"  # noqa: S608 - fixed SQL
+                f" VALUES (?, 'decided', ?, {self._pos}, ?, ?)"
+                " ON CONFLICT (invocation_id, kind) DO NOTHING"
+            ),
+            (invocation_id, tenant, stamp, dumps(head)),
+        )
 
     def purge(self, *, before: datetime) -> int:
         stamp = iso(before)
@@ -306,6 +390,9 @@ class SQLJournal(RequestsSQL, SessionsSQL):
             if gone:
                 cur.executemany(
                     self._q("DELETE FROM toolbound_call_events WHERE invocation_id = ?"), gone
+                )
+                cur.executemany(
+                    self._q("DELETE FROM toolbound_call_notices WHERE invocation_id = ?"), gone
                 )
             cur.execute(
                 self._q("DELETE FROM toolbound_service_requests WHERE created_at < ?"), (stamp,)
@@ -377,4 +464,48 @@ def _call(row: tuple[object, ...]) -> StoredCall:
         lease_until=None if lease_until is None else float(cast("float", lease_until)),
         request_key=None if request_key is None else str(request_key),
         surface=cast("Surface", "service" if surface is None else str(surface)),
+    )
+
+
+def _notice_body(call: StoredCall, kind: NoticeKind) -> dict[str, object]:
+    return {
+        "invocation_id": call.invocation_id,
+        "kind": kind,
+        "tenant": call.tenant,
+        "subject": call.subject,
+        "tool": call.tool,
+        "status": call.status,
+        "state": call.state,
+        "digest": call.digest,
+        "decision": call.decision,
+        "approver": call.approver,
+        "surface": call.surface,
+    }
+
+
+_START = (-1, "", "")
+"""The place before every notice."""
+
+
+def _cursor_of(after: str | None) -> tuple[int, str, str]:
+    """A reader's place in the feed, from the cursor of the last notice it took."""
+    if not after:
+        return _START
+    pos, _, rest = after.partition(".")
+    invocation_id, _, kind = rest.partition(".")
+    if not pos.lstrip("-").isdecimal() or not invocation_id or not kind:
+        msg = f"not a notice cursor: {after!r}"
+        raise JournalError(msg, code="bad_cursor")
+    return int(pos), invocation_id, kind
+
+
+def _notice(tenant: str, row: tuple[object, ...]) -> Notice:
+    pos, invocation_id, kind, at, body = row
+    return Notice(
+        cursor=f"{pos}.{invocation_id}.{kind}",
+        kind=cast("NoticeKind", str(kind)),
+        tenant=tenant,
+        invocation_id=str(invocation_id),
+        at=datetime.fromisoformat(str(at)),
+        body=cast("Mapping[str, object]", json.loads(str(body))),
     )

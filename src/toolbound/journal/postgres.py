@@ -1,10 +1,18 @@
-"""The journal in PostgreSQL (psycopg 3, extra ``postgres``)."""
+"""The journal in PostgreSQL (psycopg 3, extra ``postgres``).
+
+A server that cannot be reached, a pool with no connection free within ``timeout``,
+a statement cancelled by ``statement_timeout`` or a full disk raise
+:class:`~toolbound.journal.JournalError` with the code ``storage_unavailable`` (or
+``storage_full``), never psycopg's own errors: the service answers them 503.
+"""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
+from toolbound._loopguard import check_off_loop
+from toolbound.journal._records import JournalError
 from toolbound.journal._sql import SQLJournal
 from toolbound.journal.schema import create
 
@@ -17,19 +25,40 @@ __all__ = ["PostgresJournal"]
 
 
 class PostgresJournal(SQLJournal):
-    """The journal in PostgreSQL, through a psycopg 3 connection pool."""
+    """The journal in PostgreSQL, through a psycopg 3 connection pool.
+
+    ``timeout`` bounds the wait for a pooled connection (and for the first one, at
+    start). Each connection is checked as it is taken from the pool, like the
+    ledger's, so one the server dropped while idle (a restart) is replaced rather than
+    failing the first request after it.
+    """
 
     _mark = "%s"
     _now = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+    # Transactions commit out of order, so a sequence number could be read past before
+    # a lower one commits. A notice's place is its transaction's id instead, and a
+    # reader takes only those of transactions older than every one still running:
+    # nothing can commit behind them.
+    _pos = "pg_current_xact_id()::text::bigint"
+    _settled = " AND pos < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
-    def __init__(self, conninfo: str, *, max_size: int = 8) -> None:
+    def __init__(self, conninfo: str, *, max_size: int = 8, timeout: float = 10.0) -> None:
         try:
             from psycopg_pool import ConnectionPool  # noqa: PLC0415
         except ImportError as exc:  # pragma: no cover - the extra is missing
             msg = "PostgresJournal needs psycopg: pip install 'toolbound[postgres]'"
             raise ImportError(msg) from exc
-        self._pool = ConnectionPool(conninfo, min_size=1, max_size=max_size, open=True)
+        self._pool = ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=max_size,
+            timeout=timeout,
+            check=ConnectionPool.check_connection,
+            name="toolbound-journal",
+            open=False,
+        )
         try:
+            self._pool.open(wait=True, timeout=timeout)
             with self._tx() as cur:
                 # Two processes starting at once must not race on CREATE TABLE.
                 cur.execute("SELECT pg_advisory_xact_lock(7210431)")
@@ -40,8 +69,19 @@ class PostgresJournal(SQLJournal):
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:  # noqa: ARG002 - MVCC
-        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            yield cast("Cursor", cur)
+        check_off_loop("the journal (PostgreSQL)")
+        import psycopg  # noqa: PLC0415 - imported with the pool, above
+
+        try:
+            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                yield cast("Cursor", cur)
+        except psycopg.OperationalError as exc:
+            # Down, unreachable, no connection free in time, cancelled by
+            # statement_timeout, a full disk: a store that cannot answer now.
+            full = isinstance(exc, psycopg.errors.DiskFull)
+            code = "storage_full" if full else "storage_unavailable"
+            msg = f"the journal's PostgreSQL database cannot answer now: {exc}"
+            raise JournalError(msg, code=code) from exc
 
     def close(self) -> None:
         """Close the pool."""

@@ -96,6 +96,19 @@ SCHEMA: list[str] = [
     """CREATE TABLE IF NOT EXISTS toolbound_journal_migrations (
         name TEXT PRIMARY KEY
     )""",
+    # The feed of what happened to calls, per tenant (Journal.notices): at most one row
+    # per call and kind, ordered by pos (see SQLJournal._pos for what it holds).
+    """CREATE TABLE IF NOT EXISTS toolbound_call_notices (
+        invocation_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        pos BIGINT NOT NULL,
+        at TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (invocation_id, kind)
+    )""",
+    """CREATE INDEX IF NOT EXISTS toolbound_call_notices_by_tenant
+        ON toolbound_call_notices (tenant, pos, invocation_id, kind)""",
     """CREATE TABLE IF NOT EXISTS toolbound_console_sessions (
         session_hash TEXT PRIMARY KEY,
         principal TEXT NOT NULL,

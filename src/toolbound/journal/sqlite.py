@@ -7,7 +7,9 @@ import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
+from toolbound._loopguard import check_off_loop
 from toolbound._wal import WAL_BOUND, Checkpoints
+from toolbound.journal._records import JournalError
 from toolbound.journal._sql import SQLJournal
 from toolbound.journal.schema import create
 
@@ -31,8 +33,9 @@ class SQLiteJournal(SQLJournal):
     off the writers' path, and by a writer only when the WAL has grown past a bound.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, busy_timeout: float = 30.0) -> None:
         self.path = str(path)
+        self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
@@ -45,14 +48,15 @@ class SQLiteJournal(SQLJournal):
         self._checkpoints = Checkpoints(self.path, synchronous="NORMAL", owner="journal")
 
     def _connection(self) -> sqlite3.Connection:
+        check_off_loop("the journal (SQLite)")
         conn = cast("sqlite3.Connection | None", getattr(self._local, "conn", None))
         if conn is None:
             conn = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             conn.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND}")
             self._local.conn = conn
             with self._guard:
@@ -61,19 +65,22 @@ class SQLiteJournal(SQLJournal):
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:
-        conn = self._connection()
-        cur = conn.cursor()
-        cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        try:
-            yield cast("Cursor", cur)
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
+        with _mapped():
+            conn = self._connection()
+            cur = conn.cursor()
+            cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield cast("Cursor", cur)
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
 
     def peek_request(self, tenant: str, key: str, fingerprint: str) -> ClaimedRequest | None:
         """What an earlier request with ``key`` found: one statement, its own snapshot."""
-        return self._existing(cast("Cursor", self._connection().cursor()), tenant, key, fingerprint)
+        with _mapped():
+            cursor = cast("Cursor", self._connection().cursor())
+            return self._existing(cursor, tenant, key, fingerprint)
 
     def close(self) -> None:
         """Stop the checkpoints and close every thread's connection."""
@@ -86,6 +93,23 @@ class SQLiteJournal(SQLJournal):
                 conn.close()
             self._all.clear()
         self._local = threading.local()
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    """SQLite's operational failures as the journal's ``storage_*`` errors.
+
+    Locked past the busy timeout, a disk I/O error, a full disk (``database or disk
+    is full``), a file that cannot be opened: a store that cannot answer now. The
+    service answers them 503; constraint and programming errors pass unchanged.
+    """
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        full = "full" in str(exc)
+        code = "storage_full" if full else "storage_unavailable"
+        msg = f"the journal's SQLite file cannot answer now: {exc}"
+        raise JournalError(msg, code=code) from exc
 
 
 def _column_names(cur: Cursor) -> set[str]:

@@ -47,6 +47,7 @@ from time import monotonic
 from typing import TYPE_CHECKING, Final, Self
 
 from toolbound._errors import ConfigurationError
+from toolbound._loopguard import check_off_loop
 from toolbound.ledger._pgexec import Param, Statement, Statements
 from toolbound.ledger._sql import (
     SOURCES_SQL,
@@ -446,6 +447,7 @@ class PostgresLedger:
     # -- connections, migrations, errors ----------------------------------------------
 
     def _checkout(self) -> Connection:
+        check_off_loop("the ledger (PostgreSQL)")
         try:
             return self._pool.getconn()
         except psycopg.Error as exc:

@@ -44,6 +44,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Self, TypeVar
 
 from toolbound._errors import ConfigurationError
+from toolbound._loopguard import check_off_loop
 from toolbound._wal import WAL_BOUND, Checkpoints
 from toolbound.ledger._sql import (
     SOURCES_SQL,
@@ -203,6 +204,7 @@ class _Storage:
         raise NotImplementedError
 
     def _connection(self) -> sqlite3.Connection:
+        check_off_loop("the ledger (SQLite)")
         if self._closed:
             msg = f"{self!r} is closed"
             raise LedgerError(msg, code="storage_unavailable")

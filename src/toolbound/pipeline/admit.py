@@ -112,6 +112,8 @@ def open_call(env: Env, proposal: Proposal, ctx: CallContext) -> Opened:
         clock=env.clock,
         sinks=env.sinks,
     )
+    # A person's correction names the call it replaces (R7, R14); absent otherwise.
+    edit = {} if ctx.edited_from is None else {"edited_from": ctx.edited_from.as_json()}
     trace.record(
         "proposal",
         state=State.PROPOSED,
@@ -127,6 +129,7 @@ def open_call(env: Env, proposal: Proposal, ctx: CallContext) -> Opened:
         # The caller's trace id (from its traceparent), if it gave one; telemetry
         # joins that trace, or else nests under whatever span is active.
         trace_id=ctx.trace_id,
+        **edit,
     )
     return Opened(proposal=proposal, ctx=ctx, life=Lifecycle(trace), started=env.clock.monotonic())
 

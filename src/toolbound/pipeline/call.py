@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import Attempt, Invocation, Proposal, Subject, ToolSpec
     from toolbound._state import Lifecycle
-    from toolbound.gates.confirm import Confirmation
+    from toolbound.gates.confirm import Confirmation, Edit
     from toolbound.ledger.store import LedgerKey
     from toolbound.provenance import Finding, FlowReport, Provenance
     from toolbound.registry import RegisteredTool, ToolSet
@@ -54,6 +54,9 @@ class CallContext:
     carrying an approval for exactly its invocation id and digest goes on without
     parking, and one whose digest differs is rejected.
 
+    ``edited_from`` names the parked call a person corrected into this one
+    (:meth:`~toolbound.Runtime.edit`); the proposal's trace event keeps it.
+
     ``provenance`` is the session's index of labelled values
     (:class:`~toolbound.provenance.Provenance`): each call's arguments are examined
     against it, the report is traced and handed to the policy (R6, R11). The
@@ -74,6 +77,7 @@ class CallContext:
     invocation_id: str | None = None
     approval: Confirmation | None = None
     provenance: Provenance | None = None
+    edited_from: Edit | None = None
 
     def time_allowed(self, spec: ToolSpec) -> float:
         """The seconds a call of ``spec`` may take: its timeout, capped by the request's."""

@@ -125,6 +125,32 @@ class ConfirmationDesk:
         waiting = self.calls.all_waiting(None if approver is None else approver.tenant)
         return [r for r in waiting if now <= r.expires_at]
 
+    def check(
+        self, invocation_id: str, *, digest: str, approver: Approver, at: datetime
+    ) -> ConfirmationRequest:
+        """The request ``approver`` may decide at ``at``, shown by ``digest``; else the refusal.
+
+        The rules of the class docstring, in order, with nothing recorded: what
+        :meth:`decide` checks before it records, and what a person's edit of the call
+        must pass too (:meth:`~toolbound.Runtime.edit`).
+        """
+        request = self.calls.waiting(invocation_id)
+        if request is None or (
+            approver.tenant is not None and request.subject.tenant != approver.tenant
+        ):
+            raise _not_pending(invocation_id)
+        if at > request.expires_at:
+            msg = f"{invocation_id}'s confirmation window closed at {request.expires_at}"
+            raise ConfirmationMismatch(msg, code="confirmation_expired")
+        if digest != request.digest:
+            # R7: the person reviewed other arguments; nothing is decided.
+            msg = f"{invocation_id} has digest {request.digest}, not {digest}"
+            raise ConfirmationMismatch(msg, code="digest_mismatch")
+        if self.four_eyes and approver.subject == request.subject.id:
+            msg = "four-eyes rule: a call cannot be decided by the subject it was made for"
+            raise ConfirmationMismatch(msg, code="four_eyes")
+        return request
+
     def decide(
         self,
         invocation_id: str,
@@ -144,21 +170,7 @@ class ConfirmationDesk:
         default until it closes). Whoever holds the call runs it with the returned
         confirmation, which it checks once more against the call (R7).
         """
-        request = self.calls.waiting(invocation_id)
-        if request is None or (
-            approver.tenant is not None and request.subject.tenant != approver.tenant
-        ):
-            raise _not_pending(invocation_id)
-        if at > request.expires_at:
-            msg = f"{invocation_id}'s confirmation window closed at {request.expires_at}"
-            raise ConfirmationMismatch(msg, code="confirmation_expired")
-        if digest != request.digest:
-            # R7: the person reviewed other arguments; nothing is decided.
-            msg = f"{invocation_id} has digest {request.digest}, not {digest}"
-            raise ConfirmationMismatch(msg, code="digest_mismatch")
-        if self.four_eyes and approver.subject == request.subject.id:
-            msg = "four-eyes rule: a call cannot be decided by the subject it was made for"
-            raise ConfirmationMismatch(msg, code="four_eyes")
+        request = self.check(invocation_id, digest=digest, approver=approver, at=at)
         confirmation = (
             request.approve(
                 approver=approver.name,

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Self, cast
 
 from toolbound._clock import SystemClock
 from toolbound._errors import ConfirmationMismatch
+from toolbound._ids import call_ids
 from toolbound._state import State
 from toolbound.execution.executor import Executor
 from toolbound.execution.retry import SystemSleeper
+from toolbound.gates.confirm import Edit
 from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits
 from toolbound.ledger.memory import MemoryLedger
 from toolbound.pipeline import admit, confirm, endings, execute, express, prepare
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound._errors import Problem
     from toolbound._model import Proposal
-    from toolbound._outcome import Outcome, Rejected
+    from toolbound._outcome import AwaitingConfirmation, Outcome, Rejected
     from toolbound.execution.retry import RetryPolicy, Sleeper
     from toolbound.execution.tool import SecretProvider
     from toolbound.gates.authorize import Policy
@@ -313,6 +315,74 @@ class Runtime:
         env = self._env
         step = await prepare.aready(env, self._resume(env, confirmation, timeout))
         return await execute.arun(env, step) if isinstance(step, Prepared) else step
+
+    def edit(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        arguments: str | bytes,
+        approver: str,
+        timeout: float | None = None,
+    ) -> Outcome:
+        """A person corrects a parked call's arguments and approves the corrected call (R7).
+
+        ``digest`` is the one the person was shown; ``arguments`` the corrected text.
+        The desk's rules apply as to any decision (``not_pending``,
+        ``digest_mismatch``, ``confirmation_expired``), the call staying parked when
+        one refuses. Otherwise the parked call ends CANCELLED_BEFORE_COMMIT, nothing
+        run, and the corrected arguments are a new proposal with the same call id:
+        parsed, validated, normalized, digested and authorized again, its trace naming
+        the call it replaces, the digest shown and the editor. If the policy asks a
+        person about the corrected call, ``approver``'s approval covers exactly its
+        new digest; if a gate refuses it, that refusal is the answer and nothing runs.
+        """
+        proposal, context = self._edited(invocation_id, digest, arguments, approver)
+        outcome = self.run(proposal, context)
+        if outcome.kind != "awaiting_confirmation":
+            return outcome
+        return self.confirm(self._editor_approves(outcome, approver), timeout=timeout)
+
+    async def aedit(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        arguments: str | bytes,
+        approver: str,
+        timeout: float | None = None,
+    ) -> Outcome:
+        """:meth:`edit` for async callers."""
+        proposal, context = self._edited(invocation_id, digest, arguments, approver)
+        outcome = await self.arun(proposal, context)
+        if outcome.kind != "awaiting_confirmation":
+            return outcome
+        return await self.aconfirm(self._editor_approves(outcome, approver), timeout=timeout)
+
+    def _edited(
+        self, invocation_id: str, digest: str, arguments: str | bytes, approver: str
+    ) -> tuple[Proposal, CallContext]:
+        """End the parked call for its correction; the corrected proposal and its context."""
+        env = self._env
+        now = env.clock.now()
+        try:
+            self.desk.check(invocation_id, digest=digest, approver=Approver(name=approver), at=now)
+        except ConfirmationMismatch as exc:
+            if exc.code == "confirmation_expired":
+                confirm.end_expired(self._held, now)  # the closed window ends the call
+            raise
+        call = self._held.cancel(invocation_id)
+        new_id, _ = call_ids()
+        endings.cancelled(env, call, f"edited by {approver} before it ran; replaced by {new_id}")
+        text = arguments.encode() if isinstance(arguments, str) else bytes(arguments)
+        proposal = replace(call.proposal, arguments=text, received_at=now)
+        edit = Edit(invocation_id=invocation_id, digest=digest, editor=approver)
+        context = replace(call.ctx, invocation_id=new_id, edited_from=edit, approval=None)
+        return proposal, context
+
+    def _editor_approves(self, outcome: AwaitingConfirmation, approver: str) -> Confirmation:
+        # The editor wrote exactly these arguments: their edit approves this digest (R7).
+        return self.issue(outcome.invocation_id, digest=outcome.request.digest, approver=approver)
 
     def cancel_pending(self, invocation_id: str) -> Outcome:
         """Cancel a parked call: CANCELLED_BEFORE_COMMIT, nothing executed."""

@@ -53,7 +53,6 @@ from urllib.parse import quote, urlencode
 
 import jinja2
 from markupsafe import Markup, escape
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.responses import RedirectResponse, Response
@@ -69,6 +68,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
     from typing import TypeAlias
 
+    from starlette.datastructures import FormData
     from starlette.requests import Request
 
     from toolbound._model import ToolSpec
@@ -211,6 +211,20 @@ def reveal(text: object) -> Markup:
     return Markup("".join(out))  # noqa: S704 - every piece was escaped above
 
 
+def editable(value: object) -> str:
+    r"""``value`` as JSON text for a person to edit, invisible characters written out.
+
+    Invisible and direction-changing characters inside strings become their JSON
+    escapes (``\u202e``): the text means the same value, and nothing in it is hidden
+    from the person editing it (see :func:`reveal`).
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return "".join(
+        json.dumps(ch)[1:-1] if ch not in "\n\t" and unicodedata.category(ch) in _HIDDEN else ch
+        for ch in text
+    )
+
+
 def _templates() -> Jinja2Templates:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("toolbound.service", "templates"),
@@ -252,7 +266,7 @@ class _Console:
             try:
                 if post:
                     await _check_csrf(request)
-                principal = self.principal(request)
+                principal = await self.service.io(self.principal, request)
                 if principal is None:
                     back = (
                         request.url.path if request.method == "GET" else f"{CONSOLE_PATH}/pending"
@@ -260,7 +274,7 @@ class _Console:
                     return _redirect(f"{CONSOLE_PATH}/login?{urlencode({'next': back})}")
                 return await handler(request, principal)
             except ApiError as error:
-                return self.error(request, error)
+                return await self.error(request, error)
 
         return run
 
@@ -310,8 +324,8 @@ class _Console:
         response.headers.update(_HEADERS)
         return response
 
-    def error(self, request: Request, error: ApiError) -> Response:
-        principal = self.principal(request)
+    async def error(self, request: Request, error: ApiError) -> Response:
+        principal = await self.service.io(self.principal, request)
         invocation_id = request.path_params.get("invocation_id")
         return self.render(
             request,
@@ -329,7 +343,7 @@ class _Console:
     # -- log in and out -------------------------------------------------------------
 
     async def home(self, request: Request) -> Response:
-        if self.principal(request) is None:
+        if await self.service.io(self.principal, request) is None:
             return _redirect(f"{CONSOLE_PATH}/login")
         return _redirect(f"{CONSOLE_PATH}/pending")
 
@@ -342,7 +356,7 @@ class _Console:
         try:
             await _check_csrf(request)
         except ApiError as error:
-            return self.error(request, error)
+            return await self.error(request, error)
         form = await request.form()
         key, target = form.get("key"), _safe_next(form.get("next"))
         principal = self.service.config.principal_for(key) if isinstance(key, str) else None
@@ -356,11 +370,15 @@ class _Console:
                 failed="unknown API key",
             )
         # A fresh session on every log-in: nothing from before it (token included) survives.
-        self._end_session(request)
+        await self.service.io(self._end_session, request)
         sid = secrets.token_urlsafe(32)
         now = self.service.clock.now()
-        self.service.journal.open_session(
-            sid, principal.name, now=now, expires_at=now + timedelta(seconds=_SESSION_SECONDS)
+        await self.service.io(
+            self.service.journal.open_session,
+            sid,
+            principal.name,
+            now=now,
+            expires_at=now + timedelta(seconds=_SESSION_SECONDS),
         )
         request.session.update(
             {"sid": sid, "key": _key_binding(principal), "csrf": secrets.token_urlsafe(32)}
@@ -368,7 +386,7 @@ class _Console:
         return _redirect(target)
 
     async def logout(self, request: Request, _principal: Principal) -> Response:
-        self._end_session(request)
+        await self.service.io(self._end_session, request)
         return _redirect(f"{CONSOLE_PATH}/login")
 
     def _end_session(self, request: Request) -> None:
@@ -381,7 +399,7 @@ class _Console:
     # -- confirmations --------------------------------------------------------------
 
     async def pending(self, request: Request, principal: Principal) -> Response:
-        calls = self._pending(principal)
+        calls = await self.service.io(self._pending, principal)
         return self.render(
             request,
             "pending.html",
@@ -392,7 +410,7 @@ class _Console:
         )
 
     async def pending_list(self, request: Request, principal: Principal) -> Response:
-        calls = self._pending(principal)
+        calls = await self.service.io(self._pending, principal)
         return self.render(
             request,
             "_pending_list.html",
@@ -408,13 +426,15 @@ class _Console:
     async def decide(self, request: Request, principal: Principal) -> Response:
         form = await request.form()
         digest, choice = form.get("digest"), form.get("decision")
-        if not isinstance(digest, str) or not digest or choice not in {"approve", "deny"}:
-            msg = "send the digest you reviewed and a decision, approve or deny"
+        if not isinstance(digest, str) or not digest or choice not in {"approve", "deny", "edit"}:
+            msg = "send the digest you reviewed and a decision, approve, deny or edit"
             raise ApiError(400, "bad_form", msg)
+        invocation_id = request.path_params["invocation_id"]
+        if choice == "edit":
+            return await self._edit(request, principal, invocation_id, digest, form)
         decision: Literal["approve", "deny"] = "approve" if choice == "approve" else "deny"
         # A reason typed before an approval is not a denial's.
         given = reason_from(form.get("reason"), code="bad_form")
-        invocation_id = request.path_params["invocation_id"]
         answer = await self.service.decide(
             principal,
             invocation_id,
@@ -426,6 +446,26 @@ class _Console:
         _flash(request, "ok", f"{verb}. The call ended {answer['status']} ({answer['state']}).")
         return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")
 
+    async def _edit(
+        self,
+        request: Request,
+        principal: Principal,
+        invocation_id: str,
+        digest: str,
+        form: FormData,
+    ) -> Response:
+        """Edit, then approve: the corrected call runs in the shown one's place (R7)."""
+        arguments = form.get("arguments")
+        if not isinstance(arguments, str) or not arguments.strip():
+            raise ApiError(400, "bad_form", "send the corrected arguments as JSON")
+        answer = await self.service.edit(
+            principal, invocation_id, digest=digest, arguments=arguments
+        )
+        message = f"Edited and approved. The corrected call ended {answer['status']}."
+        _flash(request, "ok", message)
+        replacement = str(answer["invocation_id"])
+        return _redirect(f"{CONSOLE_PATH}/invocations/{quote(replacement, safe='')}")
+
     # -- invocations --------------------------------------------------------------
 
     async def invocations(self, request: Request, principal: Principal) -> Response:
@@ -435,7 +475,8 @@ class _Console:
         per = _whole(q.get("per"), default=_PAGE_SIZES[0], low=1, high=_PAGE_SIZES[-1])
         # The journal filters status, tool and subject; the time range and the text
         # search run here, over its newest matches (the journal bounds one listing).
-        calls = self.service.calls(
+        calls = await self.service.io(
+            self.service.calls,
             principal,
             status=filters["status"] or None,
             tool=filters["tool"] or None,
@@ -483,7 +524,9 @@ class _Console:
         )
 
     async def invocation(self, request: Request, principal: Principal) -> Response:
-        call = self.service.get(principal, request.path_params["invocation_id"])
+        call, events = await self.service.io(
+            self._call_and_events, principal, request.path_params["invocation_id"]
+        )
         pending = call.status == "awaiting_confirmation" and call.decision is None
         human = _mapping(call.body.get("human"))
         asked = _mapping(call.body.get("confirmation"))
@@ -497,15 +540,19 @@ class _Console:
             "invocation.html",
             principal,
             section="invocations",
-            call=_detail(
-                call, self.service.journal.events(call.invocation_id), shown_arguments=arguments
-            ),
+            call=_detail(call, events, shown_arguments=arguments),
             trace=self._trace_link(call),
             parameters=self._parameters(
                 call.tool, arguments, human.get("evidence") or asked.get("evidence")
             ),
             pending=self._confirmation_view(principal, call) if pending else None,
         )
+
+    def _call_and_events(
+        self, principal: Principal, invocation_id: str
+    ) -> tuple[StoredCall, list[dict[str, object]]]:
+        call = self.service.get(principal, invocation_id)
+        return call, self.service.journal.events(call.invocation_id)
 
     def _confirmation_view(self, principal: Principal, call: StoredCall) -> dict[str, object]:
         asked = _mapping(call.body.get("confirmation"))
@@ -538,6 +585,8 @@ class _Console:
                 asked.get("evidence") or _mapping(call.body.get("human")).get("evidence"),
             ),
             "raw_arguments": str(request.get("arguments", "")),
+            # What an editor starts from: the normalized arguments, as JSON text.
+            "edit_text": editable(asked.get("arguments")),
             "human": _evidence(
                 _mapping(call.body.get("human")), shown_arguments=asked.get("arguments")
             ),
@@ -603,7 +652,7 @@ class _Console:
     # -- outcome unknown ------------------------------------------------------------
 
     async def unknown(self, request: Request, principal: Principal) -> Response:
-        records = await run_in_threadpool(self.service.unknown, principal)
+        records = await self.service.io(self.service.unknown, principal)
         return self.render(
             request,
             "unknown.html",
@@ -634,13 +683,13 @@ class _Console:
         action, finding = form.get("action"), form.get("evidence")
         invocation_id = request.path_params["invocation_id"]
         if action == "ask":
-            answer = await run_in_threadpool(self.service.reconcile, principal, invocation_id)
+            answer = await self.service.io(self.service.reconcile, principal, invocation_id)
         elif action in {"committed", "not_committed"}:
             text = finding.strip() if isinstance(finding, str) else ""
             if not text:
                 msg = "a person's finding needs evidence (what was checked, where)"
                 raise ApiError(400, "evidence_missing", msg)
-            answer = await run_in_threadpool(
+            answer = await self.service.io(
                 self.service.reconcile,
                 principal,
                 invocation_id,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from starlette.concurrency import run_in_threadpool
 from starlette.routing import BaseRoute, Route
 
 from toolbound.adapters.http import ApiError
@@ -64,7 +63,7 @@ class _ToolReview:
 
     async def show(self, request: Request, principal: Principal) -> Response:
         _operator(principal)
-        reviews = await run_in_threadpool(self._reviews)
+        reviews = await self.console.service.io(self._reviews)
         return self.console.render(
             request, "tools.html", principal, section="tools", reviews=reviews
         )
@@ -77,7 +76,7 @@ class _ToolReview:
             msg = "send the tool's name and the digest of the definition you reviewed"
             raise ApiError(400, "bad_form", msg)
         try:
-            await run_in_threadpool(
+            await self.console.service.io(
                 self.store.approve_quarantined, name, digest=digest, approver=principal.name
             )
         except ToolVersionMismatch as exc:

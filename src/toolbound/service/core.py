@@ -36,14 +36,16 @@ from toolbound._model import Proposal, Subject
 from toolbound.adapters.http import ApiError, decision_refused, outcome_json
 from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
-from toolbound.gates.confirm import ConfirmationRequest
+from toolbound.gates.confirm import ConfirmationRequest, Edit
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
+from toolbound.ledger.store import LedgerError
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.service.decisions import note_denial
 from toolbound.service.keys import ApiKeys
+from toolbound.service.offload import Offload
 from toolbound.service.records import (
     RunningCalls,
     decision_of,
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
     from toolbound.journal import Journal
     from toolbound.ledger.store import LedgerRecord
     from toolbound.registry import Registry, ToolSet
+    from toolbound.service.webhooks import Webhooks
     from toolbound.trace import TraceSink
 
 __all__ = ["Service", "Submission"]
@@ -191,8 +194,10 @@ class Service:
         """How long a call stays this process's without a renewal (:meth:`renew`)."""
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = registry if registry is not None else config.build_registry()
-        self.ledger = ledger_for(config.store_url)
-        self.journal: Journal = journal_for(config.store_url)
+        self.ledger = ledger_for(config.store_url, config.store_timeouts)
+        self.journal: Journal = journal_for(config.store_url, config.store_timeouts)
+        self.io = Offload(config.io_threads)
+        """The one bounded pool the HTTP surface runs every blocking call on."""
         self.metrics = CallMetrics()
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
@@ -222,15 +227,20 @@ class Service:
         """The one confirmation desk, over the calls parked in the journal (R7)."""
         self.metrics.count_pending(self.desk)
         self.sessions = Sessions(self.journal, self.registry, config.provenance, self.clock)
+        self.webhooks = _webhooks(self, config)
+        """The ``[[webhook]]`` senders (None without any): the lifespan runs their rounds."""
         self.recovered = self.recover()
 
     def close(self) -> None:
         """Stop the runtime, flush telemetry and release the stores."""
         self.runtime.close()
+        if self.webhooks is not None:
+            self.webhooks.close()
         for sink in self._sinks:
             shutdown = getattr(sink, "shutdown", None)
             if shutdown is not None:
                 shutdown()
+        self.io.close()
         self.journal.close()
         self.ledger.close()
 
@@ -251,7 +261,29 @@ class Service:
         the call, in one transaction. The caller has claimed the key, or gives its
         ``fingerprint`` to claim it in that transaction (reads only); if another
         request holds it then, its claim is the third value and nothing was kept.
+
+        The whole call — gates, ledger, tool, journal — runs as one hop on the
+        service's I/O pool (:attr:`io`), never on the event loop.
         """
+        return await self.io(
+            self.run_submission,
+            principal,
+            submission,
+            trace_id=trace_id,
+            request_key=request_key,
+            fingerprint=fingerprint,
+        )
+
+    def run_submission(
+        self,
+        principal: Principal,
+        submission: Submission,
+        *,
+        trace_id: str | None = None,
+        request_key: str | None = None,
+        fingerprint: str | None = None,
+    ) -> tuple[int, str, ClaimedRequest | None]:
+        """:meth:`submit` on the caller's thread, which must not run an event loop."""
         _require(principal, "agent")
         tools = self._toolset(submission.tools)
         now = self.clock.now()
@@ -294,10 +326,9 @@ class Service:
             # dies mid-call leaves a truthful trace.
             self._running.expect(running)
         try:
-            outcome = await self.runtime.arun(proposal, context)
+            outcome = self.runtime.run(proposal, context)
         except Exception:
-            with contextlib.suppress(JournalError):
-                _interrupted(self.journal, running, self.clock.now(), "the runtime raised")
+            self._failed(running, "the runtime raised")
             raise
         finally:
             written = self._running.written(invocation_id)
@@ -308,9 +339,20 @@ class Service:
         if request_key is not None:
             finish = Finish(principal.tenant, request_key, status, text, fingerprint)
         now = self.clock.now()
-        lost = store_outcome(
-            self.journal, running, outcome, request, answer, now=now, finish=finish, written=written
-        )
+        try:
+            lost = store_outcome(
+                self.journal,
+                running,
+                outcome,
+                request,
+                answer,
+                now=now,
+                finish=finish,
+                written=written,
+            )
+        except Exception:
+            self._failed(running, "its outcome could not be stored")
+            raise
         # After the answer is durable: a session that cannot be written never loses it.
         self.sessions.learn(principal.tenant, submission.context, outcome)
         return status, text, lost
@@ -326,8 +368,115 @@ class Service:
     ) -> dict[str, object]:
         """A person decides on a parked call, bound to the digest they were shown.
 
-        A denial's ``reason`` is told to the model and kept with the call.
+        A denial's ``reason`` is told to the model and kept with the call. Run on the
+        service's I/O pool, like :meth:`submit`.
         """
+        return await self.io(
+            self.run_decision,
+            principal,
+            invocation_id,
+            digest=digest,
+            decision=decision,
+            reason=reason,
+        )
+
+    async def edit(
+        self, principal: Principal, invocation_id: str, *, digest: str, arguments: str
+    ) -> dict[str, object]:
+        """A person corrects a parked call's arguments and approves the corrected call (R7).
+
+        The desk's rules hold as for any decision, and the edit is the call's one
+        decision (``edited``, compare-and-set): the parked call ends
+        ``cancelled``, nothing run, naming its replacement. The corrected text is a new
+        call with the same call id, through every gate again (its trace keeps
+        ``edited_from``); if the policy asks a person about it, the editor's approval
+        covers its new digest, four eyes included. The answer is the new call's.
+        """
+        return await self.io(
+            self.run_edit, principal, invocation_id, digest=digest, arguments=arguments
+        )
+
+    def run_edit(
+        self, principal: Principal, invocation_id: str, *, digest: str, arguments: str
+    ) -> dict[str, object]:
+        """:meth:`edit` on the caller's thread, which must not run an event loop."""
+        _require(principal, "approver")
+        original = self._visible(principal, invocation_id)
+        approver = Approver(name=principal.name, subject=principal.subject, tenant=principal.tenant)
+        now = self.clock.now()
+        try:
+            self.desk.check(invocation_id, digest=digest, approver=approver, at=now)
+        except ConfirmationMismatch as exc:
+            raise decision_refused(exc) from None
+        replacement = new_invocation_id()
+        try:
+            original = self.journal.decide(
+                invocation_id,
+                decision="edited",
+                approver=principal.name,
+                now=now,
+                digest=digest,
+                reason=f"replaced by {replacement}",
+            )
+        except JournalError as exc:
+            raise decision_refused(ConfirmationMismatch(str(exc), code="not_pending")) from None
+        ended = {"edited_by": principal.name, "replaced_by": replacement, "digest": digest}
+        note(self.journal, original, "edited", ended, status="cancelled", now=now)
+        stored = original.body["request"]
+        assert isinstance(stored, dict)  # noqa: S101 - written by submit
+        edit = Edit(invocation_id=invocation_id, digest=digest, editor=principal.name)
+        # Kept in the request: a run after a person's decision is still the edited call.
+        request: dict[str, object] = {
+            **stored,
+            "arguments": arguments,
+            "edited_from": edit.as_json(),
+        }
+        return self._run_edited(principal, original, request, replacement)
+
+    def _run_edited(
+        self,
+        principal: Principal,
+        original: StoredCall,
+        request: dict[str, object],
+        replacement: str,
+    ) -> dict[str, object]:
+        """The corrected call, as its own invocation; the editor approves it if asked."""
+        now = self.clock.now()
+        running = replace(
+            original,
+            invocation_id=replacement,
+            status="running",
+            state="proposed",
+            digest=None,
+            decision=None,
+            approver=None,
+            created_at=now,
+            updated_at=now,
+            body={"request": request},
+            owner=self.instance_id,
+            request_key=None,
+        )
+        context = replace(self._context(original, request, None), invocation_id=replacement)
+        outcome = self.runtime.run(_proposal(request), context)
+        answer = outcome_json(outcome)
+        store_outcome(self.journal, running, outcome, request, answer, now=self.clock.now())
+        if outcome.kind != "awaiting_confirmation":
+            return answer
+        # The editor wrote these very arguments: their edit approves this digest.
+        return self.run_decision(
+            principal, replacement, digest=outcome.request.digest, decision="approve"
+        )
+
+    def run_decision(
+        self,
+        principal: Principal,
+        invocation_id: str,
+        *,
+        digest: str,
+        decision: Literal["approve", "deny"],
+        reason: str | None = None,
+    ) -> dict[str, object]:
+        """:meth:`decide` on the caller's thread, which must not run an event loop."""
         _require(principal, "approver")
         self._visible(principal, invocation_id)
         try:
@@ -351,10 +500,7 @@ class Service:
             )
         request = call.body["request"]
         assert isinstance(request, dict)  # noqa: S101 - written by submit
-        outcome = await self.runtime.arun(
-            _proposal(request),
-            self._context(call, request, approval),
-        )
+        outcome = self.runtime.run(_proposal(request), self._context(call, request, approval))
         answer = outcome_json(outcome)
         store_outcome(self.journal, call, outcome, request, answer, now=self.clock.now())
         self.sessions.learn_stored(call.tenant, request, outcome)
@@ -433,6 +579,11 @@ class Service:
             note(self.journal, stored, "reconciliation", answer, status=status, now=now)
         return answer
 
+    def check_store(self) -> None:
+        """One read of the journal and one of the ledger; raises if either cannot answer."""
+        self.journal.get_call("readiness-probe")
+        self.ledger.find("readiness-probe")
+
     def renew(self) -> int:
         """Extend the lease of every call this process works on; how many."""
         return self.journal.renew(self.instance_id, lease=self.lease.total_seconds())
@@ -494,6 +645,22 @@ class Service:
             self.journal, call, outcome, request, outcome_json(outcome), now=self.clock.now()
         )
 
+    def _failed(self, call: StoredCall, why: str) -> None:
+        """End a call whose run or record failed, as truthfully as the stores allow (R9).
+
+        Its effect may have run once the ledger holds it past ``intent``: then it is
+        ``outcome_unknown``, for an operator to reconcile, never "not executed".
+        Otherwise it is ``interrupted``. A store that still fails leaves the head as it
+        was (``running``), for the lease sweep to settle from the ledger.
+        """
+        with contextlib.suppress(JournalError, LedgerError, OSError):
+            record = self.ledger.find(call.invocation_id)
+            phase = None if record is None else record.phase
+            unknown = phase in {"executing", "unknown", "committed"}
+            status = "outcome_unknown" if unknown else "interrupted"
+            data = {"reason": why, "ledger_phase": phase}
+            note(self.journal, call, "interrupted", data, status=status, now=self.clock.now())
+
     def _tenants(self) -> set[str]:
         return {p.tenant for p in self.config.principals}
 
@@ -522,7 +689,7 @@ class Service:
         return call
 
     def _context(
-        self, call: StoredCall, request: dict[str, object], approval: Confirmation
+        self, call: StoredCall, request: dict[str, object], approval: Confirmation | None
     ) -> CallContext:
         names = request.get("tools")
         tools = self._toolset(tuple(str(n) for n in names) if isinstance(names, list) else None)
@@ -558,7 +725,7 @@ def _split(ref: str) -> tuple[str, str | None]:
 def _stored_context(
     call: StoredCall,
     request: dict[str, object],
-    approval: Confirmation,
+    approval: Confirmation | None,
     tools: ToolSet,
     config: ServiceConfig,
 ) -> CallContext:
@@ -576,6 +743,18 @@ def _stored_context(
         invocation_id=call.invocation_id,
         trace_id=None if trace_id is None else str(trace_id),
         approval=approval,
+        edited_from=_edit_of(request.get("edited_from")),
+    )
+
+
+def _edit_of(value: object) -> Edit | None:
+    """The edit a stored request records (``None`` for a call as the model proposed it)."""
+    if not isinstance(value, dict):
+        return None
+    return Edit(
+        invocation_id=str(value["invocation_id"]),
+        digest=str(value["digest"]),
+        editor=str(value["editor"]),
     )
 
 
@@ -593,6 +772,21 @@ def _proposal(request: dict[str, object]) -> Proposal:
 
 def _interrupted(journal: Journal, call: StoredCall, now: datetime, why: str) -> None:
     note(journal, call, "interrupted", {"reason": why}, status="interrupted", now=now)
+
+
+def _webhooks(service: Service, config: ServiceConfig) -> Webhooks | None:
+    if not config.webhooks:
+        return None
+    # Imported here: httpx and the signing library are needed only with webhooks.
+    from toolbound.service.webhooks import Webhooks  # noqa: PLC0415
+
+    return Webhooks(
+        service.journal,
+        config.webhooks,
+        tenants=service._tenants,  # noqa: SLF001 - the service's own view of its tenants
+        owner=service.instance_id,
+        clock=service.clock,
+    )
 
 
 class StoredConfirmations:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from toolbound.adapters.http import MAX_IDEMPOTENCY_KEY, PROBLEM_JSON, REASON_INPUT_CHARS
 from toolbound.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from toolbound.service.waiting import MAX_STREAM, MAX_WAIT
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -49,8 +50,8 @@ def _answers(*statuses: int, **ok: dict[str, Any]) -> dict[str, Any]:
 
 
 _PROBLEMS: Final[dict[int, str]] = {
-    400: "A malformed body, query or header (bad_request_body, bad_query, evidence_missing,"
-    " idempotency_key_missing, idempotency_key_invalid)",
+    400: "A malformed body, query or header (bad_request_body, bad_query, bad_cursor,"
+    " evidence_missing, idempotency_key_missing, idempotency_key_invalid)",
     401: "No API key, or an unknown one (unauthenticated)",
     403: "The key's principal lacks the role, or the four-eyes rule (forbidden, four_eyes)",
     404: "No such invocation in this tenant (not_found)",
@@ -76,6 +77,37 @@ _SUMMARY: Final[dict[str, Any]] = {
         },
         "created_at": {"type": "string"},
         "updated_at": {"type": "string"},
+    },
+}
+
+
+_READINESS: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["status", "instance", "store", "identity"],
+    "properties": {
+        "status": {"enum": ["ready", "degraded", "unavailable"]},
+        "instance": {"type": "string"},
+        "store": {
+            "type": "object",
+            "required": ["status"],
+            "properties": {
+                "status": {"enum": ["ok", "unavailable"]},
+                "error": {"type": "string"},
+            },
+        },
+        "identity": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["issuer", "status"],
+                "properties": {
+                    "issuer": {"type": "string"},
+                    "status": {"enum": ["ready", "fetching", "not_fetched", "unavailable"]},
+                    "keys": {"type": "integer"},
+                    "error": {"type": ["string", "null"]},
+                },
+            },
+        },
     },
 }
 
@@ -213,9 +245,20 @@ OPENAPI: Final[dict[str, Any]] = {
             "Decision": {
                 "type": "object",
                 "required": ["digest", "decision"],
+                "if": {"properties": {"decision": {"const": "edit"}}},
+                "then": {"required": ["arguments"]},
+                "else": {"not": {"required": ["arguments"]}},
+                "additionalProperties": False,
                 "properties": {
                     "digest": {"type": "string", "description": "the digest the person reviewed"},
-                    "decision": {"enum": ["approve", "deny"]},
+                    "decision": {"enum": ["approve", "deny", "edit"]},
+                    "arguments": {
+                        "type": "string",
+                        "description": (
+                            "an edit's corrected arguments, as JSON text: a new call in the"
+                            " shown one's place, through every gate again"
+                        ),
+                    },
                     "reason": {
                         "type": ["string", "null"],
                         "maxLength": REASON_INPUT_CHARS,
@@ -232,6 +275,7 @@ OPENAPI: Final[dict[str, Any]] = {
                 "description": (
                     "empty: ask the tool; with committed, a person's finding, which needs evidence"
                 ),
+                "additionalProperties": False,
                 "properties": {
                     "committed": {"type": "boolean"},
                     "evidence": {"type": "object", "minProperties": 1},
@@ -273,6 +317,20 @@ OPENAPI: Final[dict[str, Any]] = {
                         "Alive",
                     )
                 ),
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "Whether this replica can serve: its store, its identity providers",
+                "security": _PUBLIC,
+                "responses": {
+                    "200": _json(
+                        _READINESS, "Ready (or degraded: an identity provider has no keys)"
+                    ),
+                    "503": _json(
+                        _READINESS, "The store does not answer; Retry-After says when to ask again"
+                    ),
+                },
             }
         },
         "/openapi.json": {
@@ -336,8 +394,21 @@ OPENAPI: Final[dict[str, Any]] = {
         "/v1/invocations/{invocation_id}": {
             "get": {
                 "summary": "One invocation: request, answer, human evidence, state",
-                "parameters": [_ID],
-                "responses": _answers(401, 404, s200=_json(_SUMMARY, "The invocation")),
+                "description": (
+                    "With wait, the answer comes as soon as the call is settled (no longer"
+                    " waiting for a person nor running), or after that many seconds: the"
+                    " call as it stands then, either way."
+                ),
+                "parameters": [
+                    _ID,
+                    {
+                        "name": "wait",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_WAIT},
+                    },
+                ],
+                "responses": _answers(400, 401, 404, s200=_json(_SUMMARY, "The invocation")),
             }
         },
         "/v1/invocations/{invocation_id}/trace": {
@@ -385,6 +456,56 @@ OPENAPI: Final[dict[str, Any]] = {
                 "summary": "Calls waiting for a person",
                 "responses": _answers(
                     401, s200=_json(_listing("confirmations", _SUMMARY), "Pending calls")
+                ),
+            }
+        },
+        "/v1/events": {
+            "get": {
+                "summary": "The tenant's call events as server-sent events, resumable",
+                "description": (
+                    "Events parked, decided, finished, outcome_unknown and reconciled; each"
+                    " event's id is its cursor. Reconnect with Last-Event-ID (or after) to go"
+                    " on where the stream ended; it ends after timeout seconds."
+                ),
+                "parameters": [
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string"},
+                    },
+                    {
+                        "name": "timeout",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_STREAM},
+                    },
+                ],
+                "responses": _answers(
+                    400,
+                    401,
+                    s200={
+                        "description": "A stream of events (text/event-stream)",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                ),
+            }
+        },
+        "/v1/webhooks/deliveries": {
+            "get": {
+                "summary": "The tenant's webhook deliveries, with every try of each (operator)",
+                "responses": _answers(
+                    401,
+                    403,
+                    s200=_json(
+                        _listing("deliveries", {"type": "object"}), "Deliveries and their tries"
+                    ),
                 ),
             }
         },

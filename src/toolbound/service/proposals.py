@@ -10,13 +10,14 @@ failures (inside Starlette's server-error handling) are those of the router's ro
 
 The Idempotency-Key rules (IETF draft): 400 without one; the same key with another
 body is 422; while the first request is still running, 409; after it, its answer
-again with ``Idempotent-Replayed: true``.
+again with ``Idempotent-Replayed: true``. Only what began executing is kept under a
+key, as Stripe and the draft do: a refusal before execution — a 400 body, a 401, a
+403 — and a 503 keep nothing, so the request sent again once its cause is fixed runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING
 
 from starlette.requests import ClientDisconnect
@@ -26,6 +27,7 @@ from toolbound.adapters.http import PROBLEM_JSON, ApiError, idempotency_key, pro
 from toolbound.identity import TokenRefused
 from toolbound.otel import propagation_scope
 from toolbound.service.core import Submission, fingerprint
+from toolbound.service.failures import RETRY_AFTER, unavailable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -42,10 +44,12 @@ PATH = "/v1/proposals"
 _STALE_REQUEST = 300.0  # seconds after which an unfinished Idempotency-Key is taken over
 
 
-def principal_of(service: Service, headers: Mapping[str, str]) -> Principal:
+async def principal_of(service: Service, headers: Mapping[str, str]) -> Principal:
     """The principal behind the request's API key or bearer JWT, or a 401 saying why.
 
-    ``headers``: the request's, looked up by lower-case name.
+    ``headers``: the request's, looked up by lower-case name. An API key is looked up
+    on the loop (a hash); a JWT is verified on the service's I/O pool, since its
+    issuer's keys may have to be fetched.
     """
     header = headers.get("authorization", "")
     key = header[7:].strip() if header[:7].lower() == "bearer " else ""
@@ -58,9 +62,10 @@ def principal_of(service: Service, headers: Mapping[str, str]) -> Principal:
         return principal
     try:
         # A bearer JWT, or a key nobody has: the configuration says which and why.
-        return service.config.authenticate(key)
+        return await service.io(service.config.authenticate, key)
     except TokenRefused as refused:
-        raise ApiError(refused.status, refused.code, str(refused)) from None
+        later = RETRY_AFTER if refused.status == 503 else None  # noqa: PLR2004
+        raise ApiError(refused.status, refused.code, str(refused), retry_after=later) from None
 
 
 def request_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -84,16 +89,24 @@ class Proposals:
     async def answer(
         self, headers: Mapping[str, str], body_of: Callable[[], Awaitable[bytes]]
     ) -> Response:
-        """The response to one request; a refusal is a problem document."""
+        """The response to one request; a refusal is a problem document.
+
+        A store that cannot answer now is a 503 with ``Retry-After`` (:mod:`failures`).
+        """
         try:
             return await self._submit(headers, body_of)
         except ApiError as error:
             return problem_response(error)
+        except Exception as exc:
+            down = unavailable(exc)
+            if down is None:
+                raise
+            return problem_response(down)
 
     async def _submit(
         self, headers: Mapping[str, str], body_of: Callable[[], Awaitable[bytes]]
     ) -> Response:
-        principal = principal_of(self.service, headers)
+        principal = await principal_of(self.service, headers)
         header = headers.get("idempotency-key")
         if header is None:
             raise ApiError(
@@ -105,56 +118,87 @@ class Proposals:
         key = idempotency_key(header)
         body = await body_of()
         print_ = fingerprint(body)
-        journal = self.service.journal
-        submission: Submission | None = None
         try:
             submission = Submission.from_body(body)
-        except ApiError as error:
-            refused = error
-        if submission is not None and self.service.is_read(submission):
-            # A read may run twice harmlessly: the key is claimed with the answer, in one
-            # transaction, and a request that loses that race answers the winner's answer.
-            earlier = journal.peek_request(principal.tenant, key, print_)
+        except ApiError:
+            # Refused before it began executing: nothing is kept under the key (R8,
+            # the IETF draft, Stripe). An earlier use of the key still answers.
+            earlier = await self.service.io(
+                self.service.journal.peek_request, principal.tenant, key, print_
+            )
             if earlier is not None:
                 return _answer_earlier(earlier)
-            with propagation_scope(headers) as trace_id:
-                status, text, lost = await self.service.submit(
-                    principal, submission, trace_id=trace_id, request_key=key, fingerprint=print_
-                )
-            if lost is not None:
-                return _answer_earlier(lost)
-            return Response(text, status_code=status, media_type="application/json")
-        claim = await self._claim(principal, key, print_)
+            raise
+        with propagation_scope(headers) as trace_id:
+            if self.service.is_read(submission):
+                return await self._read(principal, submission, key, print_, trace_id)
+            return await self._write(principal, submission, key, print_, trace_id)
+
+    async def _read(
+        self,
+        principal: Principal,
+        submission: Submission,
+        key: str,
+        print_: str,
+        trace_id: str | None,
+    ) -> Response:
+        """A read may run twice harmlessly: the key is claimed with its answer.
+
+        In one transaction; a request that loses that race answers the winner's answer.
+        The earlier answer's look-up and the run are one hop on the I/O pool.
+        """
+
+        def run() -> ClaimedRequest | tuple[int, str, ClaimedRequest | None]:
+            earlier = self.service.journal.peek_request(principal.tenant, key, print_)
+            if earlier is not None:
+                return earlier
+            return self.service.run_submission(
+                principal, submission, trace_id=trace_id, request_key=key, fingerprint=print_
+            )
+
+        ran = await self.service.io(run)
+        if not isinstance(ran, tuple):
+            return _answer_earlier(ran)
+        status, text, lost = ran
+        if lost is not None:
+            return _answer_earlier(lost)
+        return Response(text, status_code=status, media_type="application/json")
+
+    async def _write(
+        self,
+        principal: Principal,
+        submission: Submission,
+        key: str,
+        print_: str,
+        trace_id: str | None,
+    ) -> Response:
+        """A write claims its key first; the key keeps only what began executing."""
+        io = self.service.io
+        claim = await io(self._claim, principal, key, print_)
         if claim.kind != "new":
             return _answer_earlier(claim)
-        if submission is None:
-            # A refused request has an answer too: the same key gets it again.
-            journal.finish_request(
-                principal.tenant, key, refused.status, json.dumps(refused.problem())
-            )
-            raise refused
         try:
-            with propagation_scope(headers) as trace_id:
-                status, text, _ = await self.service.submit(
-                    principal, submission, trace_id=trace_id, request_key=key
-                )
-        except ApiError as error:
-            # A refused request has an answer too: the same key gets it again.
-            journal.finish_request(principal.tenant, key, error.status, json.dumps(error.problem()))
-            raise
+            status, text, _ = await self.service.submit(
+                principal, submission, trace_id=trace_id, request_key=key
+            )
         except BaseException:
-            journal.release_request(principal.tenant, key)
+            # A refusal before execution (a 403, a 400) or a failure: the key is freed,
+            # so the request, sent again once its cause is fixed, runs (IETF draft). A
+            # call that began executing keeps its ledger record, which keeps it from
+            # running twice (R8).
+            await asyncio.shield(io(self.service.journal.release_request, principal.tenant, key))
             raise
         return Response(text, status_code=status, media_type="application/json")
 
-    async def _claim(self, principal: Principal, key: str, print_: str) -> ClaimedRequest:
+    def _claim(self, principal: Principal, key: str, print_: str) -> ClaimedRequest:
+        """Claim ``key`` for this request (on the I/O pool: every step is a round trip)."""
         journal = self.service.journal
         claim = journal.claim_request(
             principal.tenant, key, print_, now=self.service.clock.now(), stale_after=_STALE_REQUEST
         )
         if claim.kind != "in_progress":
             return claim
-        if await asyncio.to_thread(self.service.settle_request, principal.tenant, key):
+        if self.service.settle_request(principal.tenant, key):
             # Its owner died: the call was settled just now, and the key has its answer.
             return journal.peek_request(principal.tenant, key, print_) or claim
         if journal.call_for_request(principal.tenant, key) is None:
