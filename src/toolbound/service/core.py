@@ -51,8 +51,10 @@ from toolbound.service.records import (
     decision_of,
     dumps,
     note,
+    reconciled_answer,
     request_of,
     settle_running,
+    settle_unknown,
     store_outcome,
 )
 from toolbound.service.sessions import SessionContext, Sessions
@@ -468,24 +470,15 @@ class Service:
             msg = f"invocation {invocation_id} has no unknown outcome"
             raise ApiError(409, "not_unknown", msg)
         reconciler = Reconciler(ledger=self.ledger, registry=self.registry, clock=self.clock)
-        if committed is None:
-            result = reconciler.reconcile_one(invocation_id)
-        else:
-            result = reconciler.resolve(
-                invocation_id, committed=committed, by=principal.name, evidence=evidence or {}
-            )
-        answer: dict[str, object] = {
-            "invocation_id": invocation_id,
-            "status": result.status,
-            "evidence": dict(result.evidence),
-        }
-        stored = self.journal.get_call(invocation_id)
-        label = {"committed": "reconciled_committed", "failed": "reconciled_not_committed"}
-        if stored is not None and result.status in label:
-            status = label[result.status]
-            now = self.clock.now()
-            note(self.journal, stored, "reconciliation", answer, status=status, now=now)
-        return answer
+        result = settle_unknown(
+            reconciler,
+            self.journal,
+            invocation_id,
+            committed=committed,
+            by=principal.name,
+            evidence=evidence,
+        )
+        return reconciled_answer(result)
 
     def check_store(self) -> None:
         """One read of the journal and one of the ledger; raises if either cannot answer."""
