@@ -324,8 +324,8 @@ class Service:
             self._running.expect(running)
         try:
             outcome = self.runtime.run(proposal, context)
-        except Exception:
-            self._failed(running, "the runtime raised")
+        except Exception as exc:
+            self._failed(running, "the runtime raised", exc)
             raise
         finally:
             written = self._running.written(invocation_id)
@@ -347,8 +347,8 @@ class Service:
                 finish=finish,
                 written=written,
             )
-        except Exception:
-            self._failed(running, "its outcome could not be stored")
+        except Exception as exc:
+            self._failed(running, "its outcome could not be stored", exc)
             raise
         # After the answer is durable: a session that cannot be written never loses it.
         self.sessions.learn(principal.tenant, submission.context, outcome)
@@ -546,7 +546,7 @@ class Service:
             self.journal, call, outcome, request, outcome_json(outcome), now=self.clock.now()
         )
 
-    def _failed(self, call: StoredCall, why: str) -> None:
+    def _failed(self, call: StoredCall, why: str, failure: BaseException) -> None:
         """End a call whose run or record failed, as truthfully as the stores allow (R9).
 
         Its effect may have run once the ledger holds it past ``intent``: then it is
@@ -554,6 +554,10 @@ class Service:
         Otherwise it is ``interrupted``. A store that still fails leaves the head as it
         was (``running``), for the lease sweep to settle from the ledger.
         """
+        if _down(failure):
+            # A store that cannot answer is not asked again within this request (each
+            # try would wait out its pool timeout): the lease sweep settles the call.
+            return
         with contextlib.suppress(JournalError, LedgerError, OSError):
             record = self.ledger.find(call.invocation_id)
             phase = None if record is None else record.phase
@@ -657,6 +661,12 @@ def _proposal(request: dict[str, object]) -> Proposal:
         model_call_id=None if model_call_id is None else str(model_call_id),
         version=None if version is None else str(version),
     )
+
+
+def _down(failure: BaseException) -> bool:
+    """Whether ``failure`` says a store cannot answer at all now (not: is full)."""
+    code = getattr(failure, "code", None)
+    return isinstance(failure, JournalError | LedgerError) and code == "storage_unavailable"
 
 
 def _interrupted(journal: Journal, call: StoredCall, now: datetime, why: str) -> None:
