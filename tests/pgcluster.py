@@ -60,6 +60,25 @@ class PgCluster:
     port: int
     user: str
     datadir: Path
+    bindir: Path | None = None
+    settings: str = ""
+
+    def stop(self) -> None:
+        """Stop the server at once (``-m immediate``: a crash, as far as clients see)."""
+        assert self.bindir is not None
+        pg_ctl = [str(self.bindir / "pg_ctl"), "-D", str(self.datadir)]
+        _run([*pg_ctl, "-m", "immediate", "-w", "stop"], "pg_ctl stop")
+
+    def start(self) -> None:
+        """Start it again, on the same port with the same settings."""
+        assert self.bindir is not None
+        log = self.datadir.parent / "server.log"
+        pg_ctl = [str(self.bindir / "pg_ctl"), "-D", str(self.datadir)]
+        _run(
+            [*pg_ctl, "-l", str(log), "-o", self.settings, "-w", "-t", "30", "start"],
+            "pg_ctl start",
+            log,
+        )
 
     def conninfo(self, dbname: str = "postgres", **options: str) -> str:
         """A libpq connection string for ``dbname``."""
@@ -126,7 +145,14 @@ def throwaway_cluster(bindir: Path, *, databases: tuple[str, ...] = ()) -> Itera
             log,
         )
         started = True
-        cluster = PgCluster(host="127.0.0.1", port=port, user="postgres", datadir=datadir)
+        cluster = PgCluster(
+            host="127.0.0.1",
+            port=port,
+            user="postgres",
+            datadir=datadir,
+            bindir=bindir,
+            settings=settings,
+        )
         if databases:
             import psycopg
 

@@ -123,15 +123,22 @@ if _MISSING is None:
         list_only: bool,
         grace: float,
     ) -> None:
-        """Resolve outcome-unknown calls through their tools' query hooks."""
+        """Resolve outcome-unknown calls through their tools' query hooks.
+
+        With ``--config`` the service's journal is settled with the ledger, call by
+        call, as the API and the console settle them.
+        """
         from datetime import timedelta  # noqa: PLC0415
 
         from toolbound.execution.reconcile import Reconciler  # noqa: PLC0415
+        from toolbound.service.records import settle_unknown  # noqa: PLC0415
 
         console = Console()
+        journal = None
         if config_path is not None:
             config = _config_or_exit(config_path, console)
             ledger_url, registry = config.store_url, config.build_registry()
+            journal = journal_for(config.store_url)
         elif ledger_url and tools:
             registry = load_registry(tools)
         else:
@@ -151,7 +158,10 @@ if _MISSING is None:
                 console.print(f"{len(records)} unknown outcome(s)")
                 return
             with console.status("reconciling…"):
-                results = reconciler.reconcile()
+                results = [
+                    settle_unknown(reconciler, journal, r.invocation_id)
+                    for r in reconciler.unresolved()
+                ]
             table = Table("invocation", "tool", "status", "evidence")
             for done in results:
                 table.add_row(done.invocation_id, done.tool, done.status, str(dict(done.evidence)))
@@ -161,6 +171,8 @@ if _MISSING is None:
             sys.exit(1 if left else 0)
         finally:
             ledger.close()
+            if journal is not None:
+                journal.close()
 
     @_cli.command()
     @click.option(

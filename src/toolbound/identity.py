@@ -256,7 +256,7 @@ class JwksCache:
         failure = None
         try:
             keys = _parse_jwks(self._fetch())
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure is a failed fetch, and the flight must end
             failure = str(exc) or type(exc).__name__
             _log.warning("cannot fetch the issuer's keys: %s", failure)
         with self._lock:

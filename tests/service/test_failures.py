@@ -7,6 +7,7 @@ refresh interval, and nobody else anything.
 from __future__ import annotations
 
 import errno
+import json
 import threading
 import time
 import uuid
@@ -19,7 +20,7 @@ from service_config import KEYS, config_text
 from service_pack import effects
 from starlette.testclient import TestClient
 
-from identity_support import AUDIENCE, ISSUER, SigningKey, identity_table
+from identity_support import AUDIENCE, ISSUER, SigningKey, identity_table, jwks
 from toolbound.config import StoreTimeouts, parse_config
 from toolbound.identity import Identity, JwtIssuer, TokenRefused
 from toolbound.journal import JournalError, PostgresJournal, SQLiteJournal, StoredCall
@@ -302,3 +303,28 @@ def test_a_postgres_statement_past_its_timeout_is_storage_unavailable(pg_conninf
         assert time.monotonic() - start < 2.0
     finally:
         journal.close()
+
+
+def test_a_fetch_that_fails_oddly_ends_its_flight_and_the_next_one_runs():
+    """Whatever a fetch raises, it ends: the next interval fetches again, and keys arrive."""
+    key = SigningKey("k1")
+    answers: list[object] = [RuntimeError("a proxy said something odd"), jwks(key)]
+
+    def fetch() -> bytes:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return json.dumps(answer).encode()
+
+    issuer = JwtIssuer(
+        issuer=ISSUER,
+        audience=AUDIENCE,
+        jwks_url="http://127.0.0.1:9/",
+        tenant="acme",
+        jwks_refresh_interval=0.0,
+    )
+    identity = Identity([issuer], fetch=lambda _issuer: fetch)
+    token = key.token(sub="agent-1")
+    with pytest.raises(TokenRefused, match="odd"):
+        identity.verify(token)
+    assert identity.verify(token).subject == "agent-1"

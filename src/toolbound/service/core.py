@@ -51,8 +51,10 @@ from toolbound.service.records import (
     decision_of,
     dumps,
     note,
+    reconciled_answer,
     request_of,
     settle_running,
+    settle_unknown,
     store_outcome,
 )
 from toolbound.service.sessions import SessionContext, Sessions
@@ -327,8 +329,8 @@ class Service:
             self._running.expect(running)
         try:
             outcome = self.runtime.run(proposal, context)
-        except Exception:
-            self._failed(running, "the runtime raised")
+        except Exception as exc:
+            self._failed(running, "the runtime raised", exc)
             raise
         finally:
             written = self._running.written(invocation_id)
@@ -350,8 +352,8 @@ class Service:
                 finish=finish,
                 written=written,
             )
-        except Exception:
-            self._failed(running, "its outcome could not be stored")
+        except Exception as exc:
+            self._failed(running, "its outcome could not be stored", exc)
             raise
         # After the answer is durable: a session that cannot be written never loses it.
         self.sessions.learn(principal.tenant, submission.context, outcome)
@@ -560,24 +562,15 @@ class Service:
             msg = f"invocation {invocation_id} has no unknown outcome"
             raise ApiError(409, "not_unknown", msg)
         reconciler = Reconciler(ledger=self.ledger, registry=self.registry, clock=self.clock)
-        if committed is None:
-            result = reconciler.reconcile_one(invocation_id)
-        else:
-            result = reconciler.resolve(
-                invocation_id, committed=committed, by=principal.name, evidence=evidence or {}
-            )
-        answer: dict[str, object] = {
-            "invocation_id": invocation_id,
-            "status": result.status,
-            "evidence": dict(result.evidence),
-        }
-        stored = self.journal.get_call(invocation_id)
-        label = {"committed": "reconciled_committed", "failed": "reconciled_not_committed"}
-        if stored is not None and result.status in label:
-            status = label[result.status]
-            now = self.clock.now()
-            note(self.journal, stored, "reconciliation", answer, status=status, now=now)
-        return answer
+        result = settle_unknown(
+            reconciler,
+            self.journal,
+            invocation_id,
+            committed=committed,
+            by=principal.name,
+            evidence=evidence,
+        )
+        return reconciled_answer(result)
 
     def check_store(self) -> None:
         """One read of the journal and one of the ledger; raises if either cannot answer."""
@@ -645,7 +638,7 @@ class Service:
             self.journal, call, outcome, request, outcome_json(outcome), now=self.clock.now()
         )
 
-    def _failed(self, call: StoredCall, why: str) -> None:
+    def _failed(self, call: StoredCall, why: str, failure: BaseException) -> None:
         """End a call whose run or record failed, as truthfully as the stores allow (R9).
 
         Its effect may have run once the ledger holds it past ``intent``: then it is
@@ -653,6 +646,10 @@ class Service:
         Otherwise it is ``interrupted``. A store that still fails leaves the head as it
         was (``running``), for the lease sweep to settle from the ledger.
         """
+        if _down(failure):
+            # A store that cannot answer is not asked again within this request (each
+            # try would wait out its pool timeout): the lease sweep settles the call.
+            return
         with contextlib.suppress(JournalError, LedgerError, OSError):
             record = self.ledger.find(call.invocation_id)
             phase = None if record is None else record.phase
@@ -768,6 +765,12 @@ def _proposal(request: dict[str, object]) -> Proposal:
         model_call_id=None if model_call_id is None else str(model_call_id),
         version=None if version is None else str(version),
     )
+
+
+def _down(failure: BaseException) -> bool:
+    """Whether ``failure`` says a store cannot answer at all now (not: is full)."""
+    code = getattr(failure, "code", None)
+    return isinstance(failure, JournalError | LedgerError) and code == "storage_unavailable"
 
 
 def _interrupted(journal: Journal, call: StoredCall, now: datetime, why: str) -> None:

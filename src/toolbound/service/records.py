@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from toolbound._outcome import Outcome
+    from toolbound.execution.reconcile import Reconciled, Reconciler
     from toolbound.gates.confirm import Confirmation
     from toolbound.journal import ClaimedRequest, Journal, StoredCall
     from toolbound.ledger.store import Ledger
@@ -36,8 +37,10 @@ __all__ = [
     "decision_of",
     "dumps",
     "note",
+    "reconciled_answer",
     "request_of",
     "settle_running",
+    "settle_unknown",
     "store_outcome",
 ]
 
@@ -126,6 +129,48 @@ class RunningCalls:
             return
         self._journal.put_call(call, events=[event], lease=self._lease)
         self._written.add(invocation_id)
+
+
+_RECONCILED = {"committed": "reconciled_committed", "failed": "reconciled_not_committed"}
+
+
+def settle_unknown(
+    reconciler: Reconciler,
+    journal: Journal | None,
+    invocation_id: str,
+    *,
+    committed: bool | None = None,
+    by: str = "",
+    evidence: Mapping[str, object] | None = None,
+) -> Reconciled:
+    """Settle one unknown outcome in the ledger and, with it, the call in the journal.
+
+    The one reconcile of the CLI, the API and the console: the tool is asked
+    (``committed=None``) or a person's finding recorded, in the ledger; a call
+    settled there (committed or not) is noted in the journal at once, so the two
+    never disagree. ``journal=None``: a ledger without a service beside it.
+    """
+    if committed is None:
+        result = reconciler.reconcile_one(invocation_id)
+    else:
+        result = reconciler.resolve(
+            invocation_id, committed=committed, by=by, evidence=evidence or {}
+        )
+    stored = None if journal is None else journal.get_call(invocation_id)
+    if journal is not None and stored is not None and result.status in _RECONCILED:
+        now = reconciler.clock.now()
+        answer = reconciled_answer(result)
+        note(journal, stored, "reconciliation", answer, status=_RECONCILED[result.status], now=now)
+    return result
+
+
+def reconciled_answer(result: Reconciled) -> dict[str, object]:
+    """What a reconciliation answers, and the journal keeps with the call."""
+    return {
+        "invocation_id": result.invocation_id,
+        "status": result.status,
+        "evidence": dict(result.evidence),
+    }
 
 
 def note(
