@@ -36,8 +36,12 @@ class FakeLease:
 
     seconds_left: float = 30.0
     margin: float = 10.0
+    lapsed_at: float | None = None
+    """When the lease ran out and was won back, if it did: calls begun before have lost it."""
 
-    def left(self) -> float:
+    def left(self, since: float) -> float:
+        if self.lapsed_at is not None and since < self.lapsed_at:
+            return -1.0
         return self.seconds_left
 
 
@@ -72,7 +76,7 @@ RULE = [
 def test_rule_table(now: float, deadline: float, left: float | None, margin: float, expected):
     """An effect may start only before the deadline and with at least the margin of lease."""
     lease = None if left is None else FakeLease(seconds_left=left, margin=margin)
-    start = may_start(now=now, deadline=deadline, lease=lease)
+    start = may_start(now=now, deadline=deadline, lease=lease, since=1.0)
     if expected == "go":
         assert start == Go()
     else:
@@ -88,33 +92,46 @@ def test_a_renewed_lease_runs_from_when_the_renewal_was_sent():
     """Held for `seconds` from its start, then from each acknowledged renewal's sending."""
     clock = Ticking()
     lease = RenewedLease(30.0, clock=clock)
-    assert (lease.left(), lease.margin) == (30.0, 10.0)
+    begun = clock.now
+    assert (lease.left(begun), lease.margin) == (30.0, 10.0)
     clock.now += 10
     sent = lease.renewing()
     clock.now += 2  # the store's answer took two seconds
     lease.renewed(sent)
-    assert lease.left() == 28.0
+    assert lease.left(begun) == 28.0
 
 
 def test_a_renewal_that_failed_leaves_the_lease_running_out():
     """No acknowledged renewal, no extension: a process cut off from its store loses the lease."""
     clock = Ticking()
     lease = RenewedLease(6.0, clock=clock)
+    begun = clock.now
     lease.renewing()  # sent, never acknowledged
     clock.now += 5
-    assert lease.left() == 1.0
-    assert lease.left() < lease.margin
+    assert lease.left(begun) == 1.0
+    assert lease.left(begun) < lease.margin
 
 
 def test_an_older_renewal_acknowledged_late_never_shortens_the_lease():
     """Renewals answered out of order keep the later lease."""
     clock = Ticking()
     lease = RenewedLease(30.0, clock=clock)
-    first = lease.renewing()
+    begun = first = lease.renewing()
     clock.now += 5
     lease.renewed(lease.renewing())
     lease.renewed(first)
-    assert lease.left() == 30.0
+    assert lease.left(begun) == 30.0
+
+
+def test_a_renewal_after_the_lease_ran_out_holds_only_calls_begun_since():
+    """Paused past its lease, then renewed: older calls stay lost, newer ones are held."""
+    clock = Ticking()
+    lease = RenewedLease(6.0, clock=clock)
+    before = clock.now
+    clock.now += 20  # paused: another process may have taken the calls it held
+    lease.renewed(lease.renewing())
+    assert lease.left(before) < 0
+    assert lease.left(clock.now) == 6.0
 
 
 @pytest.mark.parametrize(
@@ -179,6 +196,16 @@ def test_a_write_whose_lease_lapsed_never_starts(fenced, ledger, lease):
     assert out.result.commit_status == "not_committed"
     assert tool.calls == []
     assert record_of(ledger, out).phase == "failed"
+
+
+def test_a_write_begun_before_its_lease_lapsed_never_starts(fenced, ledger, lease, clock):
+    """The lease ran out after the call began and was won back: the tool still never starts."""
+    lease.lapsed_at = clock.monotonic() + 1.0  # later than the call's start
+    tool = FakeTool(returns={"text": "ok"})
+    fenced.registry.register(write_spec(), tool)
+    out = fenced.run("write", {"text": "x"})
+    assert (out.kind, out.problem.code) == ("failed", "lease_lost")
+    assert tool.calls == []
 
 
 def test_a_read_is_not_bound_by_the_writes_lease(fenced, lease):

@@ -1,4 +1,4 @@
-"""R9: an owner paused (SIGSTOP) mid-tool past its deadline is fenced; exactly one effect.
+"""R9: an owner paused (SIGSTOP) past its lease or deadline is fenced; exactly one effect.
 
 Two runtime processes share one ledger (a SQLite file, or a PostgreSQL schema): the
 child (:mod:`fence_child`) starts a payment and is stopped inside its tool; this
@@ -6,7 +6,8 @@ process then tries to take the call over (refused until the owner's deadline has
 passed), takes it over, and an operator finds it "not committed"; the child resumes
 and its tool tries its effect under its old epoch; the agent proposes the payment
 again, which runs under a newer one. The downstream keeps exactly one payment.
-Bounded in time: every wait has a limit; loopback only.
+A process paused between two attempts for longer than its lease starts no second
+attempt. Bounded in time: every wait has a limit; loopback only.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from pathlib import Path
 
 import pytest
 from fence_child import ARGUMENTS, TIMEOUT, ledger_of, pay_once, payments, registry
+from lease_child import LEASE
 
 from toolbound.execution.reconcile import Reconciler
 from toolbound.gates.normalize import canonical_json, digest
 from toolbound.ledger.rules import owner_may_act_until
+from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import LedgerKey, NotYetError
 
 CHILD = Path(__file__).parent / "fence_child.py"
+LEASE_CHILD = Path(__file__).parent / "lease_child.py"
 KEY = LedgerKey(
     "acme",
     "pay@v1",
@@ -129,3 +133,40 @@ def test_a_paused_owner_is_fenced_and_the_payment_happens_once(tmp_path, store, 
     assert (record.phase, record.epoch) == ("committed", 3)
     ledger.close()
     assert TIMEOUT < 5  # the test's length is bounded by the tool's deadline
+
+
+def test_an_owner_paused_past_its_lease_starts_no_new_attempt(tmp_path):
+    """Stopped in its retry's backoff for longer than its lease: the retry never starts."""
+    ledger_db = tmp_path / "ledger.db"
+    child = subprocess.Popen(  # noqa: S603 - our own child program
+        [
+            sys.executable,
+            str(Path(__file__).parent / "lease_child.py"),
+            str(ledger_db),
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        wait_for(tmp_path / "attempt-1", child)
+        os.kill(child.pid, signal.SIGSTOP)  # in the backoff before attempt 2
+        time.sleep(2 * LEASE)  # its lease runs out; its renewals are stopped too
+        os.kill(child.pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGCONT)
+            child.kill()
+            child.communicate(timeout=10)
+    assert child.returncode == 0, err
+    ending = json.loads(out.strip().splitlines()[-1])
+    assert (ending["kind"], ending["code"]) == ("failed", "lease_lost")
+    assert ending["attempts"] == ["not_committed", "not_committed"]
+    assert not (tmp_path / "attempt-2").exists()
+    assert not (tmp_path / "effect").exists()
+    with SQLiteLedger(ledger_db) as ledger:
+        record = ledger.find(ending["invocation_id"])
+    assert (record.phase, record.epoch) == ("failed", 1)  # it did not run; it may run again

@@ -7,11 +7,12 @@ over meanwhile (:meth:`~toolbound.ledger.store.Ledger.take_over`), and the pause
 must not then start the tool. So, immediately before each attempt invokes its tool,
 the runtime asks :func:`may_start`:
 
-=====================================  ==========================================
-the attempt's deadline has passed       stop: ``deadline_exceeded``
-the lease ends within ``margin``        stop: ``lease_lost``
-otherwise                               go
-=====================================  ==========================================
+=========================================  ======================================
+the attempt's deadline has passed           stop: ``deadline_exceeded``
+the lease lapsed since the call began       stop: ``lease_lost``
+the lease ends within ``margin``            stop: ``lease_lost``
+otherwise                                   go
+=========================================  ======================================
 
 A stopped attempt ends FAILED_BEFORE_COMMIT: the tool was never started. The other
 half of the rule is the taker's: a takeover, and a finding of "not committed", wait
@@ -32,6 +33,7 @@ lease (one process, no takeover but the sweep) checks the deadline alone. No I/O
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -53,8 +55,14 @@ class Lease(Protocol):
         """Seconds of lease an effect needs left to start."""
         ...
 
-    def left(self) -> float:
-        """Seconds from now the calls are surely still this process's (negative: lapsed)."""
+    def left(self, since: float) -> float:
+        """Seconds from now a call held since ``since`` is surely still this process's.
+
+        ``since`` is a reading of the runtime clock's ``monotonic()`` (the lease must
+        read the same clock). Zero or less when the lease has run out, or ran out at
+        any moment after ``since``: a renewal after a lapse holds new calls, not those
+        another process may have taken meanwhile.
+        """
         ...
 
 
@@ -77,11 +85,14 @@ class Stop:
 Start = Go | Stop
 
 
-def may_start(*, now: float, deadline: float, lease: Lease | None) -> Start:
+def may_start(
+    *, now: float, deadline: float, lease: Lease | None, since: float | None = None
+) -> Start:
     """Whether an attempt may invoke its tool at ``now``.
 
-    ``now`` and ``deadline`` (the call's) are readings of the runtime's monotonic
-    clock; ``lease`` is ``None`` when nothing but the deadline bounds the call.
+    ``now``, ``deadline`` (the call's) and ``since`` (when the call began; ``now`` if
+    not given) are readings of the runtime's monotonic clock; ``lease`` is ``None``
+    when nothing but the deadline bounds the call.
     """
     if now >= deadline:
         return Stop(
@@ -89,7 +100,7 @@ def may_start(*, now: float, deadline: float, lease: Lease | None) -> Start:
             message="the deadline passed before the tool could start",
         )
     if lease is not None:
-        left = lease.left()
+        left = lease.left(now if since is None else since)
         if left < lease.margin:
             return Stop(
                 code="lease_lost",
@@ -106,9 +117,11 @@ class RenewedLease:
 
     Call :meth:`renewing` just before sending a renewal and :meth:`renewed` with what it
     returned once the store has acknowledged it: the lease is then held until
-    ``seconds`` after the renewal was *sent*, on this process's monotonic clock — never
-    later than the store's own lease, which started when the store received it. A
-    renewal that fails leaves the lease where it was, running out. Thread-safe.
+    ``seconds`` after the renewal was *sent*, on ``clock`` (a monotonic clock, the
+    runtime's) — never later than the store's own lease, which started when the store
+    received it. A renewal that fails leaves the lease where it was, running out. A
+    renewal sent after the lease ran out holds the calls begun since, never one begun
+    before: another process may have taken it meanwhile. Thread-safe.
 
     ``margin`` defaults to a third of the lease: renewals every third of the lease
     (as the service makes them) leave at least that much, so only a process that
@@ -132,7 +145,9 @@ class RenewedLease:
             raise ConfigurationError(msg)
         self._clock = clock
         self._lock = threading.Lock()
-        self._until = clock() + seconds
+        self._since = clock()
+        """Since when the lease has been held without a break."""
+        self._until = self._since + seconds
 
     @property
     def margin(self) -> float:
@@ -146,8 +161,13 @@ class RenewedLease:
     def renewed(self, sent: float) -> None:
         """A renewal sent at ``sent`` was acknowledged: the lease runs ``seconds`` from it."""
         with self._lock:
+            if sent >= self._until:
+                self._since = sent  # it had run out: what was held before may be taken
             self._until = max(self._until, sent + self.seconds)
 
-    def left(self) -> float:
+    def left(self, since: float) -> float:
         """See :meth:`Lease.left`."""
-        return self._until - self._clock()
+        with self._lock:
+            if since < self._since:
+                return -math.inf
+            return self._until - self._clock()

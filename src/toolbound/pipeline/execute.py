@@ -66,7 +66,7 @@ def run(env: Env, call: Prepared) -> Outcome:
     started = _start(env, call)
     if not isinstance(started, ToolContext):
         return started
-    raw = attempt(env, call.tool, started, call.ctx.cancel, deadline=deadline_of(call, call.tool))
+    raw = attempt(env, call.tool, started, call.ctx.cancel, call=call)
     return resume(env, call, started, raw)
 
 
@@ -82,7 +82,7 @@ def resume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outc
             return step
         env.sleeper.sleep(step.delay)
         tctx = _next_attempt(env, call, tctx)
-        raw = attempt(env, call.tool, tctx, call.ctx.cancel, deadline=deadline_of(call, call.tool))
+        raw = attempt(env, call.tool, tctx, call.ctx.cancel, call=call)
 
 
 def attempt(
@@ -91,16 +91,16 @@ def attempt(
     tctx: ToolContext,
     cancel: threading.Event | None,
     *,
-    deadline: float,
+    call: Opened,
 ) -> RawAttempt:
     """One attempt of ``tool`` on the invocation ``tctx`` carries, from a sync caller.
 
-    ``deadline`` is the call's, on the runtime's monotonic clock. The tool is invoked
-    only if :func:`~toolbound.execution.fence.may_start` says so, asked immediately
-    before (R9); else ``raw.not_started`` says why, and nothing ran.
+    ``call`` is the call the attempt is of (its deadline, and since when it is held).
+    The tool is invoked only if :func:`~toolbound.execution.fence.may_start` says so,
+    asked immediately before (R9); else ``raw.not_started`` says why, and nothing ran.
     """
     raw = RawAttempt(started_at=env.clock.now())
-    budget = _fence(env, tool, tctx, raw, deadline)
+    budget = _fence(env, call, tool, tctx, raw)
     if budget is not None:
         env.executor.run(tool, tctx.invocation.arguments, tctx, raw, budget=budget, cancel=cancel)
     raw.ended_at = env.clock.now()
@@ -115,8 +115,7 @@ async def arun(env: Env, call: Prepared) -> Outcome:
     started = _start(env, call)
     if not isinstance(started, ToolContext):
         return started
-    deadline = deadline_of(call, call.tool)
-    raw = await aattempt(env, call.tool, started, call.ctx.cancel, deadline=deadline)
+    raw = await aattempt(env, call.tool, started, call.ctx.cancel, call=call)
     return await aresume(env, call, started, raw)
 
 
@@ -139,8 +138,7 @@ async def aresume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) 
             return step
         await env.sleeper.asleep(step.delay)
         tctx = _next_attempt(env, call, tctx)
-        deadline = deadline_of(call, call.tool)
-        raw = await aattempt(env, call.tool, tctx, call.ctx.cancel, deadline=deadline)
+        raw = await aattempt(env, call.tool, tctx, call.ctx.cancel, call=call)
 
 
 async def aattempt(
@@ -149,11 +147,11 @@ async def aattempt(
     tctx: ToolContext,
     cancel: threading.Event | None,
     *,
-    deadline: float,
+    call: Opened,
 ) -> RawAttempt:
     """:func:`attempt` for async callers."""
     raw = RawAttempt(started_at=env.clock.now())
-    budget = _fence(env, tool, tctx, raw, deadline)
+    budget = _fence(env, call, tool, tctx, raw)
     if budget is not None:
         await env.executor.arun(
             tool, tctx.invocation.arguments, tctx, raw, budget=budget, cancel=cancel
@@ -163,7 +161,7 @@ async def aattempt(
 
 
 def _fence(
-    env: Env, tool: RegisteredTool, tctx: ToolContext, raw: RawAttempt, deadline: float
+    env: Env, call: Opened, tool: RegisteredTool, tctx: ToolContext, raw: RawAttempt
 ) -> float | None:
     """The seconds the tool may run, or ``None`` (and ``raw.not_started``) if it may not start.
 
@@ -171,14 +169,19 @@ def _fence(
     process holds its lease with margin — a process that paused past either must not
     start it, since another may have taken the call over (:mod:`toolbound.execution.fence`).
     """
-    now = env.clock.monotonic()
-    raw.not_started = _refusal(env, tool, now, deadline)
+    now, deadline = env.clock.monotonic(), deadline_of(call, tool)
+    raw.not_started = _refusal(env, call, tool, now)
     return None if raw.not_started is not None else min(tctx.deadline_in, deadline - now)
 
 
-def _refusal(env: Env, tool: RegisteredTool, now: float, deadline: float) -> Problem | None:
+def _refusal(env: Env, call: Opened, tool: RegisteredTool, now: float) -> Problem | None:
     """Why the tool must not start at ``now`` (R9 fencing), or ``None`` if it may."""
-    start = may_start(now=now, deadline=deadline, lease=env.lease if tool.spec.is_write else None)
+    start = may_start(
+        now=now,
+        deadline=deadline_of(call, tool),
+        lease=env.lease if tool.spec.is_write else None,
+        since=call.started,
+    )
     return make_problem(start.code, start.message) if isinstance(start, Stop) else None
 
 
@@ -216,7 +219,7 @@ def run_transactional(env: Env, call: Prepared) -> Outcome:  # noqa: C901, PLR09
                     epoch=claim.epoch,
                 )
                 tctx = _begin_attempt(call, secrets, budget, tx.connection, epoch=claim.epoch)
-                refusal = _refusal(env, tool, env.clock.monotonic(), deadline_of(call, tool))
+                refusal = _refusal(env, call, tool, env.clock.monotonic())
                 if refusal is not None:
                     raise _RolledBack(refusal)  # noqa: TRY301 - nothing ran; the claim rolls back
                 ran = True

@@ -64,8 +64,7 @@ def run(env: Env, call: Opened, verdict: Verdict) -> Outcome:
     inv, tctx = _start(env, call, verdict)
     if tctx is None:
         return execute.run(env, _prepared(call, verdict, inv))
-    deadline = execute.deadline_of(call, verdict.tool)
-    raw = execute.attempt(env, verdict.tool, tctx, None, deadline=deadline)
+    raw = execute.attempt(env, verdict.tool, tctx, None, call=call)
     outcome = _observed(env, call, verdict, tctx, raw)
     if outcome is None:
         return execute.resume(env, _prepared(call, verdict, inv, tctx), tctx, raw)
@@ -77,8 +76,7 @@ async def arun(env: Env, call: Opened, verdict: Verdict) -> Outcome:
     inv, tctx = _start(env, call, verdict)
     if tctx is None:
         return await execute.arun(env, _prepared(call, verdict, inv))
-    deadline = execute.deadline_of(call, verdict.tool)
-    raw = await execute.aattempt(env, verdict.tool, tctx, None, deadline=deadline)
+    raw = await execute.aattempt(env, verdict.tool, tctx, None, call=call)
     outcome = _observed(env, call, verdict, tctx, raw)
     if outcome is None:
         return await execute.aresume(env, _prepared(call, verdict, inv, tctx), tctx, raw)

@@ -200,7 +200,7 @@ class Service:
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
         self._running = RunningCalls(self.journal, lease=self.lease.total_seconds())
-        self.held = RenewedLease(self.lease.total_seconds())
+        self.held = RenewedLease(self.lease.total_seconds(), clock=self.clock.monotonic)
         """This process's lease as it knows it: a write's tool starts only while held (R9)."""
         self.runtime = Runtime(
             policy=policy_for(config, self.clock, self.registry),
