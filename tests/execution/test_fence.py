@@ -184,6 +184,21 @@ def test_a_write_with_its_lease_held_runs_under_the_first_epoch(fenced, ledger):
     assert (record_of(ledger, out).phase, record_of(ledger, out).epoch) == ("committed", 1)
 
 
+def test_the_trace_names_the_epoch_a_write_ran_under(fenced):
+    """EXECUTING's detail carries a write's epoch; a read's detail has none (R14)."""
+    fenced.registry.register(write_spec(), FakeTool(returns={"text": "ok"}))
+    fenced.registry.register(spec(secrets=()), FakeTool(returns={"text": "ok"}))
+    write = fenced.run("write", {"text": "x"})
+    read = fenced.run("echo", {"text": "x"})
+
+    def executing(out) -> dict:
+        (event,) = [e for e in out.trace.events if e.state is State.EXECUTING]
+        return dict(event.data)
+
+    assert executing(write)["epoch"] == 1
+    assert "epoch" not in executing(read)
+
+
 def test_a_write_whose_lease_lapsed_never_starts(fenced, ledger, lease):
     """Lease within its margin: FAILED_BEFORE_COMMIT, lease_lost, the tool never called."""
     lease.seconds_left = 2.0

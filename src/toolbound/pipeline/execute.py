@@ -323,14 +323,20 @@ def _begin_attempt(
     epoch: int | None = None,
 ) -> ToolContext:
     inv = call.invocation
+    held = call.epoch if epoch is None else epoch
     call.attempts.current = os.urandom(8).hex()
-    call.life.advance(State.EXECUTING, attempt_id=call.attempts.current, attempt=1, budget_s=budget)
+    # The trace names the ownership a write ran under (R9, R14); a call holding no key
+    # has none, and its EXECUTING detail is as it always was.
+    owned = {} if held is None else {"epoch": held}
+    call.life.advance(
+        State.EXECUTING, attempt_id=call.attempts.current, attempt=1, budget_s=budget, **owned
+    )
     return ToolContext(
         invocation=inv,
         attempt=1,
         secrets=secrets,
         idempotency_key=inv.idempotency_key,
-        epoch=call.epoch if epoch is None else epoch,
+        epoch=held,
         deadline_in=budget,
         transaction=transaction,
         attempt_id=call.attempts.current,
