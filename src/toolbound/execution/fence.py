@@ -37,7 +37,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from toolbound._errors import ConfigurationError
 
@@ -84,6 +84,9 @@ class Stop:
 
 Start = Go | Stop
 
+_GO: Final = Go()
+"""The answer nearly every attempt gets, built once."""
+
 
 def may_start(
     *, now: float, deadline: float, lease: Lease | None, since: float | None = None
@@ -109,7 +112,7 @@ def may_start(
                     f"under the {lease.margin:g} s an effect needs; the tool was not started"
                 ),
             )
-    return Go()
+    return _GO
 
 
 class RenewedLease:
