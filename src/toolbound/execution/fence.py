@@ -7,12 +7,12 @@ over meanwhile (:meth:`~toolbound.ledger.store.Ledger.take_over`), and the pause
 must not then start the tool. So, immediately before each attempt invokes its tool,
 the runtime asks :func:`may_start`:
 
-=========================================  ======================================
-the attempt's deadline has passed           stop: ``deadline_exceeded``
-the lease lapsed since the call began       stop: ``lease_lost``
-the lease ends within ``margin``            stop: ``lease_lost``
-otherwise                                   go
-=========================================  ======================================
+=============================================  ==================================
+the attempt's deadline has passed               stop: ``deadline_exceeded``
+a write, whose lease lapsed since it began      stop: ``lease_lost``
+a write, whose lease ends within ``margin``     stop: ``lease_lost``
+otherwise                                       go
+=============================================  ==================================
 
 A stopped attempt ends FAILED_BEFORE_COMMIT: the tool was never started. The other
 half of the rule is the taker's: a takeover, and a finding of "not committed", wait
