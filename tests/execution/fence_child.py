@@ -2,13 +2,14 @@
 
 Run as ``python fence_child.py KIND TARGET WORKDIR`` (KIND ``sqlite``: TARGET is the
 ledger's file; ``postgres``: a connection string). The tool writes ``WORKDIR/in_tool``
-(its epoch) once it has started, waits ``PAUSE_POINT`` seconds — the parent stops the
-process there — and then makes its effect: one row in ``payments``, a table in the
-ledger's own database, inserted only while the ledger still holds the tool's key under
-the tool's epoch in ``executing`` (a compare-and-set on the epoch, as
-``docs/execution.md`` describes); refused, the tool says nothing was paid
-(``NotCommitted``). What the insert changed goes to ``WORKDIR/effect``, and the call's
-ending, with the ledger's answer to the runtime's last write, is printed.
+(its epoch) once it has started and waits for ``WORKDIR/go``: the parent stops the
+process there, and lets it go on only as it resumes it. Then the tool makes its
+effect: one row in ``payments``, a table in the ledger's own database, inserted only
+while the ledger still holds the tool's key under the tool's epoch in ``executing``
+(a compare-and-set on the epoch, as ``docs/execution.md`` describes); refused, the
+tool says nothing was paid (``NotCommitted``). What the insert changed goes to
+``WORKDIR/effect``, and the call's ending, with the ledger's answer to the runtime's
+last write, is printed.
 
 The parent test imports :func:`registry`, :func:`payments` and the constants, so both
 processes run the same tool against the same downstream.
@@ -40,11 +41,11 @@ from toolbound.ledger.sqlite import SQLiteLedger
 
 SUBJECT = Subject(id="mira", tenant="acme", session="s-1")
 ARGUMENTS = b'{"amount": 42, "to": "leo"}'
-TIMEOUT = 2.0
+TIMEOUT = 3.0
 """The tool's deadline, in seconds: the paused process is stopped well past it."""
 STALE = "another owner holds this payment's key under a newer epoch"
-PAUSE_POINT = 0.5
-"""Seconds the tool waits after saying it started, so the parent can stop it there."""
+GO_WAIT = 60.0
+"""The longest the tool waits for ``go`` (a bound, should the parent never write it)."""
 
 _PAYMENTS = "CREATE TABLE IF NOT EXISTS payments (key TEXT PRIMARY KEY, epoch INTEGER)"
 # The effect, fenced by the ledger itself: one statement, so nothing can take the call
@@ -92,7 +93,9 @@ def registry(kind: str, target: str, workdir: Path | None = None) -> Registry:
     def pay(args, ctx):
         if workdir is not None:
             (workdir / "in_tool").write_text(str(ctx.epoch))
-            time.sleep(PAUSE_POINT)
+            until = time.monotonic() + GO_WAIT
+            while not (workdir / "go").exists() and time.monotonic() < until:
+                time.sleep(0.02)
         tenant = ctx.invocation.subject.tenant
         params = (ctx.idempotency_key, ctx.epoch, tenant, "pay@v1", ctx.idempotency_key, ctx.epoch)
         with closing(connect(kind, target)) as db:

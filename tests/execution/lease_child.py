@@ -30,7 +30,8 @@ from toolbound.execution.retry import NotReached, RetryPolicy
 from toolbound.ledger.sqlite import SQLiteLedger
 
 LEASE = 1.0
-BACKOFF = 1.5
+BACKOFF = 4.0
+"""Long enough for the parent to stop the process in it, on a busy machine."""
 TIMEOUT = 60.0
 """The call's deadline is far: only the lease can stop the second attempt."""
 NOT_REACHED = "the payment service refused the connection"

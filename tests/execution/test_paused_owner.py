@@ -108,6 +108,7 @@ def test_a_paused_owner_is_fenced_and_the_payment_happens_once(tmp_path, store, 
 
         if resumed == "after it":
             assert pay_once(registry(kind, target), ledger, "call-2").kind == "observed"
+        (tmp_path / "go").write_text("")
         os.kill(child.pid, signal.SIGCONT)  # the paused tool goes on, under epoch 1
         out, err = child.communicate(timeout=60)
     finally:
