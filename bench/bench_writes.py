@@ -68,7 +68,7 @@ from toolbound import (
     ToolSpec,
 )
 from toolbound.ledger.sqlite import SQLiteLedger
-from toolbound.ledger.store import Claimed
+from toolbound.ledger.store import Claimed, LedgerError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -194,8 +194,21 @@ class NullLedger:
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """Nothing to record."""
+
+    def take_over(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        now: datetime,  # noqa: ARG002 - nothing is kept to compare it with
+        evidence: Mapping[str, object] | None = None,  # noqa: ARG002
+    ) -> LedgerRecord:
+        """Nothing is ever held, so nothing can be taken over."""
+        msg = f"invocation {invocation_id} does not hold {key}"
+        raise LedgerError(msg, code="not_holder")
 
     def get(self, key: LedgerKey) -> LedgerRecord | None:  # noqa: ARG002
         """Nothing kept."""

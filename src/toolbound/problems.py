@@ -661,6 +661,14 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         r17=_WRITE_TIMEOUT,
         raised_as=("NotCommitted",),
     ),
+    _c(
+        "lease_lost",
+        "timeout",
+        "R9",
+        "this process no longer held the call's lease with margin when the tool was to "
+        "start (it may have paused); the tool was not started: nothing happened",
+        recoverable=True,
+    ),
     # -- cancelled (R9) ------------------------------------------------------------------
     _c(
         "cancelled",
@@ -888,6 +896,23 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "R8",
         "a ledger phase change the record's phase forbids",
         raised_as=("LedgerError",),
+    ),
+    _c(
+        "fenced",
+        None,
+        "R9",
+        "the call was taken over under a newer epoch: its old owner may not record it",
+        raised_as=("LedgerError",),
+    ),
+    _c(
+        "not_yet",
+        None,
+        "R2 R9",
+        "the call's owner may still start its effect (its deadline has not passed); "
+        "take it over or find it not committed after retry_at",
+        recoverable=True,
+        raised_as=("LedgerError", "ApiError"),
+        statuses=(409,),
     ),
     _c(
         "not_unknown",

@@ -18,7 +18,8 @@ from toolbound.execution.reconcile import (
     RemoteUnknown,
 )
 from toolbound.ledger.memory import MemoryLedger
-from toolbound.ledger.store import LedgerError
+from toolbound.ledger.rules import owner_may_act_until
+from toolbound.ledger.store import LedgerError, NotYetError
 from toolbound.testing import FakeTool
 
 S = State
@@ -208,6 +209,14 @@ def unknown_write(h, query=None):
     return tool, out
 
 
+def past_the_owners_deadline(h, ledger, out) -> None:
+    """Move the clock past the instant the call's owner could still start its effect (R9)."""
+    h.clock.advance(
+        (owner_may_act_until(ledger.find(out.invocation_id)) - h.clock.now()).total_seconds()
+        + 0.001
+    )
+
+
 def test_unknown_is_never_rerun_silently(h, ledger):
     """The same call after an unknown outcome is refused, not executed again."""
     tool, out = unknown_write(h)
@@ -245,7 +254,8 @@ def test_reconcile_to_committed_with_evidence(h, ledger):
 
 def test_reconcile_to_not_committed_allows_a_new_run(h, ledger):
     """A query that finds nothing resolves FAILED_BEFORE_COMMIT; the call may run again."""
-    tool, _ = unknown_write(h, lambda call: RemoteNotCommitted(evidence={"remote": "absent"}))
+    tool, out = unknown_write(h, lambda call: RemoteNotCommitted(evidence={"remote": "absent"}))
+    past_the_owners_deadline(h, ledger, out)
     (done,) = Reconciler(ledger=ledger, registry=h.registry, clock=h.clock).reconcile()
     assert done.status == "failed"
     assert done.path == (S.OUTCOME_UNKNOWN, S.FAILED_BEFORE_COMMIT)
@@ -271,12 +281,39 @@ def test_unresolvable_stays_unknown(h, ledger, query):
 def test_person_resolves_with_evidence(h, ledger):
     """A person can resolve an unknown call with their own evidence."""
     _, out = unknown_write(h)
+    past_the_owners_deadline(h, ledger, out)
     rec = Reconciler(ledger=ledger, registry=h.registry, clock=h.clock)
     done = rec.resolve(out.invocation_id, committed=False, by="ana", evidence={"ticket": "T-1"})
     assert done.status == "failed"
     record = ledger.find(out.invocation_id)
     assert record.evidence[-1]["resolved_by"] == "ana"
     assert record.evidence[-1]["ticket"] == "T-1"
+
+
+def test_not_committed_is_refused_while_the_owner_may_still_act(h, ledger):
+    """Before the owner's deadline (+ skew) a person's "not committed" is not_yet, retry_at."""
+    _, out = unknown_write(h)
+    rec = Reconciler(ledger=ledger, registry=h.registry, clock=h.clock)
+    with pytest.raises(NotYetError) as err:
+        rec.resolve(out.invocation_id, committed=False, by="ana", evidence={"ticket": "T-1"})
+    until = owner_may_act_until(ledger.find(out.invocation_id))
+    assert (err.value.code, err.value.retry_at) == ("not_yet", until)
+    assert phase_of(ledger, out) == "unknown"
+    done = rec.resolve(out.invocation_id, committed=True, by="ana", evidence={"ticket": "T-2"})
+    assert done.status == "committed"  # the effect found: nothing to wait for
+
+
+def test_a_query_saying_not_committed_too_early_leaves_the_call_unknown(h, ledger):
+    """A query hook's "not committed" before the owner's deadline changes nothing yet."""
+    _, out = unknown_write(h, lambda call: RemoteNotCommitted(evidence={"remote": "absent"}))
+    (done,) = Reconciler(ledger=ledger, registry=h.registry, clock=h.clock).reconcile()
+    until = owner_may_act_until(ledger.find(out.invocation_id))
+    assert done.status == "unknown"
+    assert (done.evidence["answer"], done.evidence["retry_at"]) == (
+        "not_committed",
+        until.isoformat(),
+    )
+    assert phase_of(ledger, out) == "unknown"
 
 
 def test_sweep_turns_abandoned_executing_into_unknown(clock, ledger):

@@ -13,6 +13,7 @@ import pytest
 
 from toolbound._errors import Problem
 from toolbound._model import Attempt, Result
+from toolbound.ledger.rules import CLOCK_SKEW
 from toolbound.ledger.store import (
     PHASE_EDGES,
     Claimed,
@@ -23,6 +24,7 @@ from toolbound.ledger.store import (
     LedgerError,
     LedgerKey,
     LedgerRecord,
+    NotYetError,
     Phase,
     Replay,
 )
@@ -148,7 +150,7 @@ def test_failed_same_digest_is_claimable_again(ledger):
     """R8: a failure before commit changed nothing, so the same call claims the key afresh."""
     bring_to(ledger, "failed")
     later = T0 + timedelta(seconds=2)
-    assert ledger.claim(intent(invocation_id="inv-2"), now=later) == Claimed()
+    assert ledger.claim(intent(invocation_id="inv-2"), now=later) == Claimed(epoch=2)
     record = ledger.get(KEY)
     assert (record.invocation_id, record.phase, record.created_at) == ("inv-2", "intent", later)
     assert (record.result, record.evidence) == (None, ())
@@ -207,7 +209,7 @@ def test_claim_executing_answers_a_taken_key_like_claim(ledger, phase):
     other = ledger.claim_executing(intent(digest="digest-b", invocation_id="inv-3"), now=later)
     assert other == KeyReused(invocation_id="inv-2" if phase == "failed" else "inv-1")
     if phase == "failed":
-        assert same == Claimed()
+        assert same == Claimed(epoch=2)
         record = ledger.get(KEY)
         assert (record.invocation_id, record.phase, record.created_at) == (
             "inv-2",
@@ -229,7 +231,7 @@ def test_claim_executing_replaces_an_expired_record_under_new(open_ledger):
     ledger = open_ledger(retention=RETENTION, expired="new")
     bring_to(ledger, "committed")
     late = T0 + RETENTION + timedelta(microseconds=1)
-    assert ledger.claim_executing(intent(invocation_id="inv-2"), now=late) == Claimed()
+    assert ledger.claim_executing(intent(invocation_id="inv-2"), now=late) == Claimed(epoch=2)
     record = ledger.get(KEY)
     assert (record.invocation_id, record.phase, record.created_at) == ("inv-2", "executing", late)
     assert (record.result, record.evidence) == (None, ())
@@ -281,7 +283,7 @@ def test_expired_record_is_replaced_under_new(open_ledger, phase, digest):
     bring_to(ledger, phase)
     late = T0 + RETENTION + timedelta(microseconds=1)
     answer = ledger.claim(intent(digest=digest, invocation_id="inv-2"), now=late)
-    assert answer == Claimed()
+    assert answer == Claimed(epoch=2)
     record = ledger.get(KEY)
     assert (record.invocation_id, record.digest, record.phase) == ("inv-2", digest, "intent")
     assert (record.created_at, record.result, record.evidence) == (late, None, ())
@@ -612,6 +614,126 @@ def test_a_tools_own_database_error_passes_through_and_rolls_back(ledger, busine
     assert business.rows() == []
 
 
+# -- epochs: each ownership of a key fences the ones before (R9) -------------------------
+
+DEADLINE = T0 + timedelta(seconds=30)  # intent()'s default deadline
+AFTER = DEADLINE + CLOCK_SKEW + timedelta(microseconds=1)  # the first instant one may take over
+
+
+def test_a_free_key_is_claimed_under_the_first_epoch(ledger):
+    """A free key's claim is epoch 1, and the record says so."""
+    assert ledger.claim_executing(intent(), now=T0) == Claimed(epoch=1)
+    assert ledger.get(KEY).epoch == 1
+
+
+def test_each_new_claim_of_a_key_is_the_next_epoch(ledger):
+    """A failed call claimed again is a new ownership: the next epoch, on the answer and record."""
+    for epoch in (1, 2, 3):
+        answer = ledger.claim(intent(invocation_id=f"inv-{epoch}"), now=T0)
+        assert answer == Claimed(epoch=epoch)
+        assert ledger.get(KEY).epoch == epoch
+        ledger.advance(KEY, invocation_id=f"inv-{epoch}", phase="failed", now=T0, epoch=epoch)
+
+
+def test_answers_that_claim_nothing_leave_the_epoch(ledger):
+    """Replay, in-flight and key reuse write nothing: the record keeps its epoch."""
+    bring_to(ledger, "committed")
+    ledger.claim(intent(invocation_id="inv-2"), now=T0)
+    ledger.claim(intent(digest="digest-b", invocation_id="inv-3"), now=T0)
+    assert ledger.get(KEY).epoch == 1
+
+
+def test_an_advance_under_the_holders_epoch_moves_the_record(ledger):
+    """The holder passing its own epoch moves its record as before."""
+    ledger.claim_executing(intent(), now=T0)
+    ledger.advance(KEY, invocation_id="inv-1", phase="committed", now=T0, result=result(), epoch=1)
+    assert (ledger.get(KEY).phase, ledger.get(KEY).epoch) == ("committed", 1)
+
+
+def test_an_advance_under_another_epoch_is_fenced_and_changes_nothing(ledger):
+    """An owner whose epoch is not the record's is refused with 'fenced'; nothing moves."""
+    ledger.claim_executing(intent(), now=T0)
+    before = ledger.get(KEY)
+    with pytest.raises(LedgerError) as err:
+        ledger.advance(KEY, invocation_id="inv-1", phase="committed", now=T0, epoch=7)
+    assert err.value.code == "fenced"
+    assert ledger.get(KEY) == before
+
+
+def test_a_takeover_before_the_owners_deadline_is_not_yet(ledger):
+    """Until deadline + clock skew has passed the owner may act: not_yet, retry_at, no change."""
+    ledger.claim_executing(intent(), now=T0)
+    before = ledger.get(KEY)
+    with pytest.raises(NotYetError) as err:
+        ledger.take_over(KEY, invocation_id="inv-1", now=DEADLINE + CLOCK_SKEW)
+    assert (err.value.code, err.value.retry_at, err.value.recoverable) == (
+        "not_yet",
+        DEADLINE + CLOCK_SKEW,
+        True,
+    )
+    assert ledger.get(KEY) == before
+
+
+@pytest.mark.parametrize(("left", "settled"), [("intent", "failed"), ("executing", "unknown")])
+def test_a_takeover_settles_the_record_under_the_next_epoch(ledger, left, settled):
+    """Past the deadline: intent → failed, executing → unknown, epoch + 1, evidence appended."""
+    bring_to(ledger, left)
+    taken = ledger.take_over(
+        KEY, invocation_id="inv-1", now=AFTER, evidence={"taken_over_by": "replica-b"}
+    )
+    assert (taken.phase, taken.epoch, taken.updated_at) == (settled, 2, AFTER)
+    assert taken.evidence == ({"taken_over_by": "replica-b", "taken_over": left, "epoch": 2},)
+    assert ledger.get(KEY) == taken
+
+
+def test_the_owner_taken_over_is_fenced_and_a_reconciliation_is_not(ledger):
+    """After a takeover the old owner's write is fenced; an operator's finding (no epoch) lands."""
+    ledger.claim_executing(intent(), now=T0)
+    ledger.take_over(KEY, invocation_id="inv-1", now=AFTER)
+    with pytest.raises(LedgerError) as err:
+        ledger.advance(KEY, invocation_id="inv-1", phase="committed", now=AFTER, epoch=1)
+    assert err.value.code == "fenced"
+    ledger.advance(KEY, invocation_id="inv-1", phase="failed", now=AFTER, evidence={"by": "ops"})
+    assert ledger.claim(intent(invocation_id="inv-2"), now=AFTER) == Claimed(epoch=3)
+
+
+@pytest.mark.parametrize("phase", ["committed", "failed", "unknown"])
+def test_a_settled_record_cannot_be_taken_over(ledger, phase):
+    """Only intent and executing are taken over; any other phase is illegal_phase, unchanged."""
+    bring_to(ledger, phase)
+    before = ledger.get(KEY)
+    with pytest.raises(LedgerError) as err:
+        ledger.take_over(KEY, invocation_id="inv-1", now=AFTER)
+    assert err.value.code == "illegal_phase"
+    assert ledger.get(KEY) == before
+
+
+@pytest.mark.parametrize("invocation_id", ["inv-2", None])
+def test_a_takeover_names_the_holder(ledger, invocation_id):
+    """A takeover for another invocation, or of a missing key, is not_holder."""
+    if invocation_id is not None:
+        ledger.claim_executing(intent(), now=T0)
+    with pytest.raises(LedgerError) as err:
+        ledger.take_over(KEY, invocation_id=invocation_id or "inv-1", now=AFTER)
+    assert err.value.code == "not_holder"
+
+
+def test_a_sweep_takes_over_under_the_next_epoch(ledger):
+    """A sweep is a takeover of every abandoned record: each swept record's epoch is one more."""
+    ledger.claim_executing(intent(), now=T0)
+    (swept,) = ledger.sweep(now=AFTER, grace=timedelta(0))
+    assert (swept.phase, swept.epoch) == ("unknown", 2)
+    assert ledger.get(KEY).epoch == 2
+
+
+def test_an_operator_settles_a_taken_record_under_its_epoch(ledger):
+    """A taken record resolved 'committed' by an operator keeps the takeover's epoch."""
+    ledger.claim_executing(intent(), now=T0)
+    ledger.take_over(KEY, invocation_id="inv-1", now=AFTER)
+    ledger.advance(KEY, invocation_id="inv-1", phase="committed", now=AFTER, result=result())
+    assert (ledger.get(KEY).phase, ledger.get(KEY).epoch) == ("committed", 2)
+
+
 # -- durability across reopening ---------------------------------------------------------
 
 
@@ -628,7 +750,9 @@ def test_reopening_the_store_keeps_every_record(open_ledger, store):
         now=T0,
         evidence={"query": "found"},
     )
+    first.take_over(LedgerKey("s", "v1", "executing"), invocation_id="inv-1", now=AFTER)
     before = {phase: first.get(LedgerKey("s", "v1", phase)) for phase in PHASES}
+    assert before["executing"].epoch == 2
     first.close()
 
     again = open_ledger()

@@ -16,6 +16,7 @@ import pytest
 
 from toolbound._errors import ConfigurationError
 from toolbound._model import Result
+from toolbound.ledger.migrations import MIGRATIONS, SCHEMA_VERSION
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Claimed, Intent, LedgerError, LedgerKey
 
@@ -138,6 +139,42 @@ def test_a_newer_schema_version_is_unsupported_and_left_as_found(tmp_path):
 
     assert err.value.code == "unsupported_schema"
     assert path.read_bytes() == before
+
+
+def version_one(conn, dialect: str) -> None:
+    """Lay out the ledger as schema version 1 (before epochs), as an older release left it."""
+    for statement in MIGRATIONS[0].statements(dialect):  # type: ignore[arg-type]
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO toolbound_schema_version VALUES (1, 'v1', '2026-01-01T00:00:00+00:00')"
+    )
+
+
+def test_a_version_one_ledger_is_migrated_and_its_records_are_the_first_epoch(tmp_path):
+    """Opening a v1 file adds the epoch column: old records are epoch 1, and fence as such."""
+    path = tmp_path / "ledger.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE toolbound_schema_version (version INTEGER PRIMARY KEY,"
+            " description TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        version_one(conn, "sqlite")
+        conn.execute(
+            "INSERT INTO toolbound_ledger (scope, tool_version, key, digest, invocation_id,"
+            " tool, canonical, subject, phase, deadline_us, created_us, updated_us)"
+            " VALUES ('acme/mira', 'v1', 'key-1', 'digest-a', 'inv-1', 'orders.create@v1',"
+            " x'7b7d', '{}', 'executing', 0, 0, 0)"
+        )
+    conn.close()
+    with SQLiteLedger(path) as ledger:
+        assert ledger.get(KEY).epoch == 1
+        with pytest.raises(LedgerError) as err:
+            ledger.advance(KEY, invocation_id="inv-1", phase="committed", now=T0, epoch=2)
+        assert err.value.code == "fenced"
+    with sqlite3.connect(path) as conn:
+        versions = [v for (v,) in conn.execute("SELECT version FROM toolbound_schema_version")]
+    conn.close()
+    assert versions == [1, SCHEMA_VERSION] == [1, 2]
 
 
 def test_a_ledger_table_without_a_version_table_is_corrupt_store(tmp_path):
@@ -319,6 +356,29 @@ def test_postgres_newer_schema_version_is_unsupported(pg_conninfo, pg_ledger):
         PostgresLedger(pg_conninfo)
     assert err.value.code == "unsupported_schema"
     assert pg_ledger.get(KEY).phase == "intent"  # nothing was reset
+
+
+def test_postgres_version_one_ledger_is_migrated_to_epochs(pg_conninfo):
+    """A v1 PostgreSQL ledger gains the epoch column on open; its records are epoch 1."""
+    import psycopg
+
+    from toolbound.ledger.postgres import PostgresLedger
+
+    with psycopg.connect(pg_conninfo, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE toolbound_schema_version (version integer PRIMARY KEY,"
+            " description text NOT NULL, applied_at timestamptz NOT NULL)"
+        )
+        version_one(conn, "postgres")
+        conn.execute(
+            "INSERT INTO toolbound_ledger (scope, tool_version, key, digest, invocation_id,"
+            " tool, canonical, subject, phase, deadline, created_at, updated_at)"
+            " VALUES ('acme/mira', 'v1', 'key-1', 'digest-a', 'inv-1', 'orders.create@v1',"
+            " '\\x7b7d', '{}', 'executing', now(), now(), now())"
+        )
+    with PostgresLedger(pg_conninfo) as ledger:
+        assert ledger.get(KEY).epoch == 1
+        assert ledger.claim(intent(invocation_id="inv-2"), now=T0).kind == "in_flight"
 
 
 def test_postgres_foreign_ledger_table_is_corrupt_store(pg_conninfo):

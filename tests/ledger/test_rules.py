@@ -17,13 +17,17 @@ from toolbound.ledger import migrations
 from toolbound.ledger._sql import SWEEP_FROM
 from toolbound.ledger.rules import (
     ABANDONED,
+    CLOCK_SKEW,
     SWEPT,
+    TAKEN_OVER,
     Existing,
     abandoned_before,
     check_advance,
     decide_claim,
     intent_record,
+    owner_may_act_until,
     swept,
+    taken_over,
 )
 from toolbound.ledger.sqlite import _SWEEP, SQLiteLedger
 from toolbound.ledger.store import (
@@ -33,6 +37,7 @@ from toolbound.ledger.store import (
     Intent,
     LedgerError,
     LedgerKey,
+    NotYetError,
     Phase,
     Replay,
 )
@@ -139,15 +144,22 @@ def test_r8_claim_table(existing: Existing | None, policy: ExpiredPolicy, kind: 
         pytest.param(None, id="free key"),
         pytest.param(held("failed"), id="failed, same digest"),
         pytest.param(held("committed", OTHER, PAST), id="expired, policy new"),
+        pytest.param(
+            dataclasses.replace(held("failed"), epoch=4), id="failed under epoch 4, same digest"
+        ),
     ],
 )
 def test_a_claim_writes_a_fresh_intent_record(existing: Existing | None):
-    """Claimed writes the new intent in phase intent, created now, with no result or evidence."""
+    """Claimed writes the new intent in phase intent, created now, with no result or evidence.
+
+    Its epoch is 1 on a free key and one more than the record it replaces.
+    """
     intent = new_intent()
     decision = decide_claim(intent, existing, now=NOW, retention=RETENTION, expired="new")
-    assert decision.answer == Claimed()
+    epoch = 1 if existing is None else existing.epoch + 1
+    assert decision.answer == Claimed(epoch=epoch)
     record = decision.write
-    assert record == intent_record(intent, now=NOW)
+    assert record == intent_record(intent, now=NOW, epoch=epoch)
     assert record is not None
     assert (record.invocation_id, record.digest, record.phase) == ("inv-2", intent.digest, "intent")
     assert (record.created_at, record.updated_at) == (NOW, NOW)
@@ -251,6 +263,96 @@ def test_only_the_holder_may_advance(holder: str | None, current: Phase | None):
     assert err.value.code == "not_holder"
 
 
+# -- R9: epochs fence an owner that was taken over -------------------------------------
+
+# (the holder's epoch, the record's epoch) -> the error code, or None when the advance goes
+EPOCHS = [
+    pytest.param(None, 3, None, id="no epoch given (an operator) -> allowed"),
+    pytest.param(3, 3, None, id="the record's own epoch -> allowed"),
+    pytest.param(2, 3, "fenced", id="an older epoch: taken over since -> fenced"),
+    pytest.param(4, 3, "fenced", id="an epoch the record never had -> fenced"),
+]
+
+
+@pytest.mark.parametrize(("epoch", "held_epoch", "code"), EPOCHS)
+def test_epoch_table(epoch: int | None, held_epoch: int, code: str | None):
+    """A holder moves its record only under the epoch the record is in."""
+    if code is None:
+        check_advance(
+            KEY,
+            invocation_id="inv-1",
+            target="committed",
+            holder="inv-1",
+            current="executing",
+            epoch=epoch,
+            held=held_epoch,
+        )
+        return
+    with pytest.raises(LedgerError) as err:
+        check_advance(
+            KEY,
+            invocation_id="inv-1",
+            target="committed",
+            holder="inv-1",
+            current="executing",
+            epoch=epoch,
+            held=held_epoch,
+        )
+    assert err.value.code == code
+
+
+# (the phase the owner left, when the taker looks) -> the phase after, or the error code
+OWNER_DEADLINE = NOW + timedelta(seconds=30)
+TAKEOVER = [
+    pytest.param("executing", OWNER_DEADLINE, "not_yet", id="before the deadline -> not_yet"),
+    pytest.param(
+        "executing", OWNER_DEADLINE + CLOCK_SKEW, "not_yet", id="within clock skew -> not_yet"
+    ),
+    pytest.param(
+        "executing",
+        OWNER_DEADLINE + CLOCK_SKEW + timedelta(microseconds=1),
+        "unknown",
+        id="past deadline + skew, executing -> unknown: it may have run",
+    ),
+    pytest.param(
+        "intent",
+        OWNER_DEADLINE + CLOCK_SKEW + timedelta(microseconds=1),
+        "failed",
+        id="past deadline + skew, intent -> failed: never started",
+    ),
+    *(
+        pytest.param(p, OWNER_DEADLINE + timedelta(hours=1), "illegal_phase", id=f"{p} -> illegal")
+        for p in ("committed", "failed", "unknown")
+    ),
+]
+
+
+@pytest.mark.parametrize(("phase", "at", "expected"), TAKEOVER)
+def test_takeover_table(phase: Phase, at: datetime, expected: str):
+    """R9: a call is taken from its owner only once it can no longer start its effect."""
+    record = dataclasses.replace(
+        intent_record(new_intent(), now=NOW, epoch=5), phase=phase, deadline=OWNER_DEADLINE
+    )
+    if expected in ABANDONED.values():
+        taken = taken_over(record, KEY, invocation_id="inv-2", now=at, evidence={"by": "b"})
+        assert (taken.phase, taken.epoch, taken.updated_at) == (expected, 6, at)
+        assert taken.evidence == ({"by": "b", TAKEN_OVER: phase, "epoch": 6},)
+        return
+    with pytest.raises(LedgerError) as err:
+        taken_over(record, KEY, invocation_id="inv-2", now=at)
+    assert err.value.code == expected
+    if isinstance(err.value, NotYetError):
+        assert err.value.retry_at == owner_may_act_until(record) == OWNER_DEADLINE + CLOCK_SKEW
+
+
+def test_a_takeover_of_another_invocations_record_is_not_holder():
+    """Only the record the named invocation holds is taken over."""
+    record = intent_record(new_intent(), now=NOW)
+    with pytest.raises(LedgerError) as err:
+        taken_over(record, KEY, invocation_id="inv-9", now=NOW + timedelta(days=1))
+    assert err.value.code == "not_holder"
+
+
 # -- R9: the sweep of abandoned records -----------------------------------------------
 
 GRACE = timedelta(seconds=10)
@@ -295,9 +397,10 @@ def test_a_sweep_appends_its_evidence_and_keeps_the_rest():
     settled = swept(record, now=NOW, grace=GRACE)
     assert settled is not None
     assert settled.evidence == ({"note": "started"}, {SWEPT: "executing"})
-    assert dataclasses.replace(settled, phase="executing", updated_at=record.updated_at) == (
-        dataclasses.replace(record, evidence=settled.evidence)
-    )
+    assert dataclasses.replace(
+        settled, phase="executing", updated_at=record.updated_at, epoch=record.epoch
+    ) == (dataclasses.replace(record, evidence=settled.evidence))
+    assert settled.epoch == record.epoch + 1  # a sweep is a takeover: the next epoch
 
 
 def test_every_sweep_is_an_edge_of_the_table():

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 from service_config import KEYS, config_text
 from service_pack import effects
 from starlette.testclient import TestClient
 
+from toolbound._clock import FixedClock
 from toolbound.config import parse_config
 from toolbound.service.api import create_app
 from toolbound.service.core import Service, fingerprint
@@ -288,7 +290,7 @@ def test_retention_purges_old_finished_calls_but_never_parked_ones(service, clie
 @pytest.mark.parametrize(
     ("committed", "status"), [(True, "reconciled_committed"), (False, "reconciled_not_committed")]
 )
-def test_a_person_settles_an_unknown_outcome_with_evidence(client, committed, status):
+def test_a_person_settles_an_unknown_outcome_with_evidence(client, service, committed, status):
     p = submit(client, '{"text": "lost"}', key="k1").json()
     done = decide(client, p["invocation_id"], p["digest"], "approve").json()
     assert done["status"] == "outcome_unknown"
@@ -298,11 +300,15 @@ def test_a_person_settles_an_unknown_outcome_with_evidence(client, committed, st
     no_evidence = client.post(url, json={"committed": committed}, headers=auth("ops"))
     assert no_evidence.json()["code"] == "evidence_missing"
     assert client.post(url, json={}, headers=auth("agent")).json()["code"] == "forbidden"
-    settled = client.post(
-        url,
-        json={"committed": committed, "evidence": {"checked": "the notes file"}},
-        headers=auth("ops"),
-    )
+    finding = {"committed": committed, "evidence": {"checked": "the notes file"}}
+    if not committed:
+        # R9: "not committed" waits until the owner can no longer start the effect.
+        early = client.post(url, json=finding, headers=auth("ops"))
+        assert (early.status_code, early.json()["code"]) == (409, "not_yet")
+        assert early.json()["hint"].startswith("retry after ")
+        deadline = service.ledger.find(p["invocation_id"]).deadline
+        service.clock = FixedClock(deadline + timedelta(seconds=2))
+    settled = client.post(url, json=finding, headers=auth("ops"))
     assert settled.status_code == 200
     stored = client.get(f"/v1/invocations/{p['invocation_id']}", headers=auth("ops")).json()
     assert stored["status"] == status

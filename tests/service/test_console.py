@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner
@@ -20,6 +21,7 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from toolbound import ToolSpec
+from toolbound._clock import FixedClock
 from toolbound._errors import ConfigurationError
 from toolbound.cli import _cli
 from toolbound.config import hash_key, parse_config
@@ -674,9 +676,12 @@ def test_a_persons_finding_needs_evidence_and_an_operator(client, browser_for, s
     assert error_code(r) == "evidence_missing"
     assert service.ledger.find(call["invocation_id"]).phase == "unknown"
 
-    r = client.post(
-        url, data={"csrf": csrf, "action": "not_committed", "evidence": "no such note in the file"}
-    )
+    finding = {"csrf": csrf, "action": "not_committed", "evidence": "no such note in the file"}
+    r = client.post(url, data=finding)  # R9: the owner may still act until its deadline
+    assert (r.status_code, error_code(r)) == (409, "not_yet")
+    deadline = service.ledger.find(call["invocation_id"]).deadline
+    service.clock = FixedClock(deadline + timedelta(seconds=2))
+    r = client.post(url, data=finding)
     assert r.status_code == 303
     assert "Recorded as not committed" in client.get("/console/unknown").text
     record = service.ledger.find(call["invocation_id"])

@@ -20,8 +20,11 @@ from service_config import DATABASE, KEYS, config_text
 from service_pack import effects
 from starlette.testclient import TestClient
 
+from toolbound._clock import FixedClock
 from toolbound.config import parse_config
 from toolbound.journal import JournalError
+from toolbound.ledger.rules import owner_may_act_until
+from toolbound.ledger.store import Intent, LedgerKey
 from toolbound.service.api import _leases, create_app
 from toolbound.service.core import Service, Submission, fingerprint
 from toolbound.service.offload import Offload
@@ -228,6 +231,40 @@ def test_an_approved_call_whose_owner_died_runs_once_on_takeover(services):
     assert [e["seq"] for e in trace] == list(range(len(trace)))
     assert services().recover() == 0
     assert effects() == ["send:hello"]
+
+
+def test_a_dead_owners_running_tool_is_taken_over_only_after_its_deadline(services):
+    """R9: lease passed, tool's deadline not: left alone; after it, unknown under epoch 2."""
+    first = services()
+    call_id = park(first, "held")
+    deadline = first.clock.now() + timedelta(seconds=30)
+    key = LedgerKey("acme", "notes.send@v1", "k-held")
+    claim = first.ledger.claim_executing(
+        Intent(
+            key=key,
+            digest="d",
+            invocation_id=call_id,
+            tool="notes.send@v1",
+            canonical=b'{"text":"held"}',
+            subject={"id": "mira", "tenant": "acme", "session": None},
+            deadline=deadline,
+        ),
+        now=first.clock.now(),
+    )
+    assert claim.kind == "claimed"
+    die_after(first, call_id)  # its tool started; its process stopped renewing
+
+    second = services()
+    assert second.recovered == 0  # its owner may still make the effect
+    assert second.journal.get_call(call_id).owner == "dead-process"
+    assert (first.ledger.get(key).phase, first.ledger.get(key).epoch) == ("executing", 1)
+
+    second.clock = FixedClock(owner_may_act_until(first.ledger.get(key)) + timedelta(seconds=1))
+    assert second.recover() == 1
+    record = second.ledger.get(key)
+    assert (record.phase, record.epoch) == ("unknown", 2)
+    assert record.evidence[-1]["taken_over_from"] == "dead-process"
+    assert second.journal.get_call(call_id).status == "outcome_unknown"
 
 
 def test_a_denied_call_whose_owner_died_ends_rejected(services):

@@ -31,7 +31,11 @@ from soak_load import Chaos, Load, Log, Sampler, Sent, send, takeover_of
 from soak_pack import effect_counts
 
 LEASE = 2.0
-SETTLE = 60.0  # seconds allowed for lease expiry and a sweep, on a loaded machine
+TOOL_DEADLINE = 60.0  # the soak pack's tools' timeout
+# Seconds allowed for a dead replica's calls to settle on a loaded machine: a call whose
+# tool had started is taken over only once its deadline has passed as well as its
+# lease (R9 fencing), then a sweep.
+SETTLE = TOOL_DEADLINE + 60.0
 
 
 @pytest.fixture

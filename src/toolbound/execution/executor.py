@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Generator
     from datetime import datetime
 
+    from toolbound._errors import Problem
     from toolbound._model import JSONObject
     from toolbound.execution.tool import ToolContext
     from toolbound.registry import RegisteredTool
@@ -60,6 +61,8 @@ class RawAttempt:
     marked: bool = False
     output_checked: bool = False
     """The result already passed its output contract (inside a transaction)."""
+    not_started: Problem | None = None
+    """Why the runtime did not invoke the tool at all (fencing, R9): nothing happened."""
 
 
 class Executor:

@@ -10,6 +10,15 @@ stays unknown and is listed for a person, who can resolve it with
 :meth:`Reconciler.resolve` and their own evidence.
 
 Each resolution is traced like a call: a lifecycle that starts in OUTCOME_UNKNOWN.
+
+A finding of "not committed" waits until the call's owner can no longer start its
+effect (R9, :func:`~toolbound.ledger.rules.owner_may_act_until`: its deadline, plus
+the clock skew allowed between processes). A record is ``unknown`` only once its
+owner settled it itself (its attempt over) or another process took it over (the
+owner's lease had passed), so the deadline is the one bound left to wait for. Until
+then :meth:`Reconciler.resolve` refuses with
+:class:`~toolbound.ledger.store.NotYetError` (``not_yet``, with ``retry_at``), and a
+query hook's "not committed" leaves the call unknown, saying when to ask again.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ from typing import TYPE_CHECKING, Literal
 from toolbound._clock import Clock, SystemClock
 from toolbound._model import Result
 from toolbound._state import Lifecycle, State
-from toolbound.ledger.store import LedgerError
+from toolbound.ledger.rules import owner_may_act_until
+from toolbound.ledger.store import LedgerError, NotYetError
 from toolbound.trace import Trace
 
 if TYPE_CHECKING:
@@ -153,6 +163,13 @@ class Reconciler:
         proof = {"resolved_by": by, **evidence}
         if committed:
             return self._settle(record, RemoteCommitted(evidence=proof))
+        until = owner_may_act_until(record)
+        if self.clock.now() <= until:
+            msg = (
+                f"invocation {invocation_id} may still take effect until {until.isoformat()} "
+                "(its owner's deadline); it cannot be found not committed before then"
+            )
+            raise NotYetError(msg, retry_at=until)
         return self._settle(record, RemoteNotCommitted(evidence=proof))
 
     def _one(self, record: LedgerRecord) -> Reconciled:
@@ -182,6 +199,11 @@ class Reconciler:
     def _settle(self, record: LedgerRecord, answer: QueryAnswer) -> Reconciled:
         now = self.clock.now()
         evidence = {"answer": answer.kind, "at": now.isoformat(), **answer.evidence}
+        until = owner_may_act_until(record)
+        if answer.kind == "not_committed" and now <= until:
+            # R9: its owner may still start the effect; "not committed" is not final yet.
+            evidence["retry_at"] = until.isoformat()
+            answer = RemoteUnknown(evidence=answer.evidence)
         if answer.kind == "unknown":
             return Reconciled(
                 invocation_id=record.invocation_id,

@@ -156,6 +156,11 @@ class ToolContext:
     attempt: int
     secrets: Mapping[str, str] = field(repr=False)
     idempotency_key: str | None
+    epoch: int | None = None
+    """The fencing token of this ownership of the call's ledger key (``None`` for a call
+    that holds no key). A later owner — a process that took the call over, or the same
+    call run again — holds a higher one. Hand it, with ``idempotency_key``, to the
+    system the tool writes to, so it refuses a stale owner (see ``docs/execution.md``)."""
     deadline_in: float
     """Seconds left until the deadline when the attempt started."""
     transaction: object = None

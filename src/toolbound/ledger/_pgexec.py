@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Param", "Statement", "Statements"]
 
-Param = str | bytes | datetime | None
+Param = str | bytes | datetime | int | None
 """A parameter value: text (``text``, ``json`` and ``jsonb`` columns), ``bytea``, an
-aware instant (``timestamptz``), or NULL."""
+aware instant (``timestamptz``), an integer (``bigint``), or NULL."""
 
 _COMMAND_OK: Final = pq.ExecStatus.COMMAND_OK
 _UNKNOWN_STATEMENT: Final = b"26000"  # invalid_sql_statement_name
@@ -105,7 +105,8 @@ class Statements:
         # As psycopg's str dumper: a SQL_ASCII session takes text as UTF-8.
         text = "utf-8" if encoding == "ascii" else encoding
         # Text in the session's encoding; an instant in psycopg's own text form of an
-        # aware datetime (its timestamptz dumper); bytea as is, in binary; None is NULL
+        # aware datetime (its timestamptz dumper), an integer in decimal; bytea as is,
+        # in binary; None is NULL
         # (libpq takes it, though psycopg's stub for exec_prepared omits it).
         values = cast(
             "list[bytes]",

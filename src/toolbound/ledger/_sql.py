@@ -115,13 +115,23 @@ def explain_refused_advance(
     target: Phase,
     holder: str | None,
     current: Phase | None,
+    epoch: int | None = None,
+    held: int | None = None,
 ) -> NoReturn:
     """Raise the :class:`LedgerError` for a guarded ``UPDATE`` that changed no row.
 
-    ``holder`` and ``current`` are read after the refusal; the rule that refused is
-    :func:`~toolbound.ledger.rules.check_advance`.
+    ``holder``, ``current`` and ``held`` (the record's epoch) are read after the
+    refusal; the rule that refused is :func:`~toolbound.ledger.rules.check_advance`.
     """
-    check_advance(key, invocation_id=invocation_id, target=target, holder=holder, current=current)
+    check_advance(
+        key,
+        invocation_id=invocation_id,
+        target=target,
+        holder=holder,
+        current=current,
+        epoch=epoch,
+        held=held,
+    )
     # The guard refused an edge the table allows: the row moved between our UPDATE and
     # the read that explains it. Say so rather than pretend the write happened.
     msg = f"ledger record {key} changed concurrently (now {current}); {target} not recorded"

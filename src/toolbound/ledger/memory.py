@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from toolbound.ledger.rules import check_advance, decide_claim, swept
+from toolbound.ledger.rules import check_advance, decide_claim, swept, taken_over
 from toolbound.ledger.store import Claimed
 
 if TYPE_CHECKING:
@@ -75,7 +75,11 @@ class MemoryLedger:
             answer = self.claim(intent, now=now)
             if isinstance(answer, Claimed):
                 self.advance(
-                    intent.key, invocation_id=intent.invocation_id, phase="executing", now=now
+                    intent.key,
+                    invocation_id=intent.invocation_id,
+                    phase="executing",
+                    now=now,
+                    epoch=answer.epoch,
                 )
             return answer
 
@@ -88,6 +92,7 @@ class MemoryLedger:
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """See :meth:`Ledger.advance`."""
         with self._lock:
@@ -98,6 +103,8 @@ class MemoryLedger:
                 target=phase,
                 holder=None if record is None else record.invocation_id,
                 current=None if record is None else record.phase,
+                epoch=epoch,
+                held=None if record is None else record.epoch,
             )
             assert record is not None  # noqa: S101 - check_advance refuses a missing record
             self._put(
@@ -110,6 +117,26 @@ class MemoryLedger:
                     evidence=record.evidence if evidence is None else (*record.evidence, evidence),
                 ),
             )
+
+    def take_over(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        now: datetime,
+        evidence: Mapping[str, object] | None = None,
+    ) -> LedgerRecord:
+        """See :meth:`Ledger.take_over`."""
+        with self._lock:
+            record = taken_over(
+                self._records.get(key),
+                key,
+                invocation_id=invocation_id,
+                now=now,
+                evidence=evidence,
+            )
+            self._put(key, record)
+            return record
 
     def get(self, key: LedgerKey) -> LedgerRecord | None:
         """See :meth:`Ledger.get`."""
@@ -188,7 +215,14 @@ class _MemoryTransaction:
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         self._ledger.advance(
-            key, invocation_id=invocation_id, phase=phase, now=now, result=result, evidence=evidence
+            key,
+            invocation_id=invocation_id,
+            phase=phase,
+            now=now,
+            result=result,
+            evidence=evidence,
+            epoch=epoch,
         )

@@ -129,6 +129,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             ),
         ),
     ),
+    Migration(
+        version=2,
+        description="epoch: each ownership of a key (claim or takeover) fences the ones before",
+        # A record written before epochs existed is under its first ownership. Adding a
+        # column with a constant default rewrites no row in either database.
+        sqlite=(f"ALTER TABLE {LEDGER_TABLE} ADD COLUMN epoch INTEGER NOT NULL DEFAULT 1",),
+        postgres=(f"ALTER TABLE {LEDGER_TABLE} ADD COLUMN epoch bigint NOT NULL DEFAULT 1",),
+    ),
 )
 """Every migration, oldest first; versions are 1, 2, 3, … with no gaps."""
 

@@ -60,7 +60,13 @@ from toolbound.ledger._sql import (
     validate_settings,
 )
 from toolbound.ledger.migrations import LEDGER_TABLE, VERSION_TABLE, pending
-from toolbound.ledger.rules import Existing, abandoned_before, decide_claim, intent_record
+from toolbound.ledger.rules import (
+    Existing,
+    abandoned_before,
+    decide_claim,
+    intent_record,
+    taken_over,
+)
 from toolbound.ledger.store import (
     Claim,
     Claimed,
@@ -105,11 +111,11 @@ trip, if nothing has arrived on its socket since (see :class:`PostgresLedger`)."
 
 _COLUMNS = (
     "scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,"
-    " deadline, created_at, updated_at, result, evidence"
+    " deadline, created_at, updated_at, result, evidence, epoch"
 )
 _SELECT = """
     SELECT scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
-           deadline, created_at, updated_at, result, evidence
+           deadline, created_at, updated_at, result, evidence, epoch
     FROM toolbound_ledger
 """
 _GET = _SELECT + " WHERE scope = %s AND tool_version = %s AND key = %s"
@@ -122,13 +128,14 @@ _INSERT = Statement.named(
     """
     INSERT INTO toolbound_ledger (
         scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
-        deadline, created_at, updated_at, result, evidence)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11, $12, $13::json, $14::jsonb)
+        deadline, created_at, updated_at, result, evidence, epoch)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8::json, $9, $10, $11, $12, $13::json, $14::jsonb,
+            $15)
     ON CONFLICT (scope, tool_version, key) DO NOTHING
 """,
 )
 _LOCK_ROW = """
-    SELECT digest, invocation_id, phase, created_at, result FROM toolbound_ledger
+    SELECT digest, invocation_id, phase, created_at, result, epoch FROM toolbound_ledger
     WHERE scope = %s AND tool_version = %s AND key = %s
     FOR UPDATE
 """
@@ -138,26 +145,27 @@ _OVERWRITE = Statement.named(
     UPDATE toolbound_ledger
     SET digest = $4, invocation_id = $5, tool = $6, canonical = $7, subject = $8::json,
         phase = $9, deadline = $10, created_at = $11, updated_at = $12, result = $13::json,
-        evidence = $14::jsonb
+        evidence = $14::jsonb, epoch = $15
     WHERE scope = $1 AND tool_version = $2 AND key = $3
 """,
 )
 # One guarded UPDATE per target phase: the phases that may move to it are PHASE_EDGES's
 # (R9), written into the statement as a constant list, so a refused edge changes nothing
 # and a single statement needs no read-then-write. Evidence (reconciliation, sweeps) has
-# its own form.
+# its own form. The holder's epoch, when given, is part of the guard: a holder taken
+# over is fenced.
 _ADVANCE = """
     UPDATE toolbound_ledger
     SET phase = $1, updated_at = $2, result = COALESCE($3::json, result)
     WHERE scope = $4 AND tool_version = $5 AND key = $6 AND invocation_id = $7
-      AND phase IN ({sources})
+      AND epoch = COALESCE($8::bigint, epoch) AND phase IN ({sources})
 """
 _ADVANCE_WITH_EVIDENCE = """
     UPDATE toolbound_ledger
     SET phase = $1, updated_at = $2, result = COALESCE($3::json, result),
-        evidence = evidence || $8::jsonb
+        evidence = evidence || $9::jsonb
     WHERE scope = $4 AND tool_version = $5 AND key = $6 AND invocation_id = $7
-      AND phase IN ({sources})
+      AND epoch = COALESCE($8::bigint, epoch) AND phase IN ({sources})
 """
 _ADVANCES = {
     target: (
@@ -170,19 +178,26 @@ _ADVANCES = {
     for target, sources in SOURCES_SQL.items()
 }
 _HOLDER = """
-    SELECT invocation_id, phase FROM toolbound_ledger
+    SELECT invocation_id, phase, epoch FROM toolbound_ledger
     WHERE scope = %s AND tool_version = %s AND key = %s
 """
 # The sweep's rule is rules.ABANDONED, put in SQL by _sql (constants, never input).
 _SWEEP = f"""
     UPDATE toolbound_ledger
     SET phase = {SWEEP_TO},
+        epoch = epoch + 1,
         updated_at = %s,
         evidence = evidence || jsonb_build_array(jsonb_build_object({SWEEP_EVIDENCE}))
     WHERE phase IN ({SWEEP_FROM}) AND deadline < %s
     RETURNING scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
-              deadline, created_at, updated_at, result, evidence
+              deadline, created_at, updated_at, result, evidence, epoch
 """  # noqa: S608 - formatted from rules.ABANDONED, a constant table, never from input
+# A takeover is read under the row lock, judged (rules.taken_over) and written.
+_LOCK_RECORD = _SELECT + " WHERE scope = %s AND tool_version = %s AND key = %s FOR UPDATE"
+_TAKE_OVER = """
+    UPDATE toolbound_ledger SET phase = %s, updated_at = %s, evidence = %s::jsonb, epoch = %s
+    WHERE scope = %s AND tool_version = %s AND key = %s
+"""
 _VERSION_DDL = """
     CREATE TABLE toolbound_schema_version (
         version integer PRIMARY KEY, description text NOT NULL, applied_at timestamptz NOT NULL)
@@ -283,6 +298,7 @@ class PostgresLedger:
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """See :meth:`Ledger.advance`. One guarded ``UPDATE``: atomic on its own."""
         with _Borrowed(self) as (conn, joined):
@@ -295,7 +311,30 @@ class PostgresLedger:
                 result=result,
                 evidence=evidence,
                 in_transaction=joined,
+                epoch=epoch,
             )
+
+    def take_over(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        now: datetime,
+        evidence: Mapping[str, object] | None = None,
+    ) -> LedgerRecord:
+        """See :meth:`Ledger.take_over`. Read ``FOR UPDATE``, judged, written: one transaction."""
+        with _Borrowed(self) as (conn, _), conn.transaction():
+            row = conn.execute(_LOCK_RECORD, _pk(key)).fetchone()
+            taken = taken_over(
+                None if row is None else _record(row),
+                key,
+                invocation_id=invocation_id,
+                now=require_aware(now),
+                evidence=evidence,
+            )
+            proof = dumps([dict(e) for e in taken.evidence])
+            conn.execute(_TAKE_OVER, (taken.phase, now, proof, taken.epoch, *_pk(key)))
+        return taken
 
     def get(self, key: LedgerKey) -> LedgerRecord | None:
         """See :meth:`Ledger.get`."""
@@ -378,7 +417,7 @@ class PostgresLedger:
         if self._statements.run(conn, _INSERT, _columns(fresh), joined=in_transaction) == 1:
             # R8: the key was free (decide_claim's answer for no record). The common
             # case: one statement, one commit.
-            return Claimed()
+            return Claimed(epoch=fresh.epoch)
         if in_transaction:
             return self._claim_taken(conn, intent, now=now, phase=phase)
         with conn.transaction():
@@ -389,7 +428,7 @@ class PostgresLedger:
     ) -> Claim:
         """The key has a committed record: lock it, answer R8, maybe overwrite it."""
         # ON CONFLICT waited for any transaction inserting this key, so the row is there.
-        digest, holder, current, created_at, result = _one(
+        digest, holder, current, created_at, result, epoch = _one(
             conn.execute(_LOCK_ROW, _pk(intent.key)).fetchone(), intent.key
         )
         existing = Existing(
@@ -398,6 +437,7 @@ class PostgresLedger:
             phase=current,
             created_at=created_at,
             result=None if result is None else result_from_json(result),
+            epoch=epoch,
         )
         decision = decide_claim(
             intent, existing, now=now, retention=self.retention, expired=self.expired, phase=phase
@@ -417,10 +457,11 @@ class PostgresLedger:
         result: Result | None,
         evidence: Mapping[str, object] | None,
         in_transaction: bool,
+        epoch: int | None = None,
     ) -> None:
         stored = None if result is None else dumps_result(result)
         plain, with_evidence = _ADVANCES[phase]
-        params: tuple[str | datetime | None, ...] = (
+        params: tuple[Param, ...] = (
             phase,
             require_aware(now),
             stored,
@@ -428,6 +469,7 @@ class PostgresLedger:
             key.tool_version,
             key.key,
             invocation_id,
+            epoch,
         )
         if evidence is None:
             changed = self._statements.run(conn, plain, params, joined=in_transaction)
@@ -439,9 +481,15 @@ class PostgresLedger:
         if changed == 1:
             return
         row = conn.execute(_HOLDER, _pk(key)).fetchone()
-        holder, current = (None, None) if row is None else row
+        holder, current, held = (None, None, None) if row is None else row
         explain_refused_advance(
-            key, invocation_id=invocation_id, target=phase, holder=holder, current=current
+            key,
+            invocation_id=invocation_id,
+            target=phase,
+            holder=holder,
+            current=current,
+            epoch=epoch,
+            held=held,
         )
 
     # -- connections, migrations, errors ----------------------------------------------
@@ -546,6 +594,7 @@ class PostgresTransaction:
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """:meth:`PostgresLedger.advance` inside this transaction."""
         try:
@@ -558,6 +607,7 @@ class PostgresTransaction:
                 result=result,
                 evidence=evidence,
                 in_transaction=True,
+                epoch=epoch,
             )
         except psycopg.Error as exc:
             raise _map_error(exc, self._ledger._where) from exc  # noqa: SLF001
@@ -618,6 +668,7 @@ def _columns(record: LedgerRecord) -> tuple[Param, ...]:
         require_aware(record.updated_at),
         None if record.result is None else dumps_result(record.result),
         dumps([dict(e) for e in record.evidence]),
+        record.epoch,
     )
 
 
@@ -674,7 +725,7 @@ def _one(row: TupleRow | None, key: LedgerKey) -> TupleRow:
 
 def _record(row: Sequence[object]) -> LedgerRecord:
     scope, version, key, digest, holder, tool, canonical, subject, phase, *rest = row
-    deadline, created_at, updated_at, result, evidence = rest
+    deadline, created_at, updated_at, result, evidence, epoch = rest
     assert isinstance(deadline, datetime)  # noqa: S101 - timestamptz columns
     assert isinstance(created_at, datetime)  # noqa: S101
     assert isinstance(updated_at, datetime)  # noqa: S101
@@ -692,6 +743,7 @@ def _record(row: Sequence[object]) -> LedgerRecord:
         updated_at=updated_at.astimezone(UTC),
         result=None if result is None else result_from_json(result),  # type: ignore[arg-type]
         evidence=tuple(evidence),
+        epoch=int(epoch),  # type: ignore[call-overload]  # bigint NOT NULL
     )
 
 

@@ -59,7 +59,13 @@ from toolbound.ledger._sql import (
     validate_settings,
 )
 from toolbound.ledger.migrations import LEDGER_TABLE, VERSION_TABLE, pending
-from toolbound.ledger.rules import Existing, abandoned_before, decide_claim, intent_record
+from toolbound.ledger.rules import (
+    Existing,
+    abandoned_before,
+    decide_claim,
+    intent_record,
+    taken_over,
+)
 from toolbound.ledger.store import (
     Claim,
     Claimed,
@@ -84,7 +90,7 @@ Synchronous = Literal["FULL", "EXTRA", "NORMAL"]
 
 _COLUMNS = (
     "scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,"
-    " deadline_us, created_us, updated_us, result, evidence"
+    " deadline_us, created_us, updated_us, result, evidence, epoch"
 )
 _EXPECTED_COLUMNS = frozenset(c.strip() for c in _COLUMNS.split(","))
 _INTERNAL_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"})
@@ -94,7 +100,7 @@ _INTERNAL_TABLES = frozenset({"sqlite_sequence", "sqlite_stat1", "sqlite_stat4"}
 # exception is the sweep's rule, which is rules.ABANDONED put in SQL by _sql.
 _SELECT = """
     SELECT scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
-           deadline_us, created_us, updated_us, result, evidence
+           deadline_us, created_us, updated_us, result, evidence, epoch
     FROM toolbound_ledger
 """
 _GET = _SELECT + " WHERE scope = ? AND tool_version = ? AND key = ?"
@@ -104,9 +110,10 @@ _UNRESOLVED = _SELECT + " WHERE phase = 'unknown' ORDER BY created_us, rowid"
 _INSERT = """
     INSERT INTO toolbound_ledger (
         scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
-        deadline_us, created_us, updated_us, result, evidence)
+        deadline_us, created_us, updated_us, result, evidence, epoch)
     VALUES (:scope, :tool_version, :key, :digest, :invocation_id, :tool, :canonical,
-            :subject, :phase, :deadline_us, :created_us, :updated_us, :result, :evidence)
+            :subject, :phase, :deadline_us, :created_us, :updated_us, :result, :evidence,
+            :epoch)
     ON CONFLICT (scope, tool_version, key) DO NOTHING
 """
 _OVERWRITE = """
@@ -114,32 +121,33 @@ _OVERWRITE = """
     SET digest = :digest, invocation_id = :invocation_id, tool = :tool,
         canonical = :canonical, subject = :subject, phase = :phase,
         deadline_us = :deadline_us, created_us = :created_us, updated_us = :updated_us,
-        result = :result, evidence = :evidence
+        result = :result, evidence = :evidence, epoch = :epoch
     WHERE scope = :scope AND tool_version = :tool_version AND key = :key
 """
 _LOOKUP = """
-    SELECT digest, invocation_id, phase, created_us, result FROM toolbound_ledger
+    SELECT digest, invocation_id, phase, created_us, result, epoch FROM toolbound_ledger
     WHERE scope = ? AND tool_version = ? AND key = ?
 """
 _HOLDER = """
-    SELECT invocation_id, phase FROM toolbound_ledger
+    SELECT invocation_id, phase, epoch FROM toolbound_ledger
     WHERE scope = ? AND tool_version = ? AND key = ?
 """
 # One guarded UPDATE per target phase: the phases that may move to it are PHASE_EDGES's
 # (R9), written into the statement as a constant list, so a refused edge changes nothing
 # and no read-then-write is needed. Evidence (reconciliation, sweeps) has its own form.
+# The holder's epoch, when given, is part of the guard: a holder taken over is fenced.
 _ADVANCE = """
     UPDATE toolbound_ledger
     SET phase = ?, updated_us = ?, result = COALESCE(?, result)
     WHERE scope = ? AND tool_version = ? AND key = ? AND invocation_id = ?
-      AND phase IN ({sources})
+      AND epoch = COALESCE(?, epoch) AND phase IN ({sources})
 """
 _ADVANCE_WITH_EVIDENCE = """
     UPDATE toolbound_ledger
     SET phase = ?, updated_us = ?, result = COALESCE(?, result),
         evidence = json_insert(evidence, '$[#]', json(?))
     WHERE scope = ? AND tool_version = ? AND key = ? AND invocation_id = ?
-      AND phase IN ({sources})
+      AND epoch = COALESCE(?, epoch) AND phase IN ({sources})
 """
 _ADVANCES = {
     target: (_ADVANCE.format(sources=sources), _ADVANCE_WITH_EVIDENCE.format(sources=sources))
@@ -148,12 +156,18 @@ _ADVANCES = {
 _SWEEP = f"""
     UPDATE toolbound_ledger
     SET phase = {SWEEP_TO},
+        epoch = epoch + 1,
         updated_us = ?,
         evidence = json_insert(evidence, '$[#]', json_object({SWEEP_EVIDENCE}))
     WHERE phase IN ({SWEEP_FROM}) AND deadline_us < ?
     RETURNING scope, tool_version, key, digest, invocation_id, tool, canonical, subject, phase,
-              deadline_us, created_us, updated_us, result, evidence
+              deadline_us, created_us, updated_us, result, evidence, epoch
 """  # noqa: S608 - formatted from rules.ABANDONED, a constant table, never from input
+# A takeover is read, judged (rules.taken_over) and written under the write lock.
+_TAKE_OVER = """
+    UPDATE toolbound_ledger SET phase = ?, updated_us = ?, evidence = ?, epoch = ?
+    WHERE scope = ? AND tool_version = ? AND key = ?
+"""
 _VERSION_DDL = """
     CREATE TABLE toolbound_schema_version (
         version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)
@@ -174,7 +188,7 @@ class _Queued:
     error: BaseException | None = None
 
 
-_Row = tuple[str, str, str, str, str, str, bytes, str, str, int, int, int, str | None, str]
+_Row = tuple[str, str, str, str, str, str, bytes, str, str, int, int, int, str | None, str, int]
 
 
 class _Storage:
@@ -588,6 +602,7 @@ class SQLiteLedger(_Storage):
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """See :meth:`Ledger.advance`. One guarded ``UPDATE``: atomic on its own."""
         self._grouped(
@@ -600,8 +615,40 @@ class SQLiteLedger(_Storage):
                 now=now,
                 result=result,
                 evidence=evidence,
+                epoch=epoch,
             ),
         )
+
+    def take_over(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        now: datetime,
+        evidence: Mapping[str, object] | None = None,
+    ) -> LedgerRecord:
+        """See :meth:`Ledger.take_over`. Read and written under the write lock."""
+        with self._write() as conn:
+            row = conn.execute(_GET, _pk(key)).fetchone()
+            taken = taken_over(
+                None if row is None else _record(row),
+                key,
+                invocation_id=invocation_id,
+                now=now,
+                evidence=evidence,
+            )
+            columns = _columns(taken)
+            conn.execute(
+                _TAKE_OVER,
+                (
+                    taken.phase,
+                    columns["updated_us"],
+                    columns["evidence"],
+                    taken.epoch,
+                    *_pk(key),
+                ),
+            )
+        return taken
 
     def get(self, key: LedgerKey) -> LedgerRecord | None:
         """See :meth:`Ledger.get`."""
@@ -691,7 +738,7 @@ class SQLiteLedger(_Storage):
         """
         fresh = intent_record(intent, now=now, phase=phase)
         if conn.execute(_INSERT, _columns(fresh)).rowcount == 1:
-            return Claimed()  # R8: the key was free (decide_claim's answer for no record)
+            return Claimed(epoch=fresh.epoch)  # R8: the key was free (decide_claim's answer)
         if conn.in_transaction:
             return self._claim_taken(conn, intent, now=now, phase=phase)
         with self._write(conn):
@@ -702,7 +749,7 @@ class SQLiteLedger(_Storage):
     ) -> Claim:
         """The key holds a record: answer R8, maybe overwrite it (under the write lock)."""
         # The ledger never deletes a record, so the one the INSERT met is still there.
-        digest, holder, current, created_us, result = conn.execute(
+        digest, holder, current, created_us, result, epoch = conn.execute(
             _LOOKUP, _pk(intent.key)
         ).fetchone()
         existing = Existing(
@@ -711,6 +758,7 @@ class SQLiteLedger(_Storage):
             phase=current,
             created_at=from_micros(created_us),
             result=loads_result(result),
+            epoch=epoch,
         )
         decision = decide_claim(
             intent, existing, now=now, retention=self.retention, expired=self.expired, phase=phase
@@ -729,10 +777,11 @@ class SQLiteLedger(_Storage):
         now: datetime,
         result: Result | None,
         evidence: Mapping[str, object] | None,
+        epoch: int | None = None,
     ) -> None:
         stored = None if result is None else dumps_result(result)
         plain, with_evidence = _ADVANCES[phase]
-        where = (*_pk(key), invocation_id)
+        where = (*_pk(key), invocation_id, epoch)
         if evidence is None:
             changed = conn.execute(plain, (phase, to_micros(now), stored, *where)).rowcount
         else:
@@ -743,9 +792,15 @@ class SQLiteLedger(_Storage):
         if changed == 1:
             return
         row = conn.execute(_HOLDER, _pk(key)).fetchone()
-        holder, current = (None, None) if row is None else row
+        holder, current, held = (None, None, None) if row is None else row
         explain_refused_advance(
-            key, invocation_id=invocation_id, target=phase, holder=holder, current=current
+            key,
+            invocation_id=invocation_id,
+            target=phase,
+            holder=holder,
+            current=current,
+            epoch=epoch,
+            held=held,
         )
 
     # -- connections, transactions, errors --------------------------------------------
@@ -782,6 +837,7 @@ class SQLiteTransaction:
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """:meth:`SQLiteLedger.advance` inside this transaction."""
         with self._ledger._errors():  # noqa: SLF001
@@ -793,6 +849,7 @@ class SQLiteTransaction:
                 now=now,
                 result=result,
                 evidence=evidence,
+                epoch=epoch,
             )
 
 
@@ -820,12 +877,13 @@ def _columns(record: LedgerRecord) -> dict[str, object]:
         "updated_us": to_micros(record.updated_at),
         "result": None if record.result is None else dumps_result(record.result),
         "evidence": dumps([dict(e) for e in record.evidence]),
+        "epoch": record.epoch,
     }
 
 
 def _record(row: _Row) -> LedgerRecord:
     (scope, version, key, digest, holder, tool, canonical, subject, phase, *_) = row
-    deadline_us, created_us, updated_us, result, evidence = row[9:]
+    deadline_us, created_us, updated_us, result, evidence, epoch = row[9:]
     return LedgerRecord(
         key=LedgerKey(scope, version, key),
         digest=digest,
@@ -839,6 +897,7 @@ def _record(row: _Row) -> LedgerRecord:
         updated_at=from_micros(updated_us),
         result=loads_result(result),
         evidence=loads_evidence(evidence),
+        epoch=int(epoch),
     )
 
 

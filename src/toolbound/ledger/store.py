@@ -19,6 +19,13 @@ committed, the stored result. Every phase is durable before the next step runs::
 and a record past the retention window follows the configured policy: ``"reject"``
 (:class:`Expired`) or ``"new"`` (the old record is replaced) — never a guess.
 
+Each ownership of a key has an **epoch** (a fencing token): ``1`` for the first claim,
+one more for every later claim of the key (a failed call run again, an expired record
+replaced) and for every takeover (:meth:`Ledger.take_over`, a sweep). The holder
+passes its epoch to :meth:`Ledger.advance`, so an owner that paused past its lease and
+was taken over cannot move the record any more (``fenced``); a tool gets its epoch in
+its ``ToolContext`` to hand the same fence to the system it writes to.
+
 :meth:`Ledger.claim_executing` is the same claim for a call about to run: a free key
 is recorded straight in ``executing``, so the claim and the move to ``executing`` are
 one commit instead of two. R9 still holds: the record is durable before the side
@@ -61,6 +68,7 @@ __all__ = [
     "LedgerKey",
     "LedgerRecord",
     "LedgerTransaction",
+    "NotYetError",
     "Phase",
     "Replay",
     "check_edge",
@@ -89,11 +97,29 @@ class LedgerError(ToolboundError):
     """The ledger could not do what was asked: storage failed, or the call was wrong.
 
     ``code`` says which: ``storage_unavailable``, ``corrupt_store``, ``storage_full``,
-    ``not_holder`` (this invocation does not hold the key), ``illegal_phase``,
-    ``unsupported_schema`` (a database written by another version).
+    ``not_holder`` (this invocation does not hold the key), ``fenced`` (it held the key
+    under an older epoch: another process took it over), ``illegal_phase``,
+    ``unsupported_schema`` (a database written by another version), ``not_yet`` (a
+    takeover or a "not committed" finding before the owner's deadline has passed; see
+    :class:`NotYetError`).
     """
 
     code = "ledger_error"
+
+
+class NotYetError(LedgerError):
+    """Too early to take a call from its owner: it may still start its effect.
+
+    ``code`` is ``not_yet``; ``retry_at`` is the earliest instant the same request can
+    succeed (the owner's deadline plus the allowed clock skew, R9).
+    """
+
+    code = "not_yet"
+    recoverable = True
+
+    def __init__(self, message: str, *, retry_at: datetime) -> None:
+        super().__init__(message, code="not_yet")
+        self.retry_at = retry_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +163,8 @@ class LedgerRecord:
     updated_at: datetime
     result: Result | None = None
     evidence: tuple[Mapping[str, object], ...] = ()
+    epoch: int = 1
+    """The ownership this record is under: one more at each claim and takeover."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +172,8 @@ class Claimed:
     """The key is ours: intent is recorded, execute."""
 
     kind: Literal["claimed"] = "claimed"
+    epoch: int = 1
+    """This ownership's fencing token: pass it to :meth:`Ledger.advance`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +240,7 @@ class LedgerTransaction(Protocol):
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """:meth:`Ledger.advance` inside this transaction."""
         ...
@@ -247,10 +278,30 @@ class Ledger(Protocol):
         now: datetime,
         result: Result | None = None,
         evidence: Mapping[str, object] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """Move the record held by ``invocation_id`` to ``phase``.
 
         Only along :data:`PHASE_EDGES`; stores ``result`` and appends ``evidence``.
+        ``epoch``: the holder's fencing token; a record under another epoch is not
+        moved (``fenced``). ``None`` (an operator's reconciliation) checks no epoch.
+        """
+        ...
+
+    def take_over(
+        self,
+        key: LedgerKey,
+        *,
+        invocation_id: str,
+        now: datetime,
+        evidence: Mapping[str, object] | None = None,
+    ) -> LedgerRecord:
+        """Take a call from an owner that stopped answering (R9); the record as it is now.
+
+        ``intent`` → ``failed``, ``executing`` → ``unknown``, under the next epoch, so
+        the old owner's later writes are ``fenced``. Refused with :class:`NotYetError`
+        (``not_yet``) until the record's deadline (plus the allowed clock skew) has
+        passed: until then the owner may still start its effect.
         """
         ...
 

@@ -134,11 +134,15 @@ class Prepared(Admitted):
 
     ledger_key: LedgerKey | None
     """The key this call holds in the ledger; ``None`` when nothing was claimed."""
+    epoch: int | None = None
+    """The epoch (fencing token) under which this call holds ``ledger_key``."""
     attempts: AttemptLog = field(default_factory=AttemptLog)
 
     @classmethod
-    def of(cls, call: Admitted, *, ledger_key: LedgerKey | None) -> Prepared:
-        """``call``, prepared, holding ``ledger_key``."""
+    def of(
+        cls, call: Admitted, *, ledger_key: LedgerKey | None, epoch: int | None = None
+    ) -> Prepared:
+        """``call``, prepared, holding ``ledger_key`` under ``epoch``."""
         return cls(
             proposal=call.proposal,
             ctx=call.ctx,
@@ -151,4 +155,5 @@ class Prepared(Admitted):
             flows=call.flows,
             evidence=call.evidence,
             ledger_key=ledger_key,
+            epoch=epoch,
         )

@@ -316,7 +316,8 @@ def record_phase(env: Env, call: Admitted, result: Result | None = None) -> None
     """Record in the ledger the phase of the call's state (R9: durable before the answer).
 
     'executing' is never written here: the claim recorded it before the tool could
-    start (``Ledger.claim_executing``). A call that holds no key records nothing. A
+    start (``Ledger.claim_executing``). A call that holds no key records nothing; one
+    taken over by another process since its claim is ``fenced`` and records nothing. A
     failed write leaves the record in its last durable phase (a sweep turns an
     abandoned 'executing' into 'unknown') and is traced; the outcome stands as observed.
     """
@@ -330,6 +331,8 @@ def record_phase(env: Env, call: Admitted, result: Result | None = None) -> None
             phase=phase,
             now=env.clock.now(),
             result=result,
+            # R9: a call taken over meanwhile is under a newer epoch: this write is fenced.
+            epoch=call.epoch,
         )
     except LedgerError as exc:
         call.life.trace.record("ledger_write_failed", phase=phase, code=exc.code)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound._model import JSONValue
     from toolbound.execution.executor import Executor
+    from toolbound.execution.fence import Lease
     from toolbound.execution.retry import RetryPolicy, Sleeper
     from toolbound.execution.tool import SecretProvider
     from toolbound.gates.authorize import Policy
@@ -49,6 +50,8 @@ class Env:
     sleeper: Sleeper
     rng: Callable[[], float]
     kept: KeptResults
+    lease: Lease | None = None
+    """How long this process surely holds the writes it runs; ``None``: no lease."""
 
     def injected(self, tool: RegisteredTool) -> Mapping[str, str]:
         """The credentials ``tool`` is given, so they can be cut from what it returns."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, cast
 
 from toolbound._state import State
 from toolbound.execution.executor import RawAttempt
+from toolbound.execution.fence import Stop, may_start
 from toolbound.execution.reconcile import RemoteCommitted, RemoteUnknown, UnknownCall
 from toolbound.execution.retry import classify, decide, policy_for, reliability_of, retry_after_of
 from toolbound.execution.tool import CommitUnknown, NotCommitted, ToolContext, ToolOutput
@@ -37,11 +38,20 @@ if TYPE_CHECKING:
     from toolbound._outcome import Outcome
     from toolbound.execution.reconcile import QueryAnswer
     from toolbound.execution.retry import RetryDecision
-    from toolbound.pipeline.call import Prepared
+    from toolbound.pipeline.call import Opened, Prepared
     from toolbound.pipeline.env import Env
     from toolbound.registry import RegisteredTool
 
-__all__ = ["aattempt", "aresume", "arun", "attempt", "resume", "run", "run_transactional"]
+__all__ = [
+    "aattempt",
+    "aresume",
+    "arun",
+    "attempt",
+    "deadline_of",
+    "resume",
+    "run",
+    "run_transactional",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +66,15 @@ def run(env: Env, call: Prepared) -> Outcome:
     started = _start(env, call)
     if not isinstance(started, ToolContext):
         return started
-    return resume(env, call, started, attempt(env, call.tool, started, call.ctx.cancel))
+    raw = attempt(env, call.tool, started, call.ctx.cancel, call=call)
+    return resume(env, call, started, raw)
 
 
 def resume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outcome:
     """Go on from an attempt that has ended (``raw``): settle it or try again (R10)."""
     while True:
+        if raw.not_started is not None:
+            return _not_started(env, call, raw, raw.not_started)
         decision = _retry_decision(env, call, raw)
         answer = _ask(call) if decision is not None and decision.action == "query" else None
         step = _after_attempt(env, call, raw, decision, answer)
@@ -69,17 +82,27 @@ def resume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outc
             return step
         env.sleeper.sleep(step.delay)
         tctx = _next_attempt(env, call, tctx)
-        raw = attempt(env, call.tool, tctx, call.ctx.cancel)
+        raw = attempt(env, call.tool, tctx, call.ctx.cancel, call=call)
 
 
 def attempt(
-    env: Env, tool: RegisteredTool, tctx: ToolContext, cancel: threading.Event | None
+    env: Env,
+    tool: RegisteredTool,
+    tctx: ToolContext,
+    cancel: threading.Event | None,
+    *,
+    call: Opened,
 ) -> RawAttempt:
-    """One attempt of ``tool`` on the invocation ``tctx`` carries, from a sync caller."""
+    """One attempt of ``tool`` on the invocation ``tctx`` carries, from a sync caller.
+
+    ``call`` is the call the attempt is of (its deadline, and since when it is held).
+    The tool is invoked only if :func:`~toolbound.execution.fence.may_start` says so,
+    asked immediately before (R9); else ``raw.not_started`` says why, and nothing ran.
+    """
     raw = RawAttempt(started_at=env.clock.now())
-    env.executor.run(
-        tool, tctx.invocation.arguments, tctx, raw, budget=tctx.deadline_in, cancel=cancel
-    )
+    budget = _fence(env, call, tool, tctx, raw)
+    if budget is not None:
+        env.executor.run(tool, tctx.invocation.arguments, tctx, raw, budget=budget, cancel=cancel)
     raw.ended_at = env.clock.now()
     return raw
 
@@ -92,14 +115,15 @@ async def arun(env: Env, call: Prepared) -> Outcome:
     started = _start(env, call)
     if not isinstance(started, ToolContext):
         return started
-    return await aresume(
-        env, call, started, await aattempt(env, call.tool, started, call.ctx.cancel)
-    )
+    raw = await aattempt(env, call.tool, started, call.ctx.cancel, call=call)
+    return await aresume(env, call, started, raw)
 
 
 async def aresume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outcome:
     """:func:`resume` for async callers."""
     while True:
+        if raw.not_started is not None:
+            return _not_started(env, call, raw, raw.not_started)
         if raw.caller_cancelled:
             # The caller's task was cancelled: settle the call truthfully, then
             # let the cancellation go on as asyncio expects.
@@ -114,19 +138,56 @@ async def aresume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) 
             return step
         await env.sleeper.asleep(step.delay)
         tctx = _next_attempt(env, call, tctx)
-        raw = await aattempt(env, call.tool, tctx, call.ctx.cancel)
+        raw = await aattempt(env, call.tool, tctx, call.ctx.cancel, call=call)
 
 
 async def aattempt(
-    env: Env, tool: RegisteredTool, tctx: ToolContext, cancel: threading.Event | None
+    env: Env,
+    tool: RegisteredTool,
+    tctx: ToolContext,
+    cancel: threading.Event | None,
+    *,
+    call: Opened,
 ) -> RawAttempt:
     """:func:`attempt` for async callers."""
     raw = RawAttempt(started_at=env.clock.now())
-    await env.executor.arun(
-        tool, tctx.invocation.arguments, tctx, raw, budget=tctx.deadline_in, cancel=cancel
-    )
+    budget = _fence(env, call, tool, tctx, raw)
+    if budget is not None:
+        await env.executor.arun(
+            tool, tctx.invocation.arguments, tctx, raw, budget=budget, cancel=cancel
+        )
     raw.ended_at = env.clock.now()
     return raw
+
+
+def _fence(
+    env: Env, call: Opened, tool: RegisteredTool, tctx: ToolContext, raw: RawAttempt
+) -> float | None:
+    """The seconds the tool may run, or ``None`` (and ``raw.not_started``) if it may not start.
+
+    R9: an effect starts only before the call's deadline and, for a write, while this
+    process holds its lease with margin — a process that paused past either must not
+    start it, since another may have taken the call over (:mod:`toolbound.execution.fence`).
+    """
+    now, deadline = env.clock.monotonic(), deadline_of(call, tool)
+    raw.not_started = _refusal(env, call, tool, now)
+    return None if raw.not_started is not None else min(tctx.deadline_in, deadline - now)
+
+
+def _refusal(env: Env, call: Opened, tool: RegisteredTool, now: float) -> Problem | None:
+    """Why the tool must not start at ``now`` (R9 fencing), or ``None`` if it may."""
+    start = may_start(
+        now=now,
+        deadline=deadline_of(call, tool),
+        lease=env.lease if tool.spec.is_write else None,
+        since=call.started,
+    )
+    return make_problem(start.code, start.message) if isinstance(start, Stop) else None
+
+
+def deadline_of(call: Opened, tool: RegisteredTool) -> float:
+    """When ``call`` of ``tool`` must be done, on the runtime's monotonic clock."""
+    return call.started + call.ctx.time_allowed(tool.spec)
 
 
 def run_transactional(env: Env, call: Prepared) -> Outcome:  # noqa: C901, PLR0911
@@ -151,9 +212,16 @@ def run_transactional(env: Env, call: Prepared) -> Outcome:  # noqa: C901, PLR09
             claim = tx.claim(intent(key, inv, tool), now=env.clock.now())
             if isinstance(claim, Claimed):
                 tx.advance(
-                    key, invocation_id=inv.invocation_id, phase="executing", now=raw.started_at
+                    key,
+                    invocation_id=inv.invocation_id,
+                    phase="executing",
+                    now=raw.started_at,
+                    epoch=claim.epoch,
                 )
-                tctx = _begin_attempt(call, secrets, budget, tx.connection)
+                tctx = _begin_attempt(call, secrets, budget, tx.connection, epoch=claim.epoch)
+                refusal = _refusal(env, call, tool, env.clock.monotonic())
+                if refusal is not None:
+                    raise _RolledBack(refusal)  # noqa: TRY301 - nothing ran; the claim rolls back
                 ran = True
                 t0 = time.monotonic()
                 value = tool.function(inv.arguments, tctx)
@@ -177,6 +245,7 @@ def run_transactional(env: Env, call: Prepared) -> Outcome:  # noqa: C901, PLR09
                     phase="committed",
                     now=raw.ended_at,
                     result=_stored(env, inv, tool, raw),
+                    epoch=claim.epoch,
                 )
     except _RolledBack as rb:
         raw.ended_at = env.clock.now()
@@ -246,16 +315,28 @@ def _prestart(env: Env, call: Prepared) -> tuple[dict[str, str], float] | Outcom
 
 
 def _begin_attempt(
-    call: Prepared, secrets: dict[str, str], budget: float, transaction: object = None
+    call: Prepared,
+    secrets: dict[str, str],
+    budget: float,
+    transaction: object = None,
+    *,
+    epoch: int | None = None,
 ) -> ToolContext:
     inv = call.invocation
+    held = call.epoch if epoch is None else epoch
     call.attempts.current = os.urandom(8).hex()
-    call.life.advance(State.EXECUTING, attempt_id=call.attempts.current, attempt=1, budget_s=budget)
+    # The trace names the ownership a write ran under (R9, R14); a call holding no key
+    # has none, and its EXECUTING detail is as it always was.
+    owned = {} if held is None else {"epoch": held}
+    call.life.advance(
+        State.EXECUTING, attempt_id=call.attempts.current, attempt=1, budget_s=budget, **owned
+    )
     return ToolContext(
         invocation=inv,
         attempt=1,
         secrets=secrets,
         idempotency_key=inv.idempotency_key,
+        epoch=held,
         deadline_in=budget,
         transaction=transaction,
         attempt_id=call.attempts.current,
@@ -265,6 +346,17 @@ def _begin_attempt(
 
 def _remaining(env: Env, call: Prepared) -> float:
     return call.ctx.time_allowed(call.tool.spec) - (env.clock.monotonic() - call.started)
+
+
+def _not_started(env: Env, call: Prepared, raw: RawAttempt, problem: Problem) -> Outcome:
+    """The runner refused to invoke the tool (R9 fencing): this attempt did nothing.
+
+    The call ends FAILED_BEFORE_COMMIT — unless an earlier attempt may have committed,
+    which leaves it OUTCOME_UNKNOWN (R9: never reported "not executed").
+    """
+    if any(a.outcome == "unknown" for a in call.attempts.done):
+        return endings.unknown(env, call, raw, problem)
+    return endings.failed_before(env, call, problem, raw)
 
 
 # -- retries (R10) -----------------------------------------------------------------------
@@ -382,6 +474,7 @@ def _next_attempt(env: Env, call: Prepared, previous: ToolContext) -> ToolContex
         attempt=number,
         secrets=previous.secrets,
         idempotency_key=previous.idempotency_key,  # R10: the same key on every attempt
+        epoch=previous.epoch,
         deadline_in=_remaining(env, call),
         transaction=previous.transaction,
         attempt_id=call.attempts.current,

@@ -64,7 +64,7 @@ def run(env: Env, call: Opened, verdict: Verdict) -> Outcome:
     inv, tctx = _start(env, call, verdict)
     if tctx is None:
         return execute.run(env, _prepared(call, verdict, inv))
-    raw = execute.attempt(env, verdict.tool, tctx, None)
+    raw = execute.attempt(env, verdict.tool, tctx, None, call=call)
     outcome = _observed(env, call, verdict, tctx, raw)
     if outcome is None:
         return execute.resume(env, _prepared(call, verdict, inv, tctx), tctx, raw)
@@ -76,7 +76,7 @@ async def arun(env: Env, call: Opened, verdict: Verdict) -> Outcome:
     inv, tctx = _start(env, call, verdict)
     if tctx is None:
         return await execute.arun(env, _prepared(call, verdict, inv))
-    raw = await execute.aattempt(env, verdict.tool, tctx, None)
+    raw = await execute.aattempt(env, verdict.tool, tctx, None, call=call)
     outcome = _observed(env, call, verdict, tctx, raw)
     if outcome is None:
         return await execute.aresume(env, _prepared(call, verdict, inv, tctx), tctx, raw)
@@ -109,7 +109,9 @@ def _observed(
 ) -> Outcome | None:
     """COMMITTED, then OBSERVED — or ``None`` when the attempt needs the staged path."""
     inv, value = tctx.invocation, raw.value
-    if raw.error is not None or raw.timed_out or raw.cancelled or isinstance(value, ToolOutput):
+    if raw.not_started is not None or raw.error is not None or raw.timed_out or raw.cancelled:
+        return None
+    if isinstance(value, ToolOutput):
         return None
     tool = verdict.tool
     projected = _message(env, call, verdict, inv, cast("JSONValue", value))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from toolbound._state import State
 from toolbound.ledger.store import (
     Claim,
+    Claimed,
     Expired,
     InFlight,
     Intent,
@@ -89,7 +90,8 @@ def prepare(env: Env, call: Admitted, until: float | None = None) -> Prepared | 
         if isinstance(claim, Replay):
             key = None  # the earlier invocation holds the key; this call writes nothing
     call.life.advance(State.PREPARED, deadline=inv.deadline, idempotency_key=inv.idempotency_key)
-    prepared = Prepared.of(call, ledger_key=key)
+    epoch = claim.epoch if isinstance(claim, Claimed) else None
+    prepared = Prepared.of(call, ledger_key=key, epoch=epoch)
     if isinstance(claim, Replay):
         return settle.replay(env, prepared, claim)
     return prepared
@@ -181,7 +183,8 @@ def _claim_failed(env: Env, call: Admitted, key: LedgerKey, exc: LedgerError) ->
         return endings.failed_before(env, call, ledger_problem(exc))
     call.life.advance(State.PREPARED, deadline=inv.deadline, idempotency_key=inv.idempotency_key)
     call.life.trace.record("ledger_write_failed", phase="executing", code=exc.code)
-    return endings.failed_before(env, Prepared.of(call, ledger_key=key), ledger_problem(exc))
+    held = Prepared.of(call, ledger_key=key, epoch=record.epoch)
+    return endings.failed_before(env, held, ledger_problem(exc))
 
 
 def _wait_for(call: Admitted, claim: Claim, until: float | None) -> Waiting | None:

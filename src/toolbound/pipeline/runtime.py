@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from toolbound._errors import Problem
     from toolbound._model import Proposal
     from toolbound._outcome import AwaitingConfirmation, Outcome, Rejected
+    from toolbound.execution.fence import Lease
     from toolbound.execution.retry import RetryPolicy, Sleeper
     from toolbound.execution.tool import SecretProvider
     from toolbound.gates.authorize import Policy
@@ -72,6 +73,12 @@ class Runtime:
     call's path by a :class:`~toolbound.recording.JournalRecorder` (:attr:`recorder`),
     so ``toolbound trace ID`` and the console show it (R14). :meth:`close` writes what
     is pending; the journal stays open for its owner to close.
+
+    With ``lease`` (a :class:`~toolbound.execution.fence.Lease`, e.g. the
+    :class:`~toolbound.execution.fence.RenewedLease` a service renews) a write's tool
+    is invoked only while the lease has at least its margin left, as well as before
+    the call's deadline; otherwise the attempt ends ``lease_lost`` and the tool never
+    starts (R9, :mod:`toolbound.execution.fence`).
     """
 
     def __init__(
@@ -92,6 +99,7 @@ class Runtime:
         rng: Callable[[], float] = random.random,
         hold_parked: bool = True,
         journal: Journal | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.recorder = None if journal is None else JournalRecorder(journal, surface="library")
         """Keeps every call in ``journal``, if one was given."""
@@ -111,6 +119,7 @@ class Runtime:
             sleeper=sleeper if sleeper is not None else SystemSleeper(),
             rng=rng,
             kept=KeptResults(kept_results),
+            lease=lease,
         )
         self._held = HeldCalls()
         self._hold_parked = hold_parked

@@ -34,12 +34,14 @@ from toolbound._clock import SystemClock
 from toolbound._errors import ConfirmationMismatch, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound.adapters.http import ApiError, decision_refused, outcome_json
+from toolbound.execution.fence import RenewedLease
 from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import ConfirmationRequest, Edit
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
-from toolbound.ledger.store import LedgerError
+from toolbound.ledger.rules import ABANDONED, owner_may_act_until
+from toolbound.ledger.store import LedgerError, NotYetError
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
@@ -204,6 +206,8 @@ class Service:
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
         self._sinks = tuple(sinks)
         self._running = RunningCalls(self.journal, lease=self.lease.total_seconds())
+        self.held = RenewedLease(self.lease.total_seconds(), clock=self.clock.monotonic)
+        """This process's lease as it knows it: a write's tool starts only while held (R9)."""
         self.runtime = Runtime(
             policy=policy_for(config, self.clock, self.registry),
             ledger=self.ledger,
@@ -214,6 +218,7 @@ class Service:
                 config.confirmation_ttl if confirmation_ttl is None else confirmation_ttl
             ),
             hold_parked=False,
+            lease=self.held,
         )
         self._all = self.registry.toolset()
         self.desk = ConfirmationDesk(
@@ -562,14 +567,18 @@ class Service:
             msg = f"invocation {invocation_id} has no unknown outcome"
             raise ApiError(409, "not_unknown", msg)
         reconciler = Reconciler(ledger=self.ledger, registry=self.registry, clock=self.clock)
-        result = settle_unknown(
-            reconciler,
-            self.journal,
-            invocation_id,
-            committed=committed,
-            by=principal.name,
-            evidence=evidence,
-        )
+        try:
+            result = settle_unknown(
+                reconciler,
+                self.journal,
+                invocation_id,
+                committed=committed,
+                by=principal.name,
+                evidence=evidence,
+            )
+        except NotYetError as exc:
+            hint = f"retry after {exc.retry_at.isoformat()}"
+            raise ApiError(409, "not_yet", str(exc), hint=hint) from None
         return reconciled_answer(result)
 
     def check_store(self) -> None:
@@ -579,7 +588,10 @@ class Service:
 
     def renew(self) -> int:
         """Extend the lease of every call this process works on; how many."""
-        return self.journal.renew(self.instance_id, lease=self.lease.total_seconds())
+        sent = self.held.renewing()
+        count = self.journal.renew(self.instance_id, lease=self.lease.total_seconds())
+        self.held.renewed(sent)
+        return count
 
     def recover(self) -> int:
         """Take over the calls whose owner's lease has passed and end each truthfully.
@@ -610,6 +622,13 @@ class Service:
     # -- internals -----------------------------------------------------------------
 
     def _take_over(self, seen: StoredCall) -> bool:
+        record = self.ledger.find(seen.invocation_id)
+        if (
+            record is not None
+            and record.phase in ABANDONED
+            and self.clock.now() <= owner_may_act_until(record)
+        ):
+            return False  # R9: its owner may still start the effect; a later sweep takes it
         call = self.journal.take_over(
             seen.invocation_id, self.instance_id, lease=self.lease.total_seconds()
         )

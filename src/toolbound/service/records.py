@@ -229,14 +229,11 @@ def settle_running(
     record = ledger.find(call.invocation_id)
     evidence = {"taken_over_from": dead or "unknown", "taken_over_by": call.owner}
     if record is not None and record.phase in ABANDONED:
-        # The owner is gone: intent → failed (never started), executing → unknown.
+        # The owner is gone: intent → failed (never started), executing → unknown, under
+        # the next epoch, so the owner, if it was only paused, is fenced (R9).
         with contextlib.suppress(LedgerError):
-            ledger.advance(
-                record.key,
-                invocation_id=call.invocation_id,
-                phase=ABANDONED[record.phase],
-                now=now,
-                evidence=evidence,
+            ledger.take_over(
+                record.key, invocation_id=call.invocation_id, now=now, evidence=evidence
             )
         record = ledger.find(call.invocation_id)
     phase = None if record is None else record.phase
