@@ -39,8 +39,10 @@ import click
 if TYPE_CHECKING:
     from toolbound._model import Subject
     from toolbound.mcp.config import GatewayConfig
+    from toolbound.mcp.gateway import ToolStatus
     from toolbound.mcp.server import HttpEndpoint
     from toolbound.pipeline.runtime import Runtime
+    from toolbound.tool_review import Review
 
 __all__ = ["mcp_gateway", "mcp_serve"]
 
@@ -129,9 +131,16 @@ def mcp_gateway(
     )
 
 
+_JSON = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON document (its shape: docs/cli.md)."
+)
+"""The ``--json`` option of the commands that read."""
+
+
 @mcp_gateway.command("tools")
+@_JSON
 @click.pass_obj
-def tools_command(config: GatewayConfig) -> None:
+def tools_command(config: GatewayConfig, *, as_json: bool) -> None:
     """List every upstream tool: served, quarantined, broken or hidden, with its digest.
 
     Exits 1 when a tool waits for a person's approval (``review`` shows what changed),
@@ -143,18 +152,42 @@ def tools_command(config: GatewayConfig) -> None:
         gateway = Gateway(config)
         async with gateway.running():
             statuses = gateway.status()
-        for name in sorted(gateway.unreachable):
+        unreachable = sorted(gateway.unreachable)
+        waiting = any(s.state == "quarantined" for s in statuses)
+        code = 2 if unreachable else int(waiting)
+        if as_json:
+            _emit({"tools": [_status_fields(s) for s in statuses], "unreachable": unreachable})
+            return code
+        for name in unreachable:
             click.echo(f"upstream {name}\tunreachable", err=True)
-        if gateway.unreachable:
-            return 2
-        for s in statuses:
+        for s in () if unreachable else statuses:
             line = f"{s.name}\t{s.state}\t{s.digest or '-'}"
             if s.reason:
                 line += f"\t{s.reason}"
             click.echo(line)
-        return 1 if any(s.state == "quarantined" for s in statuses) else 0
+        return code
 
     sys.exit(asyncio.run(show()))
+
+
+def _status_fields(status: ToolStatus) -> dict[str, object]:
+    """One upstream tool as ``tools --json`` prints it."""
+    return {
+        "name": status.name,
+        "upstream": status.upstream,
+        "tool": status.tool,
+        "state": status.state,
+        "digest": status.digest,
+        "approved_digest": status.approved_digest,
+        "reason": status.reason,
+    }
+
+
+def _emit(document: dict[str, object]) -> None:
+    """One JSON document on stdout (the ``cli`` extra's writer, loaded when needed)."""
+    from toolbound._output import emit_json  # noqa: PLC0415
+
+    emit_json(document)
 
 
 _APPROVER = click.option(
@@ -193,9 +226,10 @@ def approve_tool(config: GatewayConfig, name: str, digest: str, approver: str) -
     "--approve", is_flag=True, help="After each diff, ask whether to approve that definition."
 )
 @_APPROVER
+@_JSON
 @click.pass_obj
 def review_command(
-    config: GatewayConfig, name: str | None, approver: str, *, approve: bool
+    config: GatewayConfig, name: str | None, approver: str, *, approve: bool, as_json: bool
 ) -> None:
     """Show each quarantined tool's definition against the approved one, as a diff.
 
@@ -203,17 +237,20 @@ def review_command(
     upstream changed again meanwhile is refused. Exits 0 when no tool waits for a
     person (any more), 1 when one does, 2 when an upstream is unreachable.
     """
-    from rich.console import Console  # noqa: PLC0415 - the cli extra, as the other commands
-
+    from toolbound._output import command_console  # noqa: PLC0415 - the cli extra
     from toolbound.mcp.gateway import Gateway, ToolVersionMismatch  # noqa: PLC0415
     from toolbound.tool_review import review  # noqa: PLC0415
 
-    console = Console(highlight=False)
+    if as_json and approve:
+        msg = "--json prints the reviews for a script; --approve asks a person: choose one"
+        raise click.UsageError(msg)
+    console = command_console()
 
     async def show() -> int:
         gateway = Gateway(config)
         async with gateway.running():
-            for upstream in sorted(gateway.unreachable):
+            unreachable = sorted(gateway.unreachable)
+            for upstream in () if as_json else unreachable:
                 click.echo(f"upstream {upstream}\tunreachable", err=True)
             waiting = {s.name for s in gateway.status() if s.state == "quarantined"}
             if name is not None and name not in waiting:
@@ -221,8 +258,13 @@ def review_command(
                 return 1
             chosen = {n for n in waiting if name in {None, n}}
             held = {n: q for n, q in gateway.approvals.quarantined().items() if n in chosen}
+            items = review(held, gateway.approvals.all())
+            if as_json:
+                reviews = [_review_fields(item) for item in items]
+                _emit({"tools": reviews, "unreachable": unreachable, "waiting": len(held)})
+                return 2 if unreachable else int(bool(held))
             left = len(held)
-            for item in review(held, gateway.approvals.all()):
+            for item in items:
                 _print_review(console, item)
                 if not approve or not click.confirm(
                     f"Approve {item.name} at {item.held.digest}?", default=False
@@ -242,6 +284,22 @@ def review_command(
             return 2 if gateway.unreachable else int(left > 0)
 
     sys.exit(asyncio.run(show()))
+
+
+def _review_fields(item: Review) -> dict[str, object]:
+    """One quarantined tool as ``review --json`` prints it: both digests and the diff."""
+    approved = item.approved
+    return {
+        "name": item.name,
+        "upstream": item.held.upstream,
+        "digest": item.held.digest,
+        "seen_at": item.held.seen_at.isoformat(),
+        "reason": item.held.reason,
+        "approved": None
+        if approved is None
+        else {"digest": approved.digest, "approved_by": approved.approved_by},
+        "diff": [{"kind": line.kind, "text": line.text} for line in item.diff],
+    }
 
 
 def _print_review(console: Any, item: Any) -> None:  # noqa: ANN401 - rich and review load lazily
@@ -299,13 +357,14 @@ def pending_command(
     """
     answer = _ask_gateway(config, "GET", "/confirmations", url=url, token_env=token_env)
     if as_json:
-        click.echo(json.dumps(answer, indent=2, ensure_ascii=False))
+        _emit(answer)
         return
-    from rich.console import Console  # noqa: PLC0415 - the cli extra, as the other commands
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415 - the cli extra, as the other commands
     from rich.text import Text  # noqa: PLC0415 - arguments are shown as text, never as markup
 
-    console = Console()
+    from toolbound._output import command_console  # noqa: PLC0415
+
+    console = command_console()
     calls = cast("list[dict[str, Any]]", answer.get("confirmations", []))
     for call in calls:
         table = Table(show_header=False, box=None, pad_edge=False)
