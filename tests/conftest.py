@@ -2,7 +2,8 @@
 
 The cluster is started once per session by the tests themselves. No PostgreSQL
 binaries → tests that need it are skipped with a loud reason; binaries present but
-the cluster will not start → an error, never a skip.
+the cluster will not start → an error, never a skip. At the end of the run the
+``not_run`` plugin names each group of tests that could not run here, and why.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def harness(clock: FixedClock) -> Iterator[Harness]:
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+pytest_plugins = ["not_run"]
 
 DATABASE = "toolbound_tests"
 _schemas = itertools.count()
