@@ -24,7 +24,7 @@ import functools
 import importlib
 import json
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from toolbound.wiring import journal_for, load_registry, open_ledger, telemetry_sinks
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from toolbound.config import ConfigError, ServiceConfig
     from toolbound.journal import StoredCall
     from toolbound.ledger.store import LedgerRecord
+    from toolbound.logs import Level
 
 try:
     import click
@@ -190,7 +191,13 @@ if _MISSING is None:
     )
     @click.option("--host", default=None, help="Listen address (default: from the file).")
     @click.option("--port", default=None, type=int, help="Port (default: from the file).")
-    def serve(config_path: str, host: str | None, port: int | None) -> None:
+    @click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        default=None,
+        help="Log at this level and above (default: [logging].level; info logs each request).",
+    )
+    def serve(config_path: str, host: str | None, port: int | None, log_level: str | None) -> None:
         """Start the HTTP API and the console."""
         needs("service", "toolbound serve")
         import uvicorn  # noqa: PLC0415 - the service extra
@@ -213,7 +220,17 @@ if _MISSING is None:
         console.print(f"  API      {base}/v1  ·  {base}/openapi.json")
         for line in _key_hints(config_path):
             console.print(f"  {line}", highlight=False)
-        uvicorn.run(create_app(service), host=host, port=port, log_level="warning")
+        level = _logging_to_stderr(config, log_level)
+        # uvicorn's own access lines carry query strings: the service logs each request
+        # itself (toolbound.service.access_log), without them.
+        uvicorn.run(
+            create_app(service),
+            host=host,
+            port=port,
+            log_config=None,
+            log_level=level,
+            access_log=False,
+        )
 
     @_cli.command("check-config")
     @click.argument("config_path", type=click.Path(dir_okay=False))
@@ -392,6 +409,15 @@ def _print_issues(console: Console, exc: ConfigError) -> None:
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _logging_to_stderr(config: ServiceConfig, level: str | None) -> str:
+    """Log as ``[logging]`` says, at ``level`` if one was given; the level in force."""
+    from toolbound.logs import configure  # noqa: PLC0415
+
+    chosen = cast("Level", level or config.logging.level)
+    configure(chosen, config.logging.format)
+    return chosen
 
 
 def _key_hints(config_path: str) -> list[str]:

@@ -38,6 +38,7 @@ import click
 
 if TYPE_CHECKING:
     from toolbound._model import Subject
+    from toolbound.logs import Level
     from toolbound.mcp.config import GatewayConfig
     from toolbound.mcp.gateway import ToolStatus
     from toolbound.mcp.server import HttpEndpoint
@@ -65,11 +66,28 @@ def _config(path: str) -> GatewayConfig:
         raise click.ClickException(str(exc)) from None
 
 
-def _serve_http(endpoint: HttpEndpoint, *lifespans: Any, host: str, port: int, path: str) -> None:  # noqa: ANN401
+def _serve_http(
+    endpoint: HttpEndpoint,
+    *lifespans: Any,  # noqa: ANN401
+    host: str,
+    port: int,
+    path: str,
+    log_level: str,
+) -> None:
     import uvicorn  # noqa: PLC0415 - only for serving HTTP
 
     app = endpoint.starlette(path, also=lifespans)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # uvicorn's access lines carry query strings, where a client may put a secret.
+    uvicorn.run(app, host=host, port=port, log_config=None, log_level=log_level, access_log=False)
+
+
+def _log_as(config: GatewayConfig, level: str | None) -> str:
+    """Log as the file's ``[logging]`` says, at ``--log-level`` if given; that level."""
+    from toolbound.logs import configure  # noqa: PLC0415
+
+    chosen = cast("Level", level or config.service.logging.level)
+    configure(chosen, config.service.logging.format)
+    return chosen
 
 
 _TRANSPORT = [
@@ -83,6 +101,12 @@ _TRANSPORT = [
         metavar="PRINCIPAL",
         help="Local mode: HTTP requests without a token run as this [[principal]] "
         "(loopback addresses only).",
+    ),
+    click.option(
+        "--log-level",
+        type=click.Choice(["debug", "info", "warning", "error"]),
+        default=None,
+        help="Log at this level and above, on standard error (default: [logging].level).",
     ),
 ]
 
@@ -107,6 +131,7 @@ def mcp_gateway(
     host: str | None,
     port: int | None,
     local_as: str | None,
+    log_level: str | None,
 ) -> None:
     """Serve the upstream MCP servers of a configuration, guarded."""
     config = _config(config_path)
@@ -115,6 +140,7 @@ def mcp_gateway(
         return
     from toolbound.mcp.gateway import Gateway  # noqa: PLC0415
 
+    level = _log_as(config, log_level)
     chosen = host or config.service.host
     local = _local_subject(config, local_as, http=http, host=chosen)
     gateway = Gateway(config)
@@ -128,6 +154,7 @@ def mcp_gateway(
         host=chosen,
         port=port if port is not None else config.service.port,
         path=config.gateway.http_path,
+        log_level=level,
     )
 
 
@@ -506,9 +533,11 @@ def mcp_serve(
     host: str | None,
     port: int | None,
     local_as: str | None,
+    log_level: str | None,
 ) -> None:
     """Serve a tool set over MCP, every call through the pipeline."""
     config = _config(config_path)
+    level = _log_as(config, log_level)
     chosen = host or config.service.host
     local = _local_subject(config, local_as, http=http, host=chosen)
     from toolbound._clock import SystemClock  # noqa: PLC0415
@@ -531,7 +560,9 @@ def mcp_serve(
         sinks=(*telemetry_sinks(config.service), *(() if recorder is None else (recorder,))),
     )
     try:
-        _serve(config, runtime, tools, http=http, local=local, chosen=chosen, port=port)
+        _serve(
+            config, runtime, tools, http=http, local=local, chosen=chosen, port=port, level=level
+        )
     finally:
         if recorder is not None:
             recorder.close()
@@ -547,6 +578,7 @@ def _serve(
     local: Subject | None,
     chosen: str,
     port: int | None,
+    level: str,
 ) -> None:
     from toolbound._model import Subject  # noqa: PLC0415
     from toolbound.mcp.confirmations import ConfirmationEndpoint  # noqa: PLC0415
@@ -604,6 +636,7 @@ def _serve(
         host=chosen,
         port=port if port is not None else config.service.port,
         path=config.gateway.http_path,
+        log_level=level,
     )
 
 

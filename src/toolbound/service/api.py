@@ -31,6 +31,7 @@ from starlette.routing import Route
 from toolbound._errors import Rejection
 from toolbound.adapters.http import ApiError, BodyLimit, problem_response, reason_from
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.service.access_log import AccessLog
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 from toolbound.service.proposals import (
     PATH,
@@ -101,6 +102,7 @@ def create_app(
     # Outermost: a body over the limit is refused before anything reads it. Then the
     # API's busiest route, which needs nothing of what follows (see ProposalsRoute).
     middleware = [
+        Middleware(AccessLog),  # outermost of all: every request is logged, refused or not
         Middleware(BodyLimit, max_bytes=service.config.max_body_bytes),
         Middleware(ProposalsRoute, proposals=api.proposals),
     ]

@@ -25,6 +25,7 @@ from starlette.responses import Response
 from toolbound.adapters.http import PROBLEM_JSON, ApiError, idempotency_key, problem_response
 from toolbound.identity import TokenRefused
 from toolbound.otel import propagation_scope
+from toolbound.service.access_log import note_principal
 from toolbound.service.core import Submission, fingerprint
 
 if TYPE_CHECKING:
@@ -54,13 +55,14 @@ def principal_of(service: Service, headers: Mapping[str, str]) -> Principal:
         # The API takes keys only; the console's session cookie never reaches /v1.
         raise ApiError(401, "unauthenticated", "send an API key: Authorization: Bearer KEY")
     principal = service.keys.principal(key)
-    if principal is not None:
-        return principal
-    try:
-        # A bearer JWT, or a key nobody has: the configuration says which and why.
-        return service.config.authenticate(key)
-    except TokenRefused as refused:
-        raise ApiError(refused.status, refused.code, str(refused)) from None
+    if principal is None:
+        try:
+            # A bearer JWT, or a key nobody has: the configuration says which and why.
+            principal = service.config.authenticate(key)
+        except TokenRefused as refused:
+            raise ApiError(refused.status, refused.code, str(refused)) from None
+    note_principal(principal)  # the access log names who called, never with what key
+    return principal
 
 
 def request_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
