@@ -47,8 +47,13 @@ node: $(NODE_STAMP)
 run: $(SERVICE)
 	$(BIN)/toolbound serve --config examples/toolbound.toml
 
+# The suite on JOBS processes (pytest-xdist; `auto`: one per core), each module's tests in
+# one process, so a module's servers and fixtures start once. `make test JOBS=0` runs it
+# in this process alone.
+JOBS ?= auto
+
 test: $(STAMP) $(NODE_STAMP) lint typecheck docs-check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 # Each extra from the built wheel, alone in a fresh venv (needs the package index; a few
 # minutes): the `packaging` marker, which `make test` leaves out and .ci/run adds.

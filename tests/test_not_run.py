@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).parent
 
 SUITE = {
@@ -32,10 +34,11 @@ SUITE = {
 }
 
 
-def _run(folder: Path) -> subprocess.CompletedProcess[str]:
+def _run(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]])}
+    pytest = [sys.executable, "-m", "pytest", "-p", "not_run", "-p", "no:cacheprovider"]
     return subprocess.run(  # noqa: S603 - pytest itself, on a suite written here
-        [sys.executable, "-m", "pytest", "-p", "not_run", "-p", "no:cacheprovider", str(folder)],
+        [*pytest, *options, str(folder)],
         capture_output=True,
         text=True,
         cwd=folder,
@@ -45,13 +48,19 @@ def _run(folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_each_group_that_could_not_run_is_named_once_with_its_reason(tmp_path: Path) -> None:
-    """A skipped module and loud "did NOT run" skips are listed; by-design skips only counted."""
+@pytest.mark.parametrize("options", [(), ("-n", "2")], ids=["one process", "xdist"])
+def test_each_group_that_could_not_run_is_named_once_with_its_reason(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """A skipped module and loud "did NOT run" skips are listed; by-design skips only counted.
+
+    The same under pytest-xdist, whose workers' reports reach the controlling process.
+    """
     for name, text in SUITE.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
 
-    result = _run(tmp_path)
+    result = _run(tmp_path, *options)
 
     assert result.returncode == 0, result.stdout + result.stderr
     summary = result.stdout.split("could not run here", 1)[1]
