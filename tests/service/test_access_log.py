@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 from typing import TYPE_CHECKING
 
 import httpx
@@ -170,3 +171,17 @@ def test_serve_writes_json_access_lines_at_the_level_asked(tmp_path, effects_pat
     unknown = next(x for x in access if x["route"] == "/v1/unknown")
     assert (unknown["status"], unknown["principal"]) == (answer.status_code, "ops")
     assert KEYS["ops"] not in log.read_text()
+
+
+def test_a_console_page_is_logged_with_the_person_signed_in(tmp_path, effects_path, logs):
+    """The console's requests name the principal of the session, and the page's route."""
+    with _client(tmp_path) as client:
+        page = client.get("/console/login").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert csrf is not None
+        client.post("/console/login", data={"key": KEYS["ana"], "csrf": csrf.group(1)})
+        client.get("/console/pending")
+    access = [line for line in _lines(logs) if line["logger"] == "toolbound.access"]
+    pending = next(line for line in access if line["route"] == "/console/pending")
+    assert (pending["principal"], pending["tenant"], pending["status"]) == ("ana", "acme", 200)
+    assert KEYS["ana"] not in logs.getvalue()
