@@ -354,9 +354,7 @@ if _MISSING is None:
     )
     def revoke_sessions(principal: str, config_path: str) -> None:
         """End every console session of PRINCIPAL, in every process sharing the store."""
-        from rich.markup import escape  # noqa: PLC0415
-
-        console = Console()
+        console = command_console()
         config = _config_or_exit(config_path, console)
         journal = journal_for(config.store_url)
         try:
@@ -372,7 +370,7 @@ if _MISSING is None:
         """Run the seeds' scenarios end to end and show every call's path."""
         from toolbound.packs.demo import run_demo  # noqa: PLC0415 - keeps start-up light
 
-        console = Console()
+        console = command_console()
         for n, scenario in enumerate(run_demo(), 1):
             o = scenario.outcome
             table = Table(show_header=False, box=None, pad_edge=False)
@@ -386,7 +384,7 @@ if _MISSING is None:
             table.add_row("to model", o.message.text)
             for key, value in scenario.facts.items():
                 table.add_row(key, str(value))
-            console.rule(f"[bold]{n}. {scenario.title}")
+            heading(console, f"[bold]{n}. {escape(scenario.title)}")
             console.print(table)
 
 
