@@ -11,20 +11,23 @@ This module needs the ``cli`` extra (rich); the commands import it when they run
 from __future__ import annotations
 
 import json
+import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from rich.console import Console
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import IO, TextIO
 
 __all__ = ["command_console", "emit_json", "heading", "public_url"]
 
 # Wide enough for any line a command prints, so rich never wraps one when the reader
 # is a program; tables still take only the width their cells need.
 _UNBOUNDED = 1_000_000
+_PADDING = re.compile(r" +\n")
 
 
 def command_console(*, stderr: bool = False) -> Console:
@@ -32,7 +35,25 @@ def command_console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
         return Console(stderr=stderr, highlight=False)
-    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=_UNBOUNDED)
+    trimmed = cast("IO[str]", _Trimmed(stream))  # rich writes and flushes, nothing more
+    return Console(file=trimmed, highlight=False, soft_wrap=True, width=_UNBOUNDED)
+
+
+class _Trimmed:
+    """A text stream that drops the spaces rich pads a table's last column with."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(_PADDING.sub("\n", text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
 
 
 def heading(out: Console, text: str) -> None:

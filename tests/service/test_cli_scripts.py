@@ -139,3 +139,12 @@ def test_unknown_lists_outcome_unknown_calls_and_exits_1_while_any_remain(tmp_pa
     assert text.exit_code == 1
     assert "inv-9" in text.output
     assert "1 unknown outcome(s)" in text.output
+
+
+def test_piped_tables_end_each_line_at_its_text(tmp_path, effects_path):
+    """Not a terminal: no line ends in the spaces a table pads its last column with."""
+    result = CliRunner().invoke(_cli, ["check-config", str(_config(tmp_path))])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any("notes.add@v1" in line for line in lines)
+    assert lines == [line.rstrip() for line in lines]
