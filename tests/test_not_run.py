@@ -35,7 +35,12 @@ SUITE = {
 
 
 def _run(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]),
+        # Only the plugins asked for: the installed ones take seconds to load.
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
     pytest = [sys.executable, "-m", "pytest", "-p", "not_run", "-p", "no:cacheprovider"]
     return subprocess.run(  # noqa: S603 - pytest itself, on a suite written here
         [*pytest, *options, str(folder)],
@@ -48,7 +53,9 @@ def _run(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("options", [(), ("-n", "2")], ids=["one process", "xdist"])
+@pytest.mark.parametrize(
+    "options", [(), ("-p", "xdist.plugin", "-n", "2")], ids=["one process", "xdist"]
+)
 def test_each_group_that_could_not_run_is_named_once_with_its_reason(
     tmp_path: Path, options: tuple[str, ...]
 ) -> None:
