@@ -26,6 +26,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, NoReturn, cast
 
+from toolbound.logs import LEVELS
 from toolbound.wiring import journal_for, load_registry, open_ledger, telemetry_sinks
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ if _MISSING is None:
     @click.option("--port", default=None, type=int, help="Port (default: from the file).")
     @click.option(
         "--log-level",
-        type=click.Choice(["debug", "info", "warning", "error"]),
+        type=click.Choice(LEVELS),
         default=None,
         help="Log at this level and above (default: [logging].level; info logs each request).",
     )

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from toolbound.logs import LEVELS
+
 if TYPE_CHECKING:
     from toolbound._model import Subject
     from toolbound.logs import Level
@@ -104,7 +106,7 @@ _TRANSPORT = [
     ),
     click.option(
         "--log-level",
-        type=click.Choice(["debug", "info", "warning", "error"]),
+        type=click.Choice(LEVELS),
         default=None,
         help="Log at this level and above, on standard error (default: [logging].level).",
     ),
