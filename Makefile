@@ -1,5 +1,7 @@
 # The two set-up commands: `make run` and `make test`. Each bootstraps .venv:
-# `run` installs what the service needs, `test` every extra and the dev group.
+# `run` installs what the service needs, `test` every extra and the dev group, and the
+# Node.js packages the MCP interoperability tests drive. `make test` is the whole run:
+# at its end, pytest names each group of tests that could not run here, and why.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,8 +9,11 @@ PIP := $(BIN)/python -m pip install --quiet
 BASE := $(VENV)/.base
 SERVICE := $(VENV)/.service
 STAMP := $(VENV)/.installed
+NODE_DIR := tests/mcp/node
+# Written after `npm ci`: the packages are installed again only when the lockfile changes.
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 
-.PHONY: run test test-packaging lint typecheck docs-check bench docs clean
+.PHONY: run test test-packaging node lint typecheck docs-check bench docs clean
 
 $(BASE):
 	$(PY) -m venv $(VENV)
@@ -27,11 +32,28 @@ $(STAMP): pyproject.toml | $(BASE)
 	$(PIP) --no-deps 'schemathesis>=4.32'
 	touch $(STAMP) $(SERVICE)
 
+# The official MCP clients and suites of tests/mcp (versions pinned in the lockfile).
+# Without npm the recipe says so and goes on: those tests are then skipped, and named
+# in the summary at the end of the run.
+$(NODE_STAMP): $(NODE_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error && touch $@; \
+	else \
+	  echo "npm not found: the MCP Node.js tests will be skipped (install Node.js 20 and npm)"; \
+	fi
+
+node: $(NODE_STAMP)
+
 run: $(SERVICE)
 	$(BIN)/toolbound serve --config examples/toolbound.toml
 
-test: $(STAMP) lint typecheck docs-check
-	$(BIN)/python -m pytest
+# The suite on JOBS processes (pytest-xdist; `auto`: one per core), each module's tests in
+# one process, so a module's servers and fixtures start once. `make test JOBS=0` runs it
+# in this process alone.
+JOBS ?= auto
+
+test: $(STAMP) $(NODE_STAMP) lint typecheck docs-check
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 # Each extra from the built wheel, alone in a fresh venv (needs the package index; a few
 # minutes): the `packaging` marker, which `make test` leaves out and .ci/run adds.

@@ -172,6 +172,7 @@ def test_cancelled_loop_emits_nothing_more(h):
 # -- driven by recorded provider streams ------------------------------------------
 
 STREAMS = SHARED_DATA / "streams"
+NO_STREAMS = "shared/data/streams is not there: the recorded loop tests did NOT run"
 
 
 def weather_spec(name, props):
@@ -187,7 +188,7 @@ def weather_spec(name, props):
     )
 
 
-@pytest.mark.skipif(not STREAMS.exists(), reason="shared/data/streams is not there")
+@pytest.mark.skipif(not STREAMS.exists(), reason=NO_STREAMS)
 def test_recorded_parallel_stream_drives_the_loop(clock):
     """A recorded two-call OpenAI stream: both calls run, results pair by id."""
     h = Harness(clock)
@@ -209,7 +210,7 @@ def test_recorded_parallel_stream_drives_the_loop(clock):
     assert len(weather.calls) == len(stock.calls) == 1
 
 
-@pytest.mark.skipif(not STREAMS.exists(), reason="shared/data/streams is not there")
+@pytest.mark.skipif(not STREAMS.exists(), reason=NO_STREAMS)
 def test_cut_off_stream_executes_nothing(clock):
     """A recording cut off mid-arguments: nothing runs, the model is told it was incomplete."""
     h = Harness(clock)

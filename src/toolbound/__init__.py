@@ -17,8 +17,10 @@ The top level is what a program using toolbound writes. The rest stays in its mo
 * redaction and projections: ``toolbound.results``; flow rules: ``toolbound.provenance``;
   the trace and its sinks: ``toolbound.trace``; tools from typed functions:
   ``toolbound.define``; test doubles: ``toolbound.testing``
-* the state machine: ``toolbound._state``; ``Invocation``, ``Result``, ``Resource``:
-  ``toolbound._model``; ``SpecError`` and the rest of the error tree: ``toolbound._errors``
+* the values the names above are made of — an outcome's ``path`` of states, a
+  ledger record's ``Result``, the errors below :class:`ToolboundError` (a bad
+  ``ToolSpec`` raises a :class:`ConfigurationError`) — are reached through them and
+  their modules above, never imported from toolbound's private (``_``) modules
 
 Names are imported on first use (PEP 562), so ``import toolbound`` loads no store,
 event loop or HTTP client.

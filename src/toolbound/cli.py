@@ -6,12 +6,16 @@ URL, registries by name, telemetry — comes from :mod:`toolbound.wiring`.
 
 Each command needs one extra, and says which when it is missing (exit status 2)::
 
-    reconcile, check-config, trace, demo, hash-key,
-    revoke-sessions                                   toolbound[cli]
+    reconcile, check-config, trace, unknown, demo,
+    hash-key, revoke-sessions                         toolbound[cli]
     serve                                             toolbound[service]
     mcp-serve, mcp-gateway                            toolbound[mcp]
 
 A ``postgresql://`` store needs ``toolbound[postgres]`` as well.
+
+The commands that read (``check-config``, ``trace``, ``unknown``, and the gateway's
+``tools``, ``review`` and ``pending``) take ``--json`` for scripts; docs/cli.md gives
+each document's shape and the exit statuses, the same for every command.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import functools
 import importlib
 import json
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
+from toolbound.logs import LEVELS
 from toolbound.wiring import journal_for, load_registry, open_ledger, telemetry_sinks
 
 if TYPE_CHECKING:
@@ -29,11 +34,18 @@ if TYPE_CHECKING:
 
     from toolbound._clock import Clock
     from toolbound.config import ConfigError, ServiceConfig
+    from toolbound.journal import StoredCall
+    from toolbound.ledger.store import LedgerRecord
+    from toolbound.logs import Level
 
 try:
     import click
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
+
+    from toolbound._output import command_console, emit_json, heading, public_url
 except ImportError as exc:  # pragma: no cover - depends on the environment
     _MISSING: ImportError | None = exc
 else:
@@ -91,6 +103,14 @@ if _MISSING is None:
                 # operator's to fix, so its message and code, not a traceback (exit 1).
                 msg = f"{exc} [{exc.code}]"
                 raise click.ClickException(msg) from exc
+
+    _JSON = click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON document for a script (its shape: docs/cli.md).",
+    )
+    """The ``--json`` option of the commands that read."""
 
     @click.group(cls=_Commands)
     @click.version_option(package_name="toolbound")
@@ -190,7 +210,20 @@ if _MISSING is None:
         default=False,
         help="Mark the console's session cookie Secure (HTTPS only); also [service] cookie_secure.",
     )
-    def serve(config_path: str, host: str | None, port: int | None, *, cookie_secure: bool) -> None:
+    @click.option(
+        "--log-level",
+        type=click.Choice(LEVELS),
+        default=None,
+        help="Log at this level and above (default: [logging].level; info logs each request).",
+    )
+    def serve(
+        config_path: str,
+        host: str | None,
+        port: int | None,
+        log_level: str | None,
+        *,
+        cookie_secure: bool,
+    ) -> None:
         """Start the HTTP API and the console."""
         needs("service", "toolbound serve")
         from dataclasses import replace  # noqa: PLC0415
@@ -216,34 +249,55 @@ if _MISSING is None:
         console.print(f"  API      {base}/v1  ·  {base}/openapi.json")
         for line in _key_hints(config_path):
             console.print(f"  {line}", highlight=False)
-        run_server(create_app(service), config, host=host, port=port)
+        level = _logging_to_stderr(config, log_level)
+        # uvicorn's own access lines carry query strings: the service logs each request
+        # itself (toolbound.service.access_log), without them.
+        run_server(create_app(service), config, host=host, port=port, log_level=level)
 
     @_cli.command("check-config")
     @click.argument("config_path", type=click.Path(dir_okay=False))
-    def check_config(config_path: str) -> None:
-        """Validate a configuration file and explain every problem."""
-        from rich.text import Text  # noqa: PLC0415
-
+    @_JSON
+    def check_config(config_path: str, *, as_json: bool) -> None:
+        """Validate a configuration file and explain every problem (exit 1 if any)."""
         from toolbound.config import ConfigError  # noqa: PLC0415
 
-        console = Console()
-        config = _config_or_exit(config_path, console)
+        out = command_console()
         try:
+            config = _load(config_path)
             registry = config.build_registry()
             config.build_policy(_clock())
         except ConfigError as exc:
-            _print_issues(console, exc)
+            if as_json:
+                emit_json({"file": config_path, "valid": False, "problems": _problems(exc)})
+            else:
+                _print_issues(out, exc)
             sys.exit(1)
+        tools = sorted(t.spec.ref for t in registry)
+        store = public_url(config.store_url)
+        if as_json:
+            emit_json(
+                {
+                    "file": config_path,
+                    "valid": True,
+                    "store": store,
+                    "tools": tools,
+                    "principals": [p.name for p in config.principals],
+                    "grants": len(config.grants),
+                    "listen": {"host": config.host, "port": config.port},
+                    "warnings": config.warnings(),
+                }
+            )
+            return
         table = Table("", "", show_header=False, box=None)
-        table.add_row("store", config.store_url)
-        table.add_row("tools", ", ".join(sorted(t.spec.ref for t in registry)) or "none")
-        table.add_row("principals", ", ".join(p.name for p in config.principals))
+        table.add_row("store", Text(store))
+        table.add_row("tools", ", ".join(tools) or "none")
+        table.add_row("principals", Text(", ".join(p.name for p in config.principals)))
         table.add_row("grants", str(len(config.grants)))
         table.add_row("listen", f"{config.host}:{config.port}")
-        console.print(table)
+        out.print(table)
         for warning in config.warnings():
-            console.print(Text(f"warning {warning}", style="yellow"))
-        console.print(f"[green]{config_path}: valid[/]")
+            out.print(Text(f"warning {warning}", style="yellow"))
+        out.print(f"[green]{escape(config_path)}: valid[/]")
 
     @_cli.command()
     @click.argument("invocation_id")
@@ -254,13 +308,11 @@ if _MISSING is None:
         type=click.Path(dir_okay=False),
         help="The service's TOML configuration (the trace is read from its store).",
     )
-    def trace(invocation_id: str, config_path: str) -> None:
-        """Show one invocation's state path and trace timeline."""
-        from rich.markup import escape  # noqa: PLC0415
-        from rich.text import Text  # noqa: PLC0415
-
-        console = Console()
-        config = _config_or_exit(config_path, console)
+    @_JSON
+    def trace(invocation_id: str, config_path: str, *, as_json: bool) -> None:
+        """Show one invocation's state path and its whole trace, every detail (R14)."""
+        out = command_console()
+        config = _config_or_exit(config_path, command_console(stderr=True) if as_json else out)
         journal = journal_for(config.store_url)
         try:
             call = journal.get_call(invocation_id)
@@ -268,31 +320,42 @@ if _MISSING is None:
         finally:
             journal.close()
         if call is None:
-            console.print(f"[red]no invocation {escape(invocation_id)}[/]")
+            where = command_console(stderr=True) if as_json else out
+            where.print(f"[red]no invocation {escape(invocation_id)}[/]")
             sys.exit(1)
-        console.rule(f"[bold]{escape(call.tool)}[/] {call.invocation_id}")
-        # Subjects, arguments and results are data, never console markup.
-        console.print(
-            Text(
-                f"subject {call.subject} ({call.tenant}) · status {call.status}"
-                f" · surface {call.surface}"
-            ),
-        )
-        if call.digest:
-            console.print(f"digest {call.digest}")
-        table = Table("#", "at", "event", "state", "detail")
-        for event in events:
-            data = event.get("data")
-            data = data if isinstance(data, dict) else {}
-            detail = ", ".join(f"{k}={_short(v)}" for k, v in data.items())
-            table.add_row(
-                str(event.get("seq")),
-                str(event.get("at", ""))[11:23],
-                str(event.get("kind")),
-                str(event.get("state") or ""),
-                Text(detail),
-            )
-        console.print(table)
+        if as_json:
+            emit_json({"invocation": _call_fields(call), "events": events})
+            return
+        _print_trace(out, call, events)
+
+    @_cli.command()
+    @click.option(
+        "--config",
+        "config_path",
+        required=True,
+        type=click.Path(dir_okay=False),
+        help="The service's TOML configuration (the ledger is read from its store).",
+    )
+    @_JSON
+    def unknown(config_path: str, *, as_json: bool) -> None:
+        """List the calls whose outcome is unknown (exit 1 if any): reconcile's work."""
+        out = command_console()
+        config = _config_or_exit(config_path, command_console(stderr=True) if as_json else out)
+        ledger = open_ledger(config.store_url)
+        try:
+            records = ledger.unresolved()
+        finally:
+            ledger.close()
+        rows = [_unknown_fields(r) for r in records]
+        if as_json:
+            emit_json({"unknown": rows})
+        else:
+            table = Table("invocation", "tool", "key", "tenant", "since", "deadline")
+            for row in rows:
+                table.add_row(*(Text(str(row[k])) for k in _UNKNOWN_COLUMNS))
+            out.print(table)
+            out.print(f"{len(rows)} unknown outcome(s)")
+        sys.exit(1 if rows else 0)
 
     @_cli.command("hash-key")
     def hash_key_command() -> None:
@@ -316,9 +379,7 @@ if _MISSING is None:
     )
     def revoke_sessions(principal: str, config_path: str) -> None:
         """End every console session of PRINCIPAL, in every process sharing the store."""
-        from rich.markup import escape  # noqa: PLC0415
-
-        console = Console()
+        console = command_console()
         config = _config_or_exit(config_path, console)
         journal = journal_for(config.store_url)
         try:
@@ -334,7 +395,7 @@ if _MISSING is None:
         """Run the seeds' scenarios end to end and show every call's path."""
         from toolbound.packs.demo import run_demo  # noqa: PLC0415 - keeps start-up light
 
-        console = Console()
+        console = command_console()
         for n, scenario in enumerate(run_demo(), 1):
             o = scenario.outcome
             table = Table(show_header=False, box=None, pad_edge=False)
@@ -348,23 +409,21 @@ if _MISSING is None:
             table.add_row("to model", o.message.text)
             for key, value in scenario.facts.items():
                 table.add_row(key, str(value))
-            console.rule(f"[bold]{n}. {scenario.title}")
+            heading(console, f"[bold]{n}. {escape(scenario.title)}")
             console.print(table)
 
 
 def _config_or_exit(path: str, console: Console) -> ServiceConfig:
-    from toolbound.config import ConfigError, load_config  # noqa: PLC0415
+    from toolbound.config import ConfigError  # noqa: PLC0415
 
     try:
-        return load_config(path)
+        return _load(path)
     except ConfigError as exc:
         _print_issues(console, exc)
         sys.exit(1)
 
 
 def _print_issues(console: Console, exc: ConfigError) -> None:
-    from rich.markup import escape  # noqa: PLC0415
-
     where = escape(exc.source or "configuration")
     console.print(f"[red]{where}: {len(exc.issues)} problem(s)[/]", soft_wrap=True)
     for issue in exc.issues:
@@ -373,6 +432,15 @@ def _print_issues(console: Console, exc: ConfigError) -> None:
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _logging_to_stderr(config: ServiceConfig, level: str | None) -> str:
+    """Log as ``[logging]`` says, at ``level`` if one was given; the level in force."""
+    from toolbound.logs import configure  # noqa: PLC0415
+
+    chosen = cast("Level", level or config.logging.level)
+    configure(chosen, config.logging.format)
+    return chosen
 
 
 def _key_hints(config_path: str) -> list[str]:
@@ -410,9 +478,84 @@ def _clock() -> Clock:
     return SystemClock()
 
 
-def _short(value: object, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _load(path: str) -> ServiceConfig:
+    from toolbound.config import load_config  # noqa: PLC0415
+
+    return load_config(path)
+
+
+def _problems(exc: ConfigError) -> list[dict[str, str]]:
+    """Each problem as ``{"path", "message"}``, the key path empty for the file itself."""
+    return [{"path": issue.path, "message": issue.message} for issue in exc.issues]
+
+
+def _call_fields(call: StoredCall) -> dict[str, object]:
+    """The head of one invocation as ``trace --json`` prints it (not its stored body)."""
+    return {
+        "invocation_id": call.invocation_id,
+        "tool": call.tool,
+        "tenant": call.tenant,
+        "subject": call.subject,
+        "principal": call.principal,
+        "surface": call.surface,
+        "status": call.status,
+        "state": call.state,
+        "digest": call.digest,
+        "decision": call.decision,
+        "approver": call.approver,
+        "created_at": call.created_at.isoformat(),
+        "updated_at": call.updated_at.isoformat(),
+    }
+
+
+def _print_trace(out: Console, call: StoredCall, events: list[dict[str, object]]) -> None:
+    """The call's head, then one row per event with every detail, none cut short."""
+    heading(out, f"[bold]{escape(call.tool)}[/] {call.invocation_id}")
+    # Subjects, arguments and results are data, never console markup.
+    out.print(
+        Text(
+            f"subject {call.subject} ({call.tenant}) · status {call.status}"
+            f" · surface {call.surface}"
+        ),
+    )
+    if call.digest:
+        out.print(f"digest {call.digest}")
+    table = Table("#", "at", "event", "state", "detail")
+    table.columns[-1].overflow = "fold"
+    for event in events:
+        data = event.get("data")
+        data = data if isinstance(data, dict) else {}
+        detail = ", ".join(f"{k}={_json_text(v)}" for k, v in data.items())
+        table.add_row(
+            str(event.get("seq")),
+            str(event.get("at", ""))[11:23],
+            str(event.get("kind")),
+            str(event.get("state") or ""),
+            Text(detail),
+        )
+    out.print(table)
+
+
+_UNKNOWN_COLUMNS = ("invocation_id", "tool", "key", "tenant", "since", "deadline")
+
+
+def _unknown_fields(record: LedgerRecord) -> dict[str, object]:
+    """One outcome-unknown call as ``unknown --json`` prints it."""
+    return {
+        "invocation_id": record.invocation_id,
+        "tool": record.tool,
+        "key": record.key.key,
+        "tenant": record.subject.get("tenant"),
+        "scope": record.key.scope,
+        "digest": record.digest,
+        "subject": dict(record.subject),
+        "since": record.updated_at.isoformat(),
+        "deadline": record.deadline.isoformat(),
+    }
+
+
+def _json_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 if _MISSING is None:

@@ -2,7 +2,7 @@
 
 It declares the store, the tool packs, who may call (hashed API keys, or the
 bearer JWTs of trusted issuers → subject, tenant, roles), the grants the policy
-decides from, budgets, retention and telemetry::
+decides from, budgets, retention, telemetry and logging::
 
     [store]
     url = "sqlite:///toolbound.db"      # relative paths are taken from this file's folder
@@ -63,6 +63,10 @@ decides from, budgets, retention and telemetry::
     confirmation_ttl = 900               # seconds a parked call waits for a person
     tool_approvals = "gateway.approvals.json"   # the console reviews the gateway's quarantine
     lease = 30                           # seconds a replica holds its calls unrenewed
+
+    [logging]
+    level = "info"                       # debug, info, warning, error (--log-level wins)
+    format = "json"                      # one JSON object a line; "text" for people
 
 :func:`load_config` reads and validates the whole file and raises one
 :class:`ConfigError` listing every problem, each with the key path it is about
@@ -131,6 +135,7 @@ __all__ = [
     "ConfigKey",
     "ConfigTable",
     "HttpToolConfig",
+    "LoggingConfig",
     "Principal",
     "ProvenanceConfig",
     "ServiceConfig",
@@ -159,6 +164,8 @@ _LEASE = timedelta(seconds=30)
 _METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 _METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
 _EXPORTERS: frozenset[str] = frozenset({"none", "console", "otlp"})
+_LOG_LEVELS: frozenset[str] = frozenset({"debug", "info", "warning", "error"})
+_LOG_FORMATS: frozenset[str] = frozenset({"text", "json"})
 _PRESETS: frozenset[str] = frozenset({"none", "guard_writes"})
 _RULE_KINDS: frozenset[str] = frozenset({"trusted_source", "no_private_data"})
 _OTHERWISE: frozenset[str] = frozenset({"confirm", "refuse"})
@@ -435,6 +442,13 @@ TABLES: tuple[ConfigTable, ...] = (
             ConfigKey("metrics", "boolean", "true"),
         ),
     ),
+    ConfigTable(
+        path="logging",
+        keys=(
+            ConfigKey("level", "string", '"info"', choices=_LOG_LEVELS),
+            ConfigKey("format", "string", '"text"', choices=_LOG_FORMATS),
+        ),
+    ),
 )
 
 
@@ -526,6 +540,14 @@ class TelemetryConfig:
     endpoint: str | None = None
     service_name: str = "toolbound"
     metrics: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoggingConfig:
+    """How much the service and the MCP commands log, and how: text or JSON lines."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["text", "json"] = "text"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -626,6 +648,7 @@ class ServiceConfig:
     telemetry: TelemetryConfig = TelemetryConfig()
     provenance: ProvenanceConfig = ProvenanceConfig()
     webhooks: tuple[WebhookConfig, ...] = ()
+    logging: LoggingConfig = LoggingConfig()
 
     def console_secret(self) -> bytes | None:
         """The console's session-signing secret, from ``[service] console_secret_env``.
@@ -1254,6 +1277,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
         self.known(retention, "retention", _allowed("retention"))
         days = self.integer(retention, "retention", "days", 30)
         telemetry = self.telemetry(self.table(raw, "telemetry"))
+        logs = self.logging(self.table(raw, "logging"))
         provenance = self.provenance(self.table(raw, "provenance"))
         webhooks = self.webhooks(self.tables(raw, "webhook"))
         result_budget = budgets.get("result_budget")
@@ -1301,6 +1325,7 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             telemetry=telemetry,
             provenance=provenance,
             webhooks=webhooks,
+            logging=logs,
         )
 
     def webhooks(self, tables: list[Mapping[str, object]]) -> tuple[WebhookConfig, ...]:
@@ -1478,6 +1503,21 @@ class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
             endpoint=endpoint,
             service_name=str(raw.get("service_name", "toolbound")),
             metrics=metrics,
+        )
+
+    def logging(self, raw: Mapping[str, object]) -> LoggingConfig:
+        self.known(raw, "logging", _allowed("logging"))
+        level = raw.get("level", "info")
+        if level not in _LOG_LEVELS:
+            self.fail("logging.level", f"must be debug, info, warning or error, got {level!r}")
+            level = "info"
+        form = raw.get("format", "text")
+        if form not in _LOG_FORMATS:
+            self.fail("logging.format", f"must be text or json, got {form!r}")
+            form = "text"
+        return LoggingConfig(
+            level=cast("Literal['debug', 'info', 'warning', 'error']", level),
+            format=cast("Literal['text', 'json']", form),
         )
 
 

@@ -72,6 +72,9 @@ TABLE_NOTES: dict[str, str] = {
     "budgets": "Bounds on every call the service runs.",
     "retention": "How long the service keeps what it answered (its journal).",
     "telemetry": "Where OpenTelemetry spans and metrics go; see [telemetry](telemetry.md).",
+    "logging": "What the service and the MCP commands log on standard error: one access "
+    "line per HTTP request, and their own messages; see [operations](operations.md#logs). "
+    "No key, secret or argument value is ever logged.",
     "provenance": "Flow rules: where the values steering a write may come from, so that "
     "text injected into a tool result cannot choose a recipient (R6). The service, "
     "`mcp-serve` and `mcp-gateway` apply them beside the grants; see "
@@ -398,6 +401,16 @@ KEYS: dict[str, Described] = {
     ),
     "telemetry.service_name": Described(
         "`service.name` on the spans and metrics", '"toolbound-eu"'
+    ),
+    "logging.level": Described(
+        "the least severe messages written; `info` includes the access log, `warning` "
+        "leaves it out; `--log-level` on the command line wins",
+        '"warning"',
+    ),
+    "logging.format": Described(
+        "`text` for a person reading the terminal, `json` for one JSON object a line "
+        "(for a log shipper)",
+        '"json"',
     ),
     "provenance.preset": Described(
         "`guard_writes`: rules for every write tool from its parameters' roles "

@@ -119,7 +119,9 @@ def bench() -> Iterator[Bench]:
 @pytest.fixture
 def streams() -> Path:
     if not STREAMS.is_dir():
-        pytest.skip(f"SKIPPED LOUDLY: the recorded streams are missing at {STREAMS}")
+        pytest.skip(
+            f"the recorded streams are missing at {STREAMS}: the SDK stream tests did NOT run"
+        )
     return STREAMS
 
 

@@ -296,7 +296,10 @@ def replaced(value: object, path: tuple[str | int, ...], new: object) -> object:
     return copy
 
 
-@pytest.mark.skipif(not SUITE.is_dir(), reason=f"JSON Schema Test Suite not found at {SUITE}")
+@pytest.mark.skipif(
+    not SUITE.is_dir(),
+    reason=f"JSON Schema Test Suite not found at {SUITE}: the integer test did NOT run",
+)
 def test_every_position_turned_to_int_is_one_where_the_schema_requires_an_integer():
     """Over the suite's schemas: each coerced position rejects 0.5 more, so it is integer-only.
 

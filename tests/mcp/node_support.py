@@ -1,9 +1,10 @@
 """Running toolbound's MCP commands as child processes for the official Node.js tools.
 
 The Node packages (the TypeScript SDK, the conformance suite, server-everything) are
-pinned in ``node/package.json`` and installed by ``npm ci`` in that folder (``.ci/run``
-does it). Without them a test is skipped with the command to run — except under CI
-(``CI=true``), where a missing install is a failure, not a reason to skip.
+pinned in ``node/package.json`` and installed by ``npm ci`` in that folder (``make
+test`` does it, through ``make node``). Without them a test is skipped with the command
+to run — except under CI (``CI=true``), where a missing install is a failure, not a
+reason to skip.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ def require_node_modules() -> str:
     node = shutil.which("node")
     missing = node is None or not (NODE_DIR / "node_modules" / "@modelcontextprotocol").is_dir()
     if missing:
-        why = f"the Node.js test packages are not installed: run `npm ci` in {NODE_DIR}"
+        why = (
+            "the Node.js test packages are not installed: the MCP Node.js tests did NOT run"
+            f" (`make node`, or `npm ci` in {NODE_DIR})"
+        )
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(why)
         pytest.skip(why)

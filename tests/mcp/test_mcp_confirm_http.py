@@ -282,6 +282,8 @@ def test_the_cli_lists_and_decides_parked_calls_of_a_running_gateway(
     assert one["invocation_id"] in table.output
     assert "from the command line" in table.output
     assert "2 call(s) waiting for a person" in table.output
+    # Piped, nothing is wrapped: the digest a person copies stays whole on its line.
+    assert any(one["digest"] in line for line in table.output.splitlines())
     listed = json.loads(seen["json"].output)["confirmations"]
     assert {c["digest"] for c in listed} == {one["digest"], two["digest"]}
 

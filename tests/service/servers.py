@@ -32,6 +32,8 @@ class Server:
     process: subprocess.Popen[bytes] | None = None
     log: Path | None = None
     """Where stderr goes (appended), for long runs; unset, a pipe read on a failed start."""
+    log_level: str = "warning"
+    """``--log-level``: above ``info``, no access line per request fills an unread pipe."""
 
     @property
     def url(self) -> str:
@@ -52,6 +54,8 @@ class Server:
                 str(self.config),
                 "--port",
                 str(self.port),
+                "--log-level",
+                self.log_level,
             ],
             env=env,
             stdout=subprocess.DEVNULL,

@@ -36,11 +36,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from toolbound.logs import LEVELS
+
 if TYPE_CHECKING:
     from toolbound._model import Subject
+    from toolbound.logs import Level
     from toolbound.mcp.config import GatewayConfig
+    from toolbound.mcp.gateway import ToolStatus
     from toolbound.mcp.server import HttpEndpoint
     from toolbound.pipeline.runtime import Runtime
+    from toolbound.tool_review import Review
 
 __all__ = ["mcp_gateway", "mcp_serve"]
 
@@ -63,11 +68,28 @@ def _config(path: str) -> GatewayConfig:
         raise click.ClickException(str(exc)) from None
 
 
-def _serve_http(endpoint: HttpEndpoint, *lifespans: Any, host: str, port: int, path: str) -> None:  # noqa: ANN401
+def _serve_http(
+    endpoint: HttpEndpoint,
+    *lifespans: Any,  # noqa: ANN401
+    host: str,
+    port: int,
+    path: str,
+    log_level: str,
+) -> None:
     import uvicorn  # noqa: PLC0415 - only for serving HTTP
 
     app = endpoint.starlette(path, also=lifespans)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    # uvicorn's access lines carry query strings, where a client may put a secret.
+    uvicorn.run(app, host=host, port=port, log_config=None, log_level=log_level, access_log=False)
+
+
+def _log_as(config: GatewayConfig, level: str | None) -> str:
+    """Log as the file's ``[logging]`` says, at ``--log-level`` if given; that level."""
+    from toolbound.logs import configure  # noqa: PLC0415
+
+    chosen = cast("Level", level or config.service.logging.level)
+    configure(chosen, config.service.logging.format)
+    return chosen
 
 
 _TRANSPORT = [
@@ -81,6 +103,12 @@ _TRANSPORT = [
         metavar="PRINCIPAL",
         help="Local mode: HTTP requests without a token run as this [[principal]] "
         "(loopback addresses only).",
+    ),
+    click.option(
+        "--log-level",
+        type=click.Choice(LEVELS),
+        default=None,
+        help="Log at this level and above, on standard error (default: [logging].level).",
     ),
 ]
 
@@ -105,6 +133,7 @@ def mcp_gateway(
     host: str | None,
     port: int | None,
     local_as: str | None,
+    log_level: str | None,
 ) -> None:
     """Serve the upstream MCP servers of a configuration, guarded."""
     config = _config(config_path)
@@ -113,6 +142,7 @@ def mcp_gateway(
         return
     from toolbound.mcp.gateway import Gateway  # noqa: PLC0415
 
+    level = _log_as(config, log_level)
     chosen = host or config.service.host
     local = _local_subject(config, local_as, http=http, host=chosen)
     gateway = Gateway(config)
@@ -126,12 +156,20 @@ def mcp_gateway(
         host=chosen,
         port=port if port is not None else config.service.port,
         path=config.gateway.http_path,
+        log_level=level,
     )
 
 
+_JSON = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON document (its shape: docs/cli.md)."
+)
+"""The ``--json`` option of the commands that read."""
+
+
 @mcp_gateway.command("tools")
+@_JSON
 @click.pass_obj
-def tools_command(config: GatewayConfig) -> None:
+def tools_command(config: GatewayConfig, *, as_json: bool) -> None:
     """List every upstream tool: served, quarantined, broken or hidden, with its digest.
 
     Exits 1 when a tool waits for a person's approval (``review`` shows what changed),
@@ -143,18 +181,42 @@ def tools_command(config: GatewayConfig) -> None:
         gateway = Gateway(config)
         async with gateway.running():
             statuses = gateway.status()
-        for name in sorted(gateway.unreachable):
+        unreachable = sorted(gateway.unreachable)
+        waiting = any(s.state == "quarantined" for s in statuses)
+        code = 2 if unreachable else int(waiting)
+        if as_json:
+            _emit({"tools": [_status_fields(s) for s in statuses], "unreachable": unreachable})
+            return code
+        for name in unreachable:
             click.echo(f"upstream {name}\tunreachable", err=True)
-        if gateway.unreachable:
-            return 2
-        for s in statuses:
+        for s in () if unreachable else statuses:
             line = f"{s.name}\t{s.state}\t{s.digest or '-'}"
             if s.reason:
                 line += f"\t{s.reason}"
             click.echo(line)
-        return 1 if any(s.state == "quarantined" for s in statuses) else 0
+        return code
 
     sys.exit(asyncio.run(show()))
+
+
+def _status_fields(status: ToolStatus) -> dict[str, object]:
+    """One upstream tool as ``tools --json`` prints it."""
+    return {
+        "name": status.name,
+        "upstream": status.upstream,
+        "tool": status.tool,
+        "state": status.state,
+        "digest": status.digest,
+        "approved_digest": status.approved_digest,
+        "reason": status.reason,
+    }
+
+
+def _emit(document: dict[str, object]) -> None:
+    """One JSON document on stdout (the ``cli`` extra's writer, loaded when needed)."""
+    from toolbound._output import emit_json  # noqa: PLC0415
+
+    emit_json(document)
 
 
 _APPROVER = click.option(
@@ -193,9 +255,10 @@ def approve_tool(config: GatewayConfig, name: str, digest: str, approver: str) -
     "--approve", is_flag=True, help="After each diff, ask whether to approve that definition."
 )
 @_APPROVER
+@_JSON
 @click.pass_obj
 def review_command(
-    config: GatewayConfig, name: str | None, approver: str, *, approve: bool
+    config: GatewayConfig, name: str | None, approver: str, *, approve: bool, as_json: bool
 ) -> None:
     """Show each quarantined tool's definition against the approved one, as a diff.
 
@@ -203,17 +266,20 @@ def review_command(
     upstream changed again meanwhile is refused. Exits 0 when no tool waits for a
     person (any more), 1 when one does, 2 when an upstream is unreachable.
     """
-    from rich.console import Console  # noqa: PLC0415 - the cli extra, as the other commands
-
+    from toolbound._output import command_console  # noqa: PLC0415 - the cli extra
     from toolbound.mcp.gateway import Gateway, ToolVersionMismatch  # noqa: PLC0415
     from toolbound.tool_review import review  # noqa: PLC0415
 
-    console = Console(highlight=False)
+    if as_json and approve:
+        msg = "--json prints the reviews for a script; --approve asks a person: choose one"
+        raise click.UsageError(msg)
+    console = command_console()
 
     async def show() -> int:
         gateway = Gateway(config)
         async with gateway.running():
-            for upstream in sorted(gateway.unreachable):
+            unreachable = sorted(gateway.unreachable)
+            for upstream in () if as_json else unreachable:
                 click.echo(f"upstream {upstream}\tunreachable", err=True)
             waiting = {s.name for s in gateway.status() if s.state == "quarantined"}
             if name is not None and name not in waiting:
@@ -221,8 +287,13 @@ def review_command(
                 return 1
             chosen = {n for n in waiting if name in {None, n}}
             held = {n: q for n, q in gateway.approvals.quarantined().items() if n in chosen}
+            items = review(held, gateway.approvals.all())
+            if as_json:
+                reviews = [_review_fields(item) for item in items]
+                _emit({"tools": reviews, "unreachable": unreachable, "waiting": len(held)})
+                return 2 if unreachable else int(bool(held))
             left = len(held)
-            for item in review(held, gateway.approvals.all()):
+            for item in items:
                 _print_review(console, item)
                 if not approve or not click.confirm(
                     f"Approve {item.name} at {item.held.digest}?", default=False
@@ -242,6 +313,22 @@ def review_command(
             return 2 if gateway.unreachable else int(left > 0)
 
     sys.exit(asyncio.run(show()))
+
+
+def _review_fields(item: Review) -> dict[str, object]:
+    """One quarantined tool as ``review --json`` prints it: both digests and the diff."""
+    approved = item.approved
+    return {
+        "name": item.name,
+        "upstream": item.held.upstream,
+        "digest": item.held.digest,
+        "seen_at": item.held.seen_at.isoformat(),
+        "reason": item.held.reason,
+        "approved": None
+        if approved is None
+        else {"digest": approved.digest, "approved_by": approved.approved_by},
+        "diff": [{"kind": line.kind, "text": line.text} for line in item.diff],
+    }
 
 
 def _print_review(console: Any, item: Any) -> None:  # noqa: ANN401 - rich and review load lazily
@@ -299,13 +386,14 @@ def pending_command(
     """
     answer = _ask_gateway(config, "GET", "/confirmations", url=url, token_env=token_env)
     if as_json:
-        click.echo(json.dumps(answer, indent=2, ensure_ascii=False))
+        _emit(answer)
         return
-    from rich.console import Console  # noqa: PLC0415 - the cli extra, as the other commands
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415 - the cli extra, as the other commands
     from rich.text import Text  # noqa: PLC0415 - arguments are shown as text, never as markup
 
-    console = Console()
+    from toolbound._output import command_console  # noqa: PLC0415
+
+    console = command_console()
     calls = cast("list[dict[str, Any]]", answer.get("confirmations", []))
     for call in calls:
         table = Table(show_header=False, box=None, pad_edge=False)
@@ -447,9 +535,11 @@ def mcp_serve(
     host: str | None,
     port: int | None,
     local_as: str | None,
+    log_level: str | None,
 ) -> None:
     """Serve a tool set over MCP, every call through the pipeline."""
     config = _config(config_path)
+    level = _log_as(config, log_level)
     chosen = host or config.service.host
     local = _local_subject(config, local_as, http=http, host=chosen)
     from toolbound._clock import SystemClock  # noqa: PLC0415
@@ -472,7 +562,9 @@ def mcp_serve(
         sinks=(*telemetry_sinks(config.service), *(() if recorder is None else (recorder,))),
     )
     try:
-        _serve(config, runtime, tools, http=http, local=local, chosen=chosen, port=port)
+        _serve(
+            config, runtime, tools, http=http, local=local, chosen=chosen, port=port, level=level
+        )
     finally:
         if recorder is not None:
             recorder.close()
@@ -488,6 +580,7 @@ def _serve(
     local: Subject | None,
     chosen: str,
     port: int | None,
+    level: str,
 ) -> None:
     from toolbound._model import Subject  # noqa: PLC0415
     from toolbound.mcp.confirmations import ConfirmationEndpoint  # noqa: PLC0415
@@ -545,6 +638,7 @@ def _serve(
         host=chosen,
         port=port if port is not None else config.service.port,
         path=config.gateway.http_path,
+        log_level=level,
     )
 
 

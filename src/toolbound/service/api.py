@@ -32,6 +32,7 @@ from toolbound._errors import Rejection
 from toolbound.adapters.http import ApiError, BodyLimit, problem_response, reason_from
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.service import waiting
+from toolbound.service.access_log import AccessLog
 from toolbound.service.failures import RETRY_AFTER, unavailable
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 from toolbound.service.proposals import (
@@ -110,6 +111,7 @@ def create_app(
     # Outermost: a body over the limit is refused before anything reads it. Then the
     # API's busiest route, which needs nothing of what follows (see ProposalsRoute).
     middleware = [
+        Middleware(AccessLog),  # outermost of all: every request is logged, refused or not
         Middleware(BodyTimeout, seconds=service.config.body_timeout),
         Middleware(BodyLimit, max_bytes=service.config.max_body_bytes),
         Middleware(ProposalsRoute, proposals=api.proposals),

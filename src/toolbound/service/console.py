@@ -63,6 +63,7 @@ from starlette.templating import Jinja2Templates
 from toolbound._errors import ConfigurationError
 from toolbound.adapters.http import ApiError, reason_from
 from toolbound.provenance.labels import Label, Source
+from toolbound.service.access_log import note_principal
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -290,9 +291,10 @@ class _Console:
             return None
         name = self.service.journal.session_principal(sid, now=self.service.clock.now())
         found = next((p for p in self.service.config.principals if p.name == name), None)
-        if found is None:
+        if found is None or not hmac.compare_digest(binding, _key_binding(found)):
             return None
-        return found if hmac.compare_digest(binding, _key_binding(found)) else None
+        note_principal(found)  # the access log names who called
+        return found
 
     def render(
         self,

@@ -26,6 +26,7 @@ from starlette.responses import Response
 from toolbound.adapters.http import PROBLEM_JSON, ApiError, idempotency_key, problem_response
 from toolbound.identity import TokenRefused
 from toolbound.otel import propagation_scope
+from toolbound.service.access_log import note_principal
 from toolbound.service.core import Submission, fingerprint
 from toolbound.service.failures import RETRY_AFTER, unavailable
 
@@ -58,14 +59,15 @@ async def principal_of(service: Service, headers: Mapping[str, str]) -> Principa
         # The API takes keys only; the console's session cookie never reaches /v1.
         raise ApiError(401, "unauthenticated", "send an API key: Authorization: Bearer KEY")
     principal = service.keys.principal(key)
-    if principal is not None:
-        return principal
-    try:
-        # A bearer JWT, or a key nobody has: the configuration says which and why.
-        return await service.io(service.config.authenticate, key)
-    except TokenRefused as refused:
-        later = RETRY_AFTER if refused.status == 503 else None  # noqa: PLR2004
-        raise ApiError(refused.status, refused.code, str(refused), retry_after=later) from None
+    if principal is None:
+        try:
+            # A bearer JWT, or a key nobody has: the configuration says which and why.
+            principal = await service.io(service.config.authenticate, key)
+        except TokenRefused as refused:
+            later = RETRY_AFTER if refused.status == 503 else None  # noqa: PLR2004
+            raise ApiError(refused.status, refused.code, str(refused), retry_after=later) from None
+    note_principal(principal)  # the access log names who called, never with what key
+    return principal
 
 
 def request_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

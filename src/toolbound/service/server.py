@@ -31,15 +31,23 @@ if TYPE_CHECKING:
 __all__ = ["BodyTimeout", "serve"]
 
 
-def serve(app: ASGIApp, config: ServiceConfig, *, host: str, port: int) -> None:
-    """Run ``app`` on ``host:port`` until interrupted, with ``config``'s bounds."""
+def serve(
+    app: ASGIApp, config: ServiceConfig, *, host: str, port: int, log_level: str = "warning"
+) -> None:
+    """Run ``app`` on ``host:port`` until interrupted, with ``config``'s bounds.
+
+    Logging is the caller's (``log_config=None``); uvicorn's access lines are off, since
+    they carry query strings: the service logs each request itself.
+    """
     import uvicorn  # noqa: PLC0415 - the service extra
 
     uvicorn.run(
         app,
         host=host,
         port=port,
-        log_level="warning",
+        log_config=None,
+        log_level=log_level,
+        access_log=False,
         http=head_timeout_protocol(config.header_timeout),
         limit_concurrency=config.max_connections,
         timeout_keep_alive=max(1, round(config.keep_alive)),
