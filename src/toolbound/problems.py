@@ -281,6 +281,7 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("ToolVersionMismatch",),
     ),
     # -- validation (R4): one code per failing JSON Schema keyword -----------------------
+    _schema("additional_items", "additionalItems"),
     _schema("additional_properties", "additionalProperties", r17=_EXTRA_FIELD),
     _schema("any_of", "anyOf"),
     _schema("const", "const"),
@@ -716,7 +717,7 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "invalid_schema",
         None,
         "R4",
-        "a schema is not valid JSON Schema 2020-12",
+        "a schema is not valid JSON Schema in its dialect",
         raised_as=("SchemaError",),
     ),
     _c(
@@ -1141,7 +1142,7 @@ _CLASS_NOTES: Final[Mapping[ErrorClass, str]] = {
         " `execution`."
     ),
     "ResponseError": "A provider response toolbound cannot read (`toolbound.adapters`).",
-    "SchemaError": "A schema that is not valid JSON Schema 2020-12, at registration.",
+    "SchemaError": "A schema that is not valid JSON Schema in its dialect, at registration.",
     "SpecError": "A ToolSpec that cannot be registered.",
     "StreamError": "A provider stream that broke its format (`toolbound.streams`).",
     "TokenRefused": (
