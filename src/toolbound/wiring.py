@@ -69,9 +69,14 @@ def ledger_for(url: str) -> Ledger:
     """The ledger for a store URL (``memory`` too)."""
     if url == "memory":
         return MemoryLedger()
+    _make_folder(url)
+    return open_ledger(url)
+
+
+def _make_folder(url: str) -> None:
+    """Create the folder of a SQLite store's file, as a first run finds it missing."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return open_ledger(url)
 
 
 def journal_for(url: str) -> Journal:
@@ -82,6 +87,7 @@ def journal_for(url: str) -> Journal:
         os.close(fd)
         return open_journal(f"sqlite:///{path}")
     if url.startswith("sqlite:///"):
+        _make_folder(url)
         # Beside the ledger's file, not in it: the ledger syncs every write (FULL),
         # the journal only needs to survive the process.
         ledger = Path(url.removeprefix("sqlite:///"))

@@ -32,11 +32,13 @@ import ipaddress
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from toolbound._model import Subject
     from toolbound.mcp.config import GatewayConfig
     from toolbound.mcp.server import HttpEndpoint
@@ -48,6 +50,7 @@ _HINT = "the MCP commands need the 'mcp' extra: pip install 'toolbound[mcp]'"
 _TOKEN_ENV = "TOOLBOUND_TOKEN"  # noqa: S105 - the name of a variable, not a token
 _REFUSED = 1  # the gateway refused (or could not be asked)
 _DID_NOT_RUN = 3  # approved, but the call did not succeed
+_T = TypeVar("_T")
 
 
 def _config(path: str) -> GatewayConfig:
@@ -60,6 +63,16 @@ def _config(path: str) -> GatewayConfig:
     try:
         return load_gateway_config(path)
     except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _run(work: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``work``; a refusal of toolbound's (a name collision, say) ends it in one line."""
+    from toolbound._errors import ToolboundError  # noqa: PLC0415
+
+    try:
+        return asyncio.run(work)
+    except ToolboundError as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -117,7 +130,7 @@ def mcp_gateway(
     local = _local_subject(config, local_as, http=http, host=chosen)
     gateway = Gateway(config)
     if not http:
-        asyncio.run(gateway.run_stdio())
+        _run(gateway.run_stdio())
         return
     endpoint = gateway.http(allowed_hosts=_hosts(chosen), local=local)
     _serve_http(
@@ -154,7 +167,7 @@ def tools_command(config: GatewayConfig) -> None:
             click.echo(line)
         return 1 if any(s.state == "quarantined" for s in statuses) else 0
 
-    sys.exit(asyncio.run(show()))
+    sys.exit(_run(show()))
 
 
 _APPROVER = click.option(
@@ -241,7 +254,7 @@ def review_command(
             console.print(f"{left} tool(s) waiting for a person's approval")
             return 2 if gateway.unreachable else int(left > 0)
 
-    sys.exit(asyncio.run(show()))
+    sys.exit(_run(show()))
 
 
 def _print_review(console: Any, item: Any) -> None:  # noqa: ANN401 - rich and review load lazily

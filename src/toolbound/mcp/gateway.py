@@ -434,9 +434,9 @@ class Gateway:
 
     def _collision(self, status: ToolStatus) -> str:
         return (
-            f"upstream {status.upstream} lists {status.tool!r}, served as {status.name!r}, "
-            f"a name upstream {self._owner(status.name)} already serves; give one of them "
-            "a prefix"
+            f"upstreams {self._owner(status.name)} and {status.upstream} both serve "
+            f"{status.name!r}; give one of them a prefix, e.g. prefix = "
+            f'"{status.upstream}" under its [[upstream]]'
         )
 
     def _check_names(self) -> None:

@@ -57,7 +57,7 @@ from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.mcp.content import content_blocks, pass_through, summary
+from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
 from toolbound.mcp.relay import (
     CALLER,
@@ -772,9 +772,10 @@ class GuardedServer:
             blocks=[summary(b) for b in passed.blocks],
             reason="content blocks passed through",
         )
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=message.text), *passed.blocks]
+        envelope = types.TextContent(
+            type="text", text=message.text, annotations=text_annotations(blocks)
         )
+        return types.CallToolResult(content=[envelope, *passed.blocks])
 
 
 # -- HTTP -----------------------------------------------------------------------------------

@@ -181,15 +181,16 @@ def result_value(result: WireResult, *, structured: bool) -> JSONValue:
     ``structured`` (the tool declares an output schema): the structured content,
     which the runtime then checks against that schema (``None`` if missing, which
     fails the check). Otherwise the structured content if any, else the content:
-    the text of a single text block, or the blocks themselves as JSON (as
-    :func:`normal_blocks` leaves them).
+    the text of a single text block without annotations, or the blocks themselves
+    as JSON (as :func:`normal_blocks` leaves them).
     """
     found = result.get("structuredContent")
     if structured or found is not None:
         return cast("JSONValue", found)
     blocks: list[dict[str, Any]] = result.get("content", [])
-    if _single_text(blocks):
+    if _single_text(blocks) and "annotations" not in blocks[0]:
         return cast("str", blocks[0]["text"])
+    # Annotated text stays a block, so that its annotations reach the client.
     return cast("JSONValue", blocks)
 
 
@@ -200,7 +201,10 @@ def normal_blocks(result: WireResult) -> WireResult:
     content, not a single text block); any other is returned as it is.
     Raises :class:`~pydantic.ValidationError` for blocks the models refuse.
     """
-    if result.get("structuredContent") is not None or _single_text(result.get("content", [])):
+    blocks = result.get("content", [])
+    if result.get("structuredContent") is not None or (
+        _single_text(blocks) and "annotations" not in blocks[0]
+    ):
         return result
     model = types.CallToolResult.model_validate(result, by_name=False)
     blocks = [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in model.content]
