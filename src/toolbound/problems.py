@@ -644,6 +644,24 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("NotCommitted",),
     ),
     _c(
+        "upstream_unavailable",
+        "execution",
+        "R9 R10 R18",
+        "an upstream MCP server's process ended while a read was in flight; the message "
+        "gives its exit status and the last lines of its stderr",
+        recoverable=True,
+        raised_as=("NotCommitted",),
+    ),
+    _c(
+        "tool_quarantined",
+        "execution",
+        "R18",
+        "an upstream changed the tool's definition before the call went out; nothing was "
+        "sent, and the tool waits for a person's approval",
+        recoverable=True,
+        raised_as=("NotCommitted",),
+    ),
+    _c(
         "upstream_tool_error",
         "execution",
         "R9 R18",

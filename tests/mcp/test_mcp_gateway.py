@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_support import (
+    FAULT_SERVER,
     LEO,
     MIRA,
     QUIET,
@@ -322,3 +324,52 @@ def test_a_slow_read_is_re_read_within_its_budget_then_fails(tmp_path: Path, sta
     assert result.is_error is True
     assert envelope(result)["error"]["code"] == "no_response"  # type: ignore[index]
     assert [c["tool"] for c in calls(state)] == ["echo", "echo"]
+
+
+def crashing_upstream(state: Path, effect: str) -> str:
+    """The fault server behind a shell whose background child keeps its stdout open."""
+    command = f"sleep 60 & exec {sys.executable} {FAULT_SERVER} --state {state}"
+    return f"""
+[[upstream]]
+name = "fault"
+command = ["/bin/sh", "-c", "{command}"]
+timeout = 20
+[upstream.tools.crash]
+effect = "{effect}"
+capability = "fault:crash"
+"""
+
+
+def crash(tmp_path: Path, state: Path, effect: str) -> tuple[float, dict[str, object]]:
+    config = write_config(tmp_path, crashing_upstream(state, effect) + grant("mira", "fault:crash"))
+
+    async def scenario() -> tuple[float, dict[str, object]]:
+        async with gateway(config).running() as gw, Client(gw.server.lowlevel(MIRA)) as client:
+            started = time.monotonic()
+            result = await client.call_tool("fault.crash", {})
+            return time.monotonic() - started, envelope(result)
+
+    return run(scenario())
+
+
+def test_an_upstream_that_exits_mid_read_is_unavailable_at_once_with_status_and_stderr(
+    tmp_path: Path, state: Path
+) -> None:
+    """Its exit is seen as it happens (its stdout still held open), not at the deadline."""
+    took, answer = crash(tmp_path, state, "read")
+    error = answer["error"]
+    assert isinstance(error, dict)
+    assert error["code"] == "upstream_unavailable"
+    assert "exited with status 3" in error["message"]
+    assert "fault: out of memory, giving up" in error["message"]
+    assert took < 10  # the deadline is 20 s; the read is tried twice
+
+
+def test_an_upstream_that_exits_mid_write_leaves_the_outcome_unknown_saying_why(
+    tmp_path: Path, state: Path
+) -> None:
+    """A write may have taken effect before the exit: outcome unknown, with the exit's reason."""
+    took, answer = crash(tmp_path, state, "irreversible_write")
+    assert answer["commit_status"] == "unknown"
+    assert "exited with status 3" in json.dumps(answer)
+    assert took < 10

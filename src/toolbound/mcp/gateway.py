@@ -339,6 +339,7 @@ class Gateway:
                     self.unreachable.discard(upstream.name)
                     changed |= self._import(upstream, tools)
                     self._refreshed[upstream.name] = time.monotonic()
+                    upstream.compared()  # R18: its calls may go out again
             self._fresh_until = min(
                 (
                     self._refreshed.get(u.name, 0.0) + u.config.refresh_seconds
@@ -427,6 +428,11 @@ class Gateway:
         self.approvals.hold(cfg.name, held(cfg.name, waiting, now=self.clock.now()))
         after = {n: t.spec.key for n, t in self._served.items() if self._owner(n) == cfg.name}
         return before != after
+
+    def _serves(self, name: str, version: str) -> bool:
+        """Whether ``name`` is served now at ``version`` (not quarantined, not gone)."""
+        found = self._served.get(name)
+        return found is not None and found.spec.version == version
 
     def _owner(self, name: str) -> str | None:
         status = self._status.get(name)
@@ -530,6 +536,7 @@ class Gateway:
             structured=outputs is not None,
             native_key=rule.idempotency == "native_key",
             attempt_timeout=cfg.attempt_timeout,
+            served=lambda: self._serves(name, version),
         )
         return self.registry.register(spec, implementation)
 
