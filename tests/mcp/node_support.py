@@ -1,6 +1,7 @@
 """Running toolbound's MCP commands as child processes for the official Node.js tools.
 
-The Node packages (the TypeScript SDK, the conformance suite, server-everything) are
+The Node packages (the TypeScript SDK, zod, the conformance suite, and the reference
+servers everything, filesystem, memory and sequential-thinking) are
 pinned in ``node/package.json`` and installed by ``npm ci`` in that folder (``.ci/run``
 does it). Without them a test is skipped with the command to run — except under CI
 (``CI=true``), where a missing install is a failure, not a reason to skip.
