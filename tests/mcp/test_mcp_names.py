@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 from mcp_support import MIRA, gateway, grant, run, write_config
+from node_support import free_port
 
 from toolbound import ConfigurationError
 from toolbound.config import ConfigError
@@ -117,3 +118,16 @@ def test_the_gateway_creates_its_sqlite_store_s_folder(tmp_path: Path) -> None:
     assert ran.exit_code == 0, ran.output
     assert "Traceback" not in ran.output
     assert store.exists()
+
+
+def test_over_http_a_collision_also_ends_the_command_in_one_line(tmp_path: Path) -> None:
+    """mcp-gateway --http: the server does not start, and says why in one line, exit 1."""
+    write_config(
+        tmp_path,
+        time_server("time", "") + time_server("clock", "") + grant("mira", "time:read"),
+    )
+    argv = ["--config", str(tmp_path / "gateway.toml"), "--http", "--port", str(free_port())]
+    ran = CliRunner().invoke(mcp_gateway, argv)
+    assert ran.exit_code == 1, ran.output
+    assert "Traceback" not in ran.output
+    assert ran.output.strip().splitlines()[-1].startswith("Error: tool names collide")

@@ -28,6 +28,7 @@ command runs, and its absence is reported with the install hint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import os
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 if TYPE_CHECKING:
-    from collections.abc import Coroutine
+    from collections.abc import AsyncIterator, Coroutine
 
     from toolbound._model import Subject
     from toolbound.mcp.config import GatewayConfig
@@ -79,8 +80,30 @@ def _run(work: Coroutine[Any, Any, _T]) -> _T:
 def _serve_http(endpoint: HttpEndpoint, *lifespans: Any, host: str, port: int, path: str) -> None:  # noqa: ANN401
     import uvicorn  # noqa: PLC0415 - only for serving HTTP
 
-    app = endpoint.starlette(path, also=lifespans)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    from toolbound._errors import ToolboundError  # noqa: PLC0415
+
+    refused: list[ToolboundError] = []
+
+    def guarded(enter: Any) -> Any:  # noqa: ANN401 - a lifespan factory
+        """``enter``, whose refusal at start stops the server and is told in one line."""
+
+        @contextlib.asynccontextmanager
+        async def lifespan() -> AsyncIterator[None]:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    await stack.enter_async_context(enter())
+                except ToolboundError as exc:
+                    refused.append(exc)
+                    server.should_exit = True
+                yield
+
+        return lifespan
+
+    app = endpoint.starlette(path, also=[guarded(enter) for enter in lifespans])
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server.run()
+    if refused:
+        raise click.ClickException(str(refused[0]))
 
 
 _TRANSPORT = [
