@@ -15,6 +15,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -219,6 +220,19 @@ def legacy(server: GuardedServer, subject: Subject, **kwargs: Any) -> Client:
     return Client(server.lowlevel(subject), mode="legacy", **kwargs)
 
 
+def test_server_info_names_toolbound_s_version(server: GuardedServer) -> None:
+    """serverInfo.version is the installed package's version, on either era of connection."""
+
+    async def scenario() -> tuple[str | None, str | None]:
+        async with Client(server.lowlevel(MIRA)) as modern, legacy(server, MIRA) as old:
+            versions = [
+                None if c.server_info is None else c.server_info.version for c in (modern, old)
+            ]
+            return versions[0], versions[1]
+
+    assert run(scenario()) == (version("toolbound"), version("toolbound"))
+
+
 # -- resources ---------------------------------------------------------------------------------
 
 
@@ -284,16 +298,28 @@ def test_a_grant_scope_applies_to_a_read_as_to_any_call(server: GuardedServer) -
 
 
 def test_hidden_and_absent_resources_are_refused_alike(server: GuardedServer) -> None:
-    """Nobody reading the read-me and mira reading a URI no one declared: -32002, same words."""
+    """Nobody reading the read-me and mira reading a URI no one declared: -32602, same words.
 
-    async def refuse(subject: Subject, uri: str) -> tuple[int, str]:
+    The code and ``data.uri`` are the specification's since its 2025-11-25 revision.
+    """
+
+    async def refuse(subject: Subject, uri: str) -> tuple[int, str, object]:
         async with Client(server.lowlevel(subject)) as client:
             with pytest.raises(MCPError) as refused:
                 await client.read_resource(uri)
-            return refused.value.error.code, refused.value.error.message
+            error = refused.value.error
+            return error.code, error.message, error.data
 
-    assert run(refuse(NOBODY, "docs://readme")) == (-32002, "Resource not found: docs://readme")
-    assert run(refuse(MIRA, "docs://nowhere")) == (-32002, "Resource not found: docs://nowhere")
+    assert run(refuse(NOBODY, "docs://readme")) == (
+        -32602,
+        "Resource not found: docs://readme",
+        {"uri": "docs://readme"},
+    )
+    assert run(refuse(MIRA, "docs://nowhere")) == (
+        -32602,
+        "Resource not found: docs://nowhere",
+        {"uri": "docs://nowhere"},
+    )
 
 
 def test_an_item_over_the_limit_is_replaced_by_a_note_and_the_cut_recorded(
@@ -367,7 +393,7 @@ def test_a_listen_stream_honours_only_the_resources_the_caller_may_read(
 def test_a_subscription_to_a_resource_the_caller_may_not_read_is_refused(
     server: GuardedServer,
 ) -> None:
-    """Nobody may not subscribe to the read-me: the same -32002 as a read."""
+    """Nobody may not subscribe to the read-me: the same -32602 as a read."""
 
     async def scenario() -> int:
         async with legacy(server, NOBODY) as client:
@@ -377,7 +403,7 @@ def test_a_subscription_to_a_resource_the_caller_may_not_read_is_refused(
                     await client.subscribe_resource("docs://readme")
             return refused.value.error.code
 
-    assert run(scenario()) == -32002
+    assert run(scenario()) == -32602
 
 
 # -- prompts and completion ---------------------------------------------------------------------

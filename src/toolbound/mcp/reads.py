@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RESOURCE_NOT_FOUND", "not_found", "read_through", "run_on"]
 
-RESOURCE_NOT_FOUND: Final = -32002
-"""The JSON-RPC code MCP gives an unknown resource."""
+RESOURCE_NOT_FOUND: Final = types.INVALID_PARAMS
+"""The JSON-RPC code MCP gives an unknown resource: -32602, with the URI in ``data.uri``
+(the specification's 2025-11-25 revision; -32002 before it)."""
 
 _CONTENTS = TypeAdapter(list[types.TextResourceContents | types.BlobResourceContents])
 _Contents = types.TextResourceContents | types.BlobResourceContents
@@ -45,7 +46,9 @@ _Contents = types.TextResourceContents | types.BlobResourceContents
 
 def not_found(uri: str) -> MCPError:
     """The error for a resource that does not exist or that the caller may not read."""
-    return MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
+    return MCPError(
+        code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}", data={"uri": uri}
+    )
 
 
 async def read_through(

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import importlib.metadata
 import json
 import os
 import warnings
@@ -423,7 +424,7 @@ class GuardedServer:
         runtime: Runtime,
         catalog: Catalog,
         name: str = "toolbound",
-        version: str = "",
+        version: str | None = None,
         confirm: str = "elicitation",
         timeout: float | None = None,
         result_budget: int | None = None,
@@ -440,7 +441,8 @@ class GuardedServer:
         self.runtime = runtime
         self.catalog = catalog
         self.name = name
-        self.version = version
+        self.version = version if version is not None else _package_version()
+        """``serverInfo.version``: toolbound's own version unless one is given."""
         self.confirm = confirm
         self.timeout = timeout
         self.result_budget = result_budget
@@ -1135,3 +1137,11 @@ def _name(outcome: Outcome) -> str:
 
 def _new_id() -> str:
     return "mcp-" + os.urandom(8).hex()
+
+
+def _package_version() -> str:
+    """The installed toolbound version, for ``serverInfo``; ``"0"`` when not installed."""
+    try:
+        return importlib.metadata.version("toolbound")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree only
+        return "0"
