@@ -27,6 +27,7 @@ from toolbound._errors import SpecError
 from toolbound._model import Invocation  # noqa: TC001 - define reads the hints at run time
 from toolbound.define import DefinedTool, Secret, Transaction, define, tool
 from toolbound.execution.tool import StaticSecrets
+from toolbound.gates.validate import DIALECT
 
 MIRA = Subject(id="mira", tenant="acme", session="s-1")
 
@@ -122,10 +123,22 @@ def one(hint: object) -> dict[str, object]:
     assert schema["additionalProperties"] is False
     props = schema["properties"]
     assert isinstance(props, dict)
-    out = dict(props["v"])
-    if "$defs" in schema:
-        out["$defs"] = schema["$defs"]
+    out = inlined(props["v"], schema.get("$defs", {}))
+    assert isinstance(out, dict)
     return out
+
+
+def inlined(node: object, defs: dict[str, object]) -> object:
+    """``node`` with each reference to a root ``$defs`` entry replaced by the entry."""
+    if isinstance(node, list):
+        return [inlined(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    target = node.get("$ref")
+    if isinstance(target, str) and target.removeprefix("#/$defs/") in defs:
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return {**inlined(defs[target.removeprefix("#/$defs/")], defs), **rest}  # type: ignore[dict-item]
+    return {key: inlined(value, defs) for key, value in node.items()}
 
 
 POINT = {
@@ -223,7 +236,7 @@ def test_each_type_form_generates_its_exact_schema(hint, expected):
     assert one(hint) == expected
 
 
-def test_nested_dataclasses_are_inlined_and_closed():
+def test_nested_dataclasses_are_closed():
     """A dataclass inside a dataclass is a closed object; a default_factory field is optional."""
     schema = one(Segment)
     assert schema["required"] == ["start", "end"]
@@ -234,8 +247,14 @@ def test_nested_dataclasses_are_inlined_and_closed():
 
 def test_nested_pydantic_models_are_hoisted_to_root_defs_and_made_strict():
     """Pydantic $defs move to the root, every object in them closed, titles dropped."""
-    schema = one(Basket)
-    assert schema["properties"]["orders"] == {"type": "array", "items": {"$ref": "#/$defs/Order"}}
+
+    def fn(v: Basket) -> None:
+        """Probe."""
+
+    schema = define(fn, effect="read").spec.input_schema
+    assert schema["properties"]["v"] == {"$ref": "#/$defs/Basket"}
+    basket = schema["$defs"]["Basket"]
+    assert basket["properties"]["orders"] == {"type": "array", "items": {"$ref": "#/$defs/Order"}}
     order = schema["$defs"]["Order"]
     assert order["additionalProperties"] is False
     assert order["required"] == ["sku"]
@@ -337,7 +356,51 @@ def test_typical_function_is_strict_compatible():
 
     defined = define(fn, effect="read")
     assert defined.strict_issues == ()
-    assert defined.spec.output_schema == POINT
+    assert defined.spec.output_schema == {"$schema": DIALECT, **POINT}
+
+
+def test_schemas_say_their_dialect_and_keep_each_named_type_once_in_defs():
+    """$schema names 2020-12; a dataclass used twice is one $defs entry and two $refs."""
+
+    def fn(a: Point, b: list[Point], c: Point | None) -> Segment:
+        """Typical."""
+        return Segment(start=a, end=a)
+
+    spec = define(fn, effect="read").spec
+    inputs, outputs = spec.input_schema, spec.output_schema
+    assert inputs["$schema"] == DIALECT
+    assert inputs["$defs"] == {"Point": POINT}
+    assert inputs["properties"] == {
+        "a": {"$ref": "#/$defs/Point"},
+        "b": {"type": "array", "items": {"$ref": "#/$defs/Point"}},
+        "c": {"anyOf": [{"$ref": "#/$defs/Point"}, {"type": "null"}]},
+    }
+    # The output's root is the returned type itself, an object as MCP wants it.
+    assert outputs is not None
+    assert outputs["$schema"] == DIALECT
+    assert outputs["type"] == "object"
+    assert outputs["properties"]["start"] == {"$ref": "#/$defs/Point"}
+    assert outputs["$defs"] == {"Point": POINT}
+
+
+def test_two_different_types_with_one_name_are_refused():
+    """$defs are keyed by class name, so two different classes called alike fail at define."""
+
+    def other() -> type:
+        @dataclass
+        class Point:
+            z: str
+
+        return Point
+
+    twin = other()
+
+    def fn(a: Point, b: twin) -> None:  # type: ignore[valid-type]
+        """Probe."""
+
+    fn.__annotations__ = {"a": Point, "b": twin, "return": None}
+    with pytest.raises(SpecError, match="two different types are both called 'Point'"):
+        define(fn, effect="read")
 
 
 def test_defaulted_parameters_are_reported_as_strict_issues():
@@ -579,7 +642,8 @@ def test_field_defaults_reach_the_function_when_the_model_omits_them(runtime, re
     schema = page.spec.input_schema
     assert schema["required"] == ["paging"]
     assert schema["properties"]["limit"] == {"type": "integer", "default": 5, "maximum": 50}
-    assert schema["properties"]["paging"]["required"] == []
+    assert schema["properties"]["paging"] == {"$ref": "#/$defs/Paging"}
+    assert schema["$defs"]["Paging"]["required"] == []
     page.register(registry)
     out = call(runtime, registry, "page", {"paging": {}})
     assert out.kind == "observed", out
@@ -670,7 +734,8 @@ def test_a_typing_extensions_typeddict_is_a_typeddict():
         """Say where a point is."""
         return f"{point['x']}"
 
-    schema = where.spec.input_schema["properties"]["point"]
+    assert where.spec.input_schema["properties"]["point"] == {"$ref": "#/$defs/Point"}
+    schema = where.spec.input_schema["$defs"]["Point"]
     assert schema["type"] == "object"
     assert schema["required"] == ["x"]
     assert schema["additionalProperties"] is False

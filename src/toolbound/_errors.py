@@ -9,7 +9,7 @@ Two families never mix:
       ToolboundError                  code, recoverable
       ├── ConfigurationError          bad ToolSpec, schema, policy or runtime setup
       │   ├── SpecError               a ToolSpec that cannot be registered
-      │   │   └── SchemaError         a schema that is not valid JSON Schema 2020-12
+      │   │   └── SchemaError         a schema that is not valid JSON Schema in its dialect
       │   └── IllegalTransition       a state change the table in ``_state`` forbids
       ├── ConfirmationMismatch        a confirmation that does not fit any parked call
       ├── LedgerError                 the ledger could not record (toolbound.ledger.store)
@@ -115,7 +115,7 @@ class SpecError(ConfigurationError):
 
 
 class SchemaError(SpecError):
-    """A schema is not valid JSON Schema 2020-12."""
+    """A schema is not valid JSON Schema in its dialect (or names a dialect not known)."""
 
     code = "invalid_schema"
 

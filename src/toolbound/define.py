@@ -2,7 +2,8 @@
 
 :func:`tool` (a decorator) and :func:`define` (the same as a plain call) turn a typed
 function into a :class:`DefinedTool`: a :class:`~toolbound.ToolSpec` whose input and
-output JSON Schemas (2020-12) are generated from the type hints, and an adapted
+output JSON Schemas (2020-12, saying so in ``$schema``) are generated from the type
+hints, and an adapted
 ``(arguments, ctx)`` implementation the :class:`~toolbound.Registry` accepts::
 
     @tool(effect="read", capabilities=("weather:read",))
@@ -16,7 +17,10 @@ Args:
 
 Generated schemas are strict: every object closes with ``additionalProperties:
 false`` and lists every field without a default in ``required``; defaults are
-recorded as ``default``. Each schema is checked against the 2020-12 meta-schema when
+recorded as ``default``. A named type (a dataclass, TypedDict or pydantic model) is
+described once under ``$defs``, by its class name, and each use is a ``$ref`` to it;
+only the return type itself is written at the output schema's root, which MCP wants
+to be an object. Each schema is checked against the 2020-12 meta-schema when
 the tool is defined, so a type that cannot be described fails there, as a
 :class:`~toolbound.SpecError` naming the function, never at call time.
 
@@ -66,7 +70,7 @@ from toolbound._errors import SpecError
 from toolbound._model import Invocation, Subject, ToolSpec
 from toolbound.adapters import strict_compatible
 from toolbound.execution.tool import ToolContext, ToolOutput
-from toolbound.gates.validate import CompiledSchema
+from toolbound.gates.validate import DIALECT, CompiledSchema
 from toolbound.provenance.roles import Role
 from toolbound.provenance.roles import plan as plan_roles
 from toolbound.registry import check_spec
@@ -233,6 +237,7 @@ def define(
         signature, hints, doc, builder, where
     )
     input_schema: Schema = {
+        "$schema": DIALECT,
         "type": "object",
         "properties": properties,
         "required": required,
@@ -246,7 +251,7 @@ def define(
     # Content blocks are checked as blocks when made; they declare no output schema.
     if returns is not None and returns is not type(None) and returns is not Content:
         out_builder = _Builder(where, output=True)
-        output_schema = out_builder.schema(returns, "return value")[0]
+        output_schema = out_builder.root(out_builder.schema(returns, "return value")[0])
         out_builder.attach_defs(output_schema)
     builder.attach_defs(input_schema)
     tool_name = name if name is not None else getattr(fn, "__name__", "")
@@ -454,6 +459,36 @@ class _Builder:
         if self.defs:
             schema["$defs"] = dict(sorted(self.defs.items()))
 
+    def root(self, schema: Schema) -> Schema:
+        """``schema`` as a document's root, saying its dialect.
+
+        A root that is only a reference to a named type is that type written out,
+        unless something else refers to it (a recursive pydantic model).
+        """
+        target = schema.get("$ref")
+        name = target.removeprefix(_DEFS) if isinstance(target, str) else None
+        if name is not None and name in self.defs:
+            rest = {k: v for k, v in self.defs.items() if k != name}
+            if f'"{target}"' not in json.dumps(rest):
+                body = self.defs.pop(name)
+                assert isinstance(body, dict)  # noqa: S101 - every def is an object schema
+                schema = {**body, **{k: v for k, v in schema.items() if k != "$ref"}}
+        return {"$schema": DIALECT, **schema}
+
+    def named(
+        self, cls: type, at: str, build: Callable[[type, str], tuple[Schema, _Convert]]
+    ) -> tuple[Schema, _Convert]:
+        """A reference to ``cls``'s schema, kept once under ``$defs`` by its class name."""
+        schema, convert = build(cls, at)
+        name = cls.__name__
+        ref = _DEFS + name
+        if schema == {"$ref": ref}:  # pydantic's own reference to a recursive model
+            return schema, convert
+        if name in self.defs and self.defs[name] != schema:
+            raise self.fail(at, f"two different types are both called {name!r}")
+        self.defs[name] = schema
+        return {"$ref": ref}, convert
+
     def schema(self, hint: object, at: str) -> tuple[Schema, _Convert]:  # noqa: C901, PLR0911, PLR0912
         """The schema for ``hint`` and a converter from its JSON to the annotated type."""
         origin, args = get_origin(hint), get_args(hint)
@@ -491,12 +526,12 @@ class _Builder:
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             return self._enum(hint, at)
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-            return self._guarded(typing.cast("type", hint), at, self._dataclass)
+            return self.named(hint, at, self._dataclass)
         if _is_typeddict(hint):
-            return self._guarded(typing.cast("type", hint), at, self._typeddict)
+            return self.named(typing.cast("type", hint), at, self._typeddict)
         model = _pydantic_model(hint)
         if model is not None:
-            return self._pydantic(model, at)
+            return self.named(model, at, self._pydantic_model)
         raise self.fail(at, f"type {_show(hint)} is not supported")
 
     def _annotated(
@@ -637,6 +672,15 @@ class _Builder:
             raise self.fail(at, f"type hints cannot be resolved: {exc}") from exc
 
     def _dataclass(self, cls: type, at: str) -> tuple[Schema, _Convert]:
+        return self._guarded(cls, at, self._dataclass_fields)
+
+    def _typeddict(self, cls: type, at: str) -> tuple[Schema, _Convert]:
+        return self._guarded(cls, at, self._typeddict_keys)
+
+    def _pydantic_model(self, cls: type, at: str) -> tuple[Schema, _Convert]:
+        return self._pydantic(typing.cast("type[BaseModel]", cls), at)
+
+    def _dataclass_fields(self, cls: type, at: str) -> tuple[Schema, _Convert]:
         hints = self._fields_hints(cls, at)
         doc = _Docstring.parse(inspect.getdoc(cls) or "")
         properties: Schema = {}
@@ -663,7 +707,7 @@ class _Builder:
 
         return _object(properties, required), build
 
-    def _typeddict(self, cls: type, at: str) -> tuple[Schema, _Convert]:
+    def _typeddict_keys(self, cls: type, at: str) -> tuple[Schema, _Convert]:
         hints = self._fields_hints(cls, at)
         doc = _Docstring.parse(inspect.getdoc(cls) or "")
         total = bool(getattr(cls, "__total__", True))
@@ -786,6 +830,8 @@ def _dict_values(convert: _Convert) -> _Convert:
 
     return mapped
 
+
+_DEFS = "#/$defs/"
 
 _SUBSCHEMA_MAPS = ("properties", "$defs", "patternProperties")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")

@@ -281,6 +281,7 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("ToolVersionMismatch",),
     ),
     # -- validation (R4): one code per failing JSON Schema keyword -----------------------
+    _schema("additional_items", "additionalItems"),
     _schema("additional_properties", "additionalProperties", r17=_EXTRA_FIELD),
     _schema("any_of", "anyOf"),
     _schema("const", "const"),
@@ -643,6 +644,24 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("NotCommitted",),
     ),
     _c(
+        "upstream_unavailable",
+        "execution",
+        "R9 R10 R18",
+        "an upstream MCP server's process ended while a read was in flight; the message "
+        "gives its exit status and the last lines of its stderr",
+        recoverable=True,
+        raised_as=("NotCommitted",),
+    ),
+    _c(
+        "tool_quarantined",
+        "execution",
+        "R18",
+        "an upstream changed the tool's definition before the call went out; nothing was "
+        "sent, and the tool waits for a person's approval",
+        recoverable=True,
+        raised_as=("NotCommitted",),
+    ),
+    _c(
         "upstream_tool_error",
         "execution",
         "R9 R18",
@@ -724,7 +743,7 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         "invalid_schema",
         None,
         "R4",
-        "a schema is not valid JSON Schema 2020-12",
+        "a schema is not valid JSON Schema in its dialect",
         raised_as=("SchemaError",),
     ),
     _c(
@@ -1193,7 +1212,7 @@ _CLASS_NOTES: Final[Mapping[ErrorClass, str]] = {
         " `execution`."
     ),
     "ResponseError": "A provider response toolbound cannot read (`toolbound.adapters`).",
-    "SchemaError": "A schema that is not valid JSON Schema 2020-12, at registration.",
+    "SchemaError": "A schema that is not valid JSON Schema in its dialect, at registration.",
     "SpecError": "A ToolSpec that cannot be registered.",
     "StreamError": "A provider stream that broke its format (`toolbound.streams`).",
     "TokenRefused": (

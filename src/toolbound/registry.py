@@ -2,7 +2,7 @@
 
 A :class:`Registry` holds every known ``(name, version)`` with its implementation.
 Registration is where a bad spec fails: names, limits and both schemas are checked
-(the schemas against the 2020-12 meta-schema) and compiled once. A request never
+(each schema against its dialect's meta-schema) and compiled once. A request never
 sees the registry, only a :class:`ToolSet` cut from it.
 """
 

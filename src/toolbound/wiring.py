@@ -78,9 +78,14 @@ def ledger_for(url: str, timeouts: StoreTimeouts | None = None) -> Ledger:
     """The ledger for a store URL (``memory`` too)."""
     if url == "memory":
         return MemoryLedger()
+    _make_folder(url)
+    return open_ledger(url, timeouts)
+
+
+def _make_folder(url: str) -> None:
+    """Create the folder of a SQLite store's file, as a first run finds it missing."""
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return open_ledger(url, timeouts)
 
 
 def journal_for(url: str, timeouts: StoreTimeouts | None = None) -> Journal:
@@ -92,6 +97,7 @@ def journal_for(url: str, timeouts: StoreTimeouts | None = None) -> Journal:
         os.close(fd)
         return open_journal(f"sqlite:///{path}", **bounds)
     if url.startswith("sqlite:///"):
+        _make_folder(url)
         # Beside the ledger's file, not in it: the ledger syncs every write (FULL),
         # the journal only needs to survive the process.
         ledger = Path(url.removeprefix("sqlite:///"))

@@ -1028,3 +1028,13 @@ def test_names_providers_refuse_are_refused_without_a_map(name):
     object.__setattr__(fake, "name", name)  # past the registry's own name check
     with pytest.raises(ConfigurationError):
         chat.tool_definitions([fake])
+
+
+@pytest.mark.parametrize("module", [chat, resp, an], ids=["chat", "responses", "anthropic"])
+def test_a_root_dialect_declaration_is_not_sent_and_keeps_strict(module):
+    """$schema at the root is the gate's to apply (R4): providers get the rest, strict intact."""
+    declared = {"$schema": "https://json-schema.org/draft/2020-12/schema", **STRICT_SCHEMA}
+    [d] = module.tool_definitions([spec(f"dialect_{next(FRESH)}", input_schema=declared)])
+    params = d.get("input_schema") or d.get("function", d)["parameters"]
+    assert params == STRICT_SCHEMA
+    assert strict_compatible(declared) == []

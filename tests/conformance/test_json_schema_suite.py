@@ -1,8 +1,14 @@
-"""The official JSON Schema Test Suite (draft 2020-12) against the validation gate (R4).
+"""The official JSON Schema Test Suite, every dialect the gate takes, against it (R4).
 
-Every test of the suite runs through :class:`CompiledSchema` as toolbound uses it:
-``required`` (top-level files) and ``optional`` with ``format`` as an annotation, which
-is what those files assume; ``format`` (``optional/format``) with format asserted.
+Every test of the suite runs through :class:`CompiledSchema` as toolbound uses it, for
+each dialect of :data:`~toolbound.gates.validate.DIALECTS` whose folder the suite copy
+holds (draft4, draft6, draft7, draft2019-09, draft2020-12): ``required`` (top-level
+files) and ``optional`` with ``format`` as an annotation, which is what those files
+assume; ``format`` (``optional/format``) with format asserted. The suite's schemas
+rarely name their dialect (the folder does), so a schema without ``$schema`` is given
+its folder's, as a tool server declares it; 2020-12 schemas are left as written, since
+the gate reads none as 2020-12. ``TOOLBOUND_JSON_SCHEMA_SUITE`` names another copy of
+the suite; a dialect whose folder is missing is skipped, saying so.
 
 The suite's remote references (``http://localhost:1234/...``) come from its ``remotes/``
 folder without any network: the resources a schema needs are embedded under its
@@ -14,6 +20,7 @@ xfails so that a gap that closes is noticed.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -23,44 +30,73 @@ import jsonschema_rs
 import pytest
 
 from toolbound._errors import Rejection, SchemaError
-from toolbound.gates.validate import CompiledSchema
+from toolbound.gates.validate import DIALECTS, CompiledSchema
 
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-SUITE = DATA / "json-schema-test-suite"
-TESTS = SUITE / "tests" / "draft2020-12"
+SUITE = Path(os.environ.get("TOOLBOUND_JSON_SCHEMA_SUITE", DATA / "json-schema-test-suite"))
 REMOTES = SUITE / "remotes"
 REMOTE_BASE = "http://localhost:1234/"
 
-if not TESTS.is_dir():
+# The suite's folder of each dialect, by the dialect's short name in DIALECTS.
+FOLDERS = {
+    "draft-04": "draft4",
+    "draft-06": "draft6",
+    "draft-07": "draft7",
+    "2019-09": "draft2019-09",
+    "2020-12": "draft2020-12",
+}
+PRESENT = [d for d in DIALECTS if (SUITE / "tests" / FOLDERS[d]).is_dir()]
+
+if "2020-12" not in PRESENT:
     pytest.skip(
-        f"JSON SCHEMA TEST SUITE NOT FOUND at {TESTS}: R4 conformance is NOT checked",
+        f"JSON SCHEMA TEST SUITE NOT FOUND at {SUITE}: R4 conformance is NOT checked",
         allow_module_level=True,
     )
 
 Group = Literal["required", "optional", "format"]
 GROUPS: dict[Group, Path] = {
-    "required": TESTS,
-    "optional": TESTS / "optional",
-    "format": TESTS / "optional" / "format",
+    "required": Path(),
+    "optional": Path("optional"),
+    "format": Path("optional") / "format",
 }
 
-# (group, file, case description) → why the gate does not do what the suite expects.
-# The gate refuses a "$schema" other than 2020-12 at compile time (R4: one dialect,
+# (dialect, group, file, case description) → why the gate does not do what the suite
+# expects. The gate refuses a "$schema" naming no dialect it knows (R4: the dialect is
 # recorded in the trace), so cases written against a custom meta-schema cannot run.
-_CUSTOM_METASCHEMA = "by design: a custom meta-schema as $schema is refused (R4, 2020-12 only)"
-ALLOWED_GAPS: dict[tuple[Group, str, str], str] = {
+_CUSTOM_METASCHEMA = "by design: a custom meta-schema as $schema is refused (R4)"
+ALLOWED_GAPS: dict[tuple[str, Group, str, str], str] = {
     (
+        "2019-09",
         "required",
         "vocabulary.json",
         "schema that uses custom metaschema with with no validation vocabulary",
     ): _CUSTOM_METASCHEMA,
-    ("required", "vocabulary.json", "ignore unrecognized optional vocabulary"): _CUSTOM_METASCHEMA,
     (
+        "2019-09",
+        "required",
+        "vocabulary.json",
+        "ignore unrecognized optional vocabulary",
+    ): _CUSTOM_METASCHEMA,
+    (
+        "2020-12",
+        "required",
+        "vocabulary.json",
+        "schema that uses custom metaschema with with no validation vocabulary",
+    ): _CUSTOM_METASCHEMA,
+    (
+        "2020-12",
+        "required",
+        "vocabulary.json",
+        "ignore unrecognized optional vocabulary",
+    ): _CUSTOM_METASCHEMA,
+    (
+        "2020-12",
         "optional",
         "format-assertion.json",
         "schema that uses custom metaschema with format-assertion: false",
     ): _CUSTOM_METASCHEMA,
     (
+        "2020-12",
         "optional",
         "format-assertion.json",
         "schema that uses custom metaschema with format-assertion: true",
@@ -72,6 +108,7 @@ ALLOWED_GAPS: dict[tuple[Group, str, str], str] = {
 class Case:
     """One test of the suite: a schema, an instance and the expected verdict."""
 
+    dialect: str
     group: Group
     file: str
     case: str
@@ -82,28 +119,30 @@ class Case:
 
     @property
     def id(self) -> str:
-        """Name the test as the suite does: file, case, test."""
-        return f"{self.group}/{self.file}: {self.case}: {self.test}"
+        """Name the test as the suite does: dialect folder, file, case, test."""
+        return f"{FOLDERS[self.dialect]}/{self.group}/{self.file}: {self.case}: {self.test}"
 
 
 def load_cases() -> list[Case]:
-    """Read every test of the three groups, in file order."""
+    """Read every test of the three groups of each dialect present, in file order."""
     cases = []
-    for group, folder in GROUPS.items():
-        for path in sorted(folder.glob("*.json")):
-            for block in json.loads(path.read_text(encoding="utf-8")):
-                cases.extend(
-                    Case(
-                        group=group,
-                        file=path.name,
-                        case=block["description"],
-                        test=test["description"],
-                        schema=block["schema"],
-                        data=test["data"],
-                        valid=test["valid"],
+    for dialect in PRESENT:
+        for group, folder in GROUPS.items():
+            for path in sorted((SUITE / "tests" / FOLDERS[dialect] / folder).glob("*.json")):
+                for block in json.loads(path.read_text(encoding="utf-8")):
+                    cases.extend(
+                        Case(
+                            dialect=dialect,
+                            group=group,
+                            file=path.name,
+                            case=block["description"],
+                            test=test["description"],
+                            schema=block["schema"],
+                            data=test["data"],
+                            valid=test["valid"],
+                        )
+                        for test in block["tests"]
                     )
-                    for test in block["tests"]
-                )
     return cases
 
 
@@ -119,13 +158,15 @@ def remote(uri: str) -> dict[str, object]:
     return document
 
 
-def embed_remotes(schema: dict[str, object]) -> dict[str, object]:
-    """Embed the remote resources a schema needs under ``$defs``, keyed by their URI.
+def embed_remotes(schema: dict[str, object], dialect: str) -> dict[str, object]:
+    """Embed the remote resources a schema needs, keyed by their URI.
 
     jsonschema-rs finds what is needed (every URI its retriever is asked for, nested
-    ones included); the gate then compiles the self-contained document offline. A
-    remote whose own ``$id`` differs from its address is embedded under that ``$id``
-    with a forwarding ``$ref`` at the address, as a server would resolve it.
+    ones included); the gate then compiles the self-contained document offline. They
+    go under ``$defs`` (``definitions`` before 2019-09), each with its ``$id`` (``id``
+    in draft-04). A remote whose own identifier differs from its address is embedded
+    under that identifier with a forwarding ``$ref`` at the address, as a server would
+    resolve it.
     """
     wanted: list[str] = []
 
@@ -134,28 +175,38 @@ def embed_remotes(schema: dict[str, object]) -> dict[str, object]:
         return remote(uri)
 
     jsonschema_rs.validator_for(schema, retriever=record)
-    existing = schema.get("$defs")
+    holder = "$defs" if dialect in {"2019-09", "2020-12"} else "definitions"
+    ident = "id" if dialect == "draft-04" else "$id"
+    existing = schema.get(holder)
     defs: dict[str, object] = dict(existing) if isinstance(existing, dict) else {}
     for uri in wanted:
         document = remote(uri)
-        own_id = document.get("$id")
+        own_id = document.get(ident)
         if own_id in {None, uri}:
-            defs[uri] = {**document, "$id": uri}
+            defs[uri] = {**document, ident: uri}
         else:
             defs[f"{uri} (served)"] = document
-            defs[uri] = {"$id": uri, "$ref": own_id}
-    return {**schema, "$defs": defs}
+            defs[uri] = {ident: uri, "$ref": own_id}
+    return {**schema, holder: defs}
 
 
-@cache
-def compiled(group: Group, schema_json: str) -> CompiledSchema | SchemaError:
-    """Compile a suite schema once, bundling its remote references first."""
-    schema = json.loads(schema_json)
+def declared(schema: object, dialect: str) -> dict[str, object]:
+    """The suite's schema as a tool server would send it: an object naming its dialect."""
     if isinstance(schema, bool):
         # The gate takes objects only; a boolean schema is the same as this object.
         schema = {} if schema else {"not": {}}
+    assert isinstance(schema, dict)
+    if dialect == "2020-12" or "$schema" in schema:
+        return schema
+    return {"$schema": DIALECTS[dialect], **schema}
+
+
+@cache
+def compiled(dialect: str, group: Group, schema_json: str) -> CompiledSchema | SchemaError:
+    """Compile a suite schema once, bundling its remote references first."""
+    schema = declared(json.loads(schema_json), dialect)
     if REMOTE_BASE in schema_json:
-        schema = embed_remotes(schema)
+        schema = embed_remotes(schema, dialect)
     try:
         return CompiledSchema.compile(schema, assert_format=group == "format", where=group)
     except SchemaError as exc:
@@ -165,7 +216,7 @@ def compiled(group: Group, schema_json: str) -> CompiledSchema | SchemaError:
 @cache
 def outcome(case: Case) -> bool:
     """Whether the gate gives the verdict the suite expects, through both entry points."""
-    gate = compiled(case.group, json.dumps(case.schema, sort_keys=True))
+    gate = compiled(case.dialect, case.group, json.dumps(case.schema, sort_keys=True))
     if isinstance(gate, SchemaError):
         return False
     problem = None
@@ -183,7 +234,7 @@ def params() -> list[object]:
     """Parametrise over every case, marking the allow-listed gaps as strict xfails."""
     out: list[object] = []
     for case in CASES:
-        reason = ALLOWED_GAPS.get((case.group, case.file, case.case))
+        reason = ALLOWED_GAPS.get((case.dialect, case.group, case.file, case.case))
         marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
         out.append(pytest.param(case, id=case.id, marks=marks))
     return out
@@ -195,20 +246,24 @@ def test_suite_case(case: Case) -> None:
     assert outcome(case), f"expected valid={case.valid} for {case.data!r}"
 
 
-def test_pass_rates(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("dialect", list(DIALECTS))
+def test_pass_rates(dialect: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Pass rates per group are printed, and the only failures are the allow-listed gaps."""
+    if dialect not in PRESENT:
+        pytest.skip(f"the suite copy at {SUITE} has no tests/{FOLDERS[dialect]}: not checked")
     failing = set()
     lines = []
     for group in GROUPS:
-        cases = [case for case in CASES if case.group == group]
+        cases = [c for c in CASES if c.dialect == dialect and c.group == group]
         passed = sum(outcome(case) for case in cases)
-        failing |= {(c.group, c.file, c.case) for c in cases if not outcome(c)}
+        failing |= {(dialect, c.group, c.file, c.case) for c in cases if not outcome(c)}
         lines.append(f"{group} {passed}/{len(cases)} ({100 * passed / len(cases):.1f}%)")
-    info = CompiledSchema.compile({}).info
+    gaps = {key for key in ALLOWED_GAPS if key[0] == dialect}
+    info = CompiledSchema.compile({"$schema": DIALECTS[dialect]}).info
     with capsys.disabled():
         print(  # noqa: T201 - the summary is meant for the terminal
-            f"\nJSON Schema Test Suite draft2020-12 via {info.name} {info.version}: "
+            f"\nJSON Schema Test Suite {FOLDERS[dialect]} via {info.name} {info.version}: "
             + ", ".join(lines)
-            + f"; {len(ALLOWED_GAPS)} allow-listed gap(s)"
+            + f"; {len(gaps)} allow-listed gap(s)"
         )
-    assert failing == set(ALLOWED_GAPS)
+    assert failing == gaps

@@ -197,23 +197,124 @@ def test_invalid_regex_is_refused_at_compile():
 @pytest.mark.parametrize(
     "dialect",
     [
-        "http://json-schema.org/draft-07/schema#",
-        "https://json-schema.org/draft/2019-09/schema",
         "https://example.com/my-meta-schema",
+        "http://json-schema.org/draft-03/schema#",
+        "http://json-schema.org/schema#",
+        7,
     ],
 )
-def test_other_dialect_is_refused(dialect):
-    """A $schema other than 2020-12 is refused, naming where and the dialect."""
+def test_unknown_dialect_is_refused(dialect):
+    """A $schema naming no dialect the gate knows is refused, naming where and the dialects."""
     with pytest.raises(
-        SchemaError, match=r"^t@v1 input_schema: \$schema .* not JSON Schema 2020-12"
+        SchemaError,
+        match=r"^t@v1 input_schema: \$schema .* not a JSON Schema dialect toolbound validates "
+        r"\(draft-04, draft-06, draft-07, 2019-09, 2020-12; none means 2020-12\)",
     ):
         CompiledSchema.compile({"$schema": dialect}, where="t@v1 input_schema")
 
 
-@pytest.mark.parametrize("dialect", [DIALECT, DIALECT + "#"])
+@pytest.mark.parametrize(
+    "dialect", [DIALECT, DIALECT + "#", "http://json-schema.org/draft/2020-12/schema"]
+)
 def test_2020_12_dialect_is_accepted(dialect):
     """$schema naming 2020-12 (with or without an empty fragment) is accepted."""
-    assert CompiledSchema.compile({"$schema": dialect, "type": "string"}).is_valid("x")
+    compiled = CompiledSchema.compile({"$schema": dialect, "type": "string"})
+    assert compiled.is_valid("x")
+    assert compiled.info.dialect == DIALECT
+
+
+# Each dialect with one schema whose verdict on [1, "x"] differs from 2020-12's, so the
+# test shows the dialect's own validator ran: before 2020-12, "items" as an array is a
+# tuple and "additionalItems" the rest; 2020-12 refuses an array under "items".
+_TUPLE = {"items": [{"type": "integer"}], "additionalItems": {"type": "integer"}}
+
+
+@pytest.mark.parametrize(
+    ("spelling", "recorded"),
+    [
+        ("http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-04/schema#"),
+        ("http://json-schema.org/draft-04/schema", "http://json-schema.org/draft-04/schema#"),
+        ("http://json-schema.org/draft-06/schema#", "http://json-schema.org/draft-06/schema#"),
+        ("http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-07/schema#"),
+        ("https://json-schema.org/draft-07/schema", "http://json-schema.org/draft-07/schema#"),
+        (
+            "https://json-schema.org/draft/2019-09/schema",
+            "https://json-schema.org/draft/2019-09/schema",
+        ),
+        (
+            "https://json-schema.org/draft/2019-09/schema#",
+            "https://json-schema.org/draft/2019-09/schema",
+        ),
+    ],
+)
+def test_earlier_dialect_is_validated_by_its_own_rules(spelling, recorded):
+    """A schema declaring an earlier dialect is validated by it, and its URI is recorded."""
+    compiled = CompiledSchema.compile({"$schema": spelling, **_TUPLE})
+    assert compiled.info.dialect == recorded
+    assert compiled.is_valid([1, 2])
+    assert not compiled.is_valid([1, "x"])
+    with pytest.raises(Rejection) as caught:
+        compiled.validate(["x"])
+    assert caught.value.problem.pointer == "/0"
+
+
+def test_2020_12_refuses_the_tuple_form_of_items():
+    """The same tuple schema without $schema is read as 2020-12, whose meta-schema refuses it."""
+    with pytest.raises(SchemaError, match="not valid JSON Schema 2020-12 at '/items'"):
+        CompiledSchema.compile(_TUPLE)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (
+            {
+                "$schema": "http://json-schema.org/draft-04/schema#",
+                "maximum": 5,
+                "exclusiveMaximum": 3,
+            },
+            r"not valid JSON Schema draft-04 at '/exclusiveMaximum'",
+        ),
+        (
+            {"$schema": "http://json-schema.org/draft-07/schema#", "type": "strin"},
+            r"not valid JSON Schema draft-07 at '/type'",
+        ),
+    ],
+)
+def test_schema_invalid_in_its_own_dialect_is_refused(schema, message):
+    """A schema is checked against the meta-schema of the dialect it declares."""
+    with pytest.raises(SchemaError, match=message):
+        CompiledSchema.compile(schema)
+
+
+def test_draft_04_exclusive_maximum_is_a_flag():
+    """In draft-04 exclusiveMaximum is a boolean beside maximum, as that dialect defines."""
+    compiled = CompiledSchema.compile(
+        {
+            "$schema": "http://json-schema.org/draft-04/schema#",
+            "maximum": 3,
+            "exclusiveMaximum": True,
+        }
+    )
+    assert compiled.is_valid(2)
+    assert not compiled.is_valid(3)
+
+
+def test_draft_07_definitions_and_integers_pass_through():
+    """A draft-07 schema's $ref into definitions resolves offline; its integers become int."""
+    compiled = CompiledSchema.compile(
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {"n": {"$ref": "#/definitions/count"}, "t": _TUPLE},
+            "definitions": {"count": {"type": "integer", "minimum": 0}},
+        }
+    )
+    assert compiled.validated({"n": 2.0, "t": [1.0, 3.0]}) == {"n": 2, "t": [1, 3]}
+    assert type(compiled.validated({"n": 2.0})["n"]) is int
+    with pytest.raises(Rejection) as caught:
+        compiled.validate({"n": -1})
+    assert caught.value.problem.code == "minimum"
 
 
 @pytest.mark.parametrize(

@@ -840,7 +840,11 @@ def test_bind_tools_sends_toolbounds_own_schemas(world: World):
     model.bind_tools(tool_schemas(world.toolset)).invoke("hi")
     model.bind_tools(as_tools(world.toolset, world.runtime, world.context)).invoke("hi")
 
-    schemas = {spec.name: dict(spec.input_schema) for spec in world.toolset.specs}
+    # The root $schema is the gate's (R4), not a constraint a provider reads: not sent.
+    schemas = {
+        spec.name: {k: v for k, v in spec.input_schema.items() if k != "$schema"}
+        for spec in world.toolset.specs
+    }
     for sent in model.requests:
         assert {t["function"]["name"]: t["function"]["parameters"] for t in sent} == schemas
     strict = {t["function"]["name"]: t["function"]["strict"] for t in model.requests[0]}

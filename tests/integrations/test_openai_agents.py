@@ -361,7 +361,9 @@ def test_the_model_is_shown_the_schema_the_runtime_enforces(world):
     shown = {t.name: t for t in model.tools[0]}
     for name in ("get_order", "refund"):
         spec = world.registry.toolset().lookup(name).spec
-        assert shown[name].params_json_schema == spec.input_schema
+        # The root $schema is the gate's (R4), not a constraint a provider reads: not sent.
+        enforced = {k: v for k, v in spec.input_schema.items() if k != "$schema"}
+        assert shown[name].params_json_schema == enforced
         assert shown[name].strict_json_schema is True
         assert shown[name].description == spec.description
 

@@ -42,6 +42,20 @@ PNG = base64.b64encode(
 WAV = base64.b64encode(b"RIFF$\x00\x00\x00WAVEfmt " + b"\x00" * 24).decode()
 BIG = "A" * 400_000  # 300,000 decoded bytes: over a small max_content_bytes
 NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}}
+FOR_USER = types.Annotations(audience=["user"], priority=0.9)
+FOR_ASSISTANT = types.Annotations(audience=["assistant"], priority=0.2)
+ANNOTATED: dict[str, list[types.ContentBlock]] = {
+    "test_annotated_text": [
+        types.TextContent(type="text", text="For the user.", annotations=FOR_USER)
+    ],
+    "test_annotated_blocks": [
+        types.TextContent(type="text", text="Plain."),
+        types.TextContent(type="text", text="For the user.", annotations=FOR_USER),
+        types.ImageContent(
+            type="image", data=PNG, mime_type="image/png", annotations=FOR_ASSISTANT
+        ),
+    ],
+}
 
 
 def tool(name: str, description: str, schema: dict[str, Any] | None = None) -> types.Tool:
@@ -53,6 +67,8 @@ TOOLS = [
     tool("test_audio_content", "Returns audio."),
     tool("test_embedded_resource", "Returns an embedded resource."),
     tool("test_multiple_content_types", "Returns text, an image and a resource."),
+    tool("test_annotated_text", "Returns one text block with annotations."),
+    tool("test_annotated_blocks", "Returns text blocks and an image, some annotated."),
     tool("test_big_image", "Returns a large image."),
     tool("test_tool_with_progress", "Reports progress three times."),
     tool(
@@ -153,6 +169,9 @@ def content(name: str) -> list[types.ContentBlock]:
     )
     if name == "test_embedded_resource":
         return [embedded]
+    annotated = ANNOTATED.get(name)
+    if annotated is not None:
+        return annotated
     return [types.TextContent(type="text", text="Multiple content types test:"), image, embedded]
 
 

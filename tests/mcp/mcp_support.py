@@ -171,6 +171,9 @@ capability = "fault:read"
 [upstream.tools.fail]
 effect = "read"
 capability = "fault:read"
+[upstream.tools.pair]
+effect = "read"
+capability = "fault:pair"
 [upstream.tools.append]
 effect = "reversible_write"
 capability = "fault:write"

@@ -1,10 +1,10 @@
 """Running toolbound's MCP commands as child processes for the official Node.js tools.
 
-The Node packages (the TypeScript SDK, the conformance suite, server-everything) are
-pinned in ``node/package.json`` and installed by ``npm ci`` in that folder (``make
-test`` does it, through ``make node``). Without them a test is skipped with the command
-to run — except under CI (``CI=true``), where a missing install is a failure, not a
-reason to skip.
+The Node packages (the TypeScript SDK, zod, the conformance suite, and the reference
+servers everything, filesystem, memory and sequential-thinking) are pinned in
+``node/package.json`` and installed by ``npm ci`` in that folder (``make test`` does it,
+through ``make node``). Without them a test is skipped with the command to run — except
+under CI (``CI=true``), where a missing install is a failure, not a reason to skip.
 """
 
 from __future__ import annotations

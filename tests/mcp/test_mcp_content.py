@@ -28,6 +28,8 @@ READS = (
     "test_audio_content",
     "test_embedded_resource",
     "test_multiple_content_types",
+    "test_annotated_text",
+    "test_annotated_blocks",
     "test_big_image",
     "test_tool_with_progress",
     "test_slow",
@@ -129,3 +131,31 @@ def test_a_block_over_the_upstream_limit_is_replaced_by_a_note_and_the_cut_recor
     sent = [e for e in events if e.kind == "tool_message"][-1]
     cuts = sent.data["cuts"]
     assert any(c.pointer == "/0" and c.reason == "truncated" for c in cuts)  # type: ignore[attr-defined]
+
+
+def test_annotations_on_a_single_text_block_reach_the_client(tmp_path: Path) -> None:
+    """The envelope's text block carries the upstream block's audience and priority."""
+    result, _ = call(tmp_path, "test_annotated_text")
+    [block] = result.content
+    assert isinstance(block, types.TextContent)
+    assert block.annotations is not None
+    assert (block.annotations.audience, block.annotations.priority) == (["user"], 0.9)
+    envelope = json.loads(block.text)
+    assert envelope["trust"] == "untrusted_tool_data"
+    assert envelope["data"][0]["text"] == "For the user."
+
+
+def test_annotations_are_kept_on_every_block_the_first_text_block_included(
+    tmp_path: Path,
+) -> None:
+    """Text folded into the envelope keeps the first annotations; the image keeps its own."""
+    result, _ = call(tmp_path, "test_annotated_blocks")
+    envelope, image = result.content
+    assert isinstance(envelope, types.TextContent)
+    assert isinstance(image, types.ImageContent)
+    assert envelope.annotations is not None
+    assert envelope.annotations.audience == ["user"]
+    assert image.annotations is not None
+    assert (image.annotations.audience, image.annotations.priority) == (["assistant"], 0.2)
+    data = json.loads(envelope.text)["data"]
+    assert data[1]["annotations"] == {"audience": ["user"], "priority": 0.9}

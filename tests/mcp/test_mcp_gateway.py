@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from typing import TYPE_CHECKING
 
 import jsonschema
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_support import (
+    FAULT_SERVER,
     LEO,
     MIRA,
+    QUIET,
     envelope,
     fault_upstream,
     gateway,
@@ -27,8 +31,14 @@ from mcp_support import (
     write_config,
 )
 
+from toolbound._state import State
+from toolbound.mcp import Gateway
+from toolbound.mcp.upstream import definition_of, digest_or_none
+
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from toolbound.trace import TraceEvent
 
 
 def calls(state: Path) -> list[dict[str, object]]:
@@ -173,6 +183,73 @@ def test_a_schema_that_does_not_compile_fails_closed(tmp_path: Path, state: Path
     assert refused == "Unknown tool: fault.broken_type"
 
 
+class Recorder:
+    """A trace sink keeping every event."""
+
+    def __init__(self) -> None:
+        self.events: list[TraceEvent] = []
+
+    def emit(self, invocation_id: str, event: TraceEvent) -> None:
+        del invocation_id
+        self.events.append(event)
+
+
+def test_a_draft_07_schema_is_validated_as_draft_07_and_recorded(
+    tmp_path: Path, state: Path
+) -> None:
+    """A tool declaring draft-07 is served, checked by draft-07's rules, recorded as draft-07."""
+    config = write_config(tmp_path, fault_upstream(state) + grant("mira", "fault:pair"))
+    sink = Recorder()
+
+    async def scenario() -> tuple[object, str, dict[str, str]]:
+        gw = Gateway(config, sinks=[sink], errlog=QUIET)
+        async with gw.running(), Client(gw.server.lowlevel(MIRA)) as client:
+            done = await client.call_tool("fault.pair", {"pair": [7, "seven"]})
+            refused = await client.call_tool("fault.pair", {"pair": [7, "seven", "more"]})
+            statuses = {s.name: s.state for s in gw.status()}
+            return done, envelope(refused)["error"]["code"], statuses
+
+    done, code, statuses = run(scenario())
+    assert statuses["fault.pair"] == "served"
+    assert json.loads(json.loads(done.content[0].text)["data"]) == [7, "seven"]  # type: ignore[attr-defined]
+    # additionalItems: false, a keyword of draft-07 that 2020-12 does not have.
+    assert code == "additional_items"
+    assert [c["tool"] for c in calls(state)] == ["pair"]
+    validated = [
+        e.data["validator"]
+        for e in sink.events
+        if e.kind == "transition" and e.state == State.VALIDATED
+    ]
+    assert [v.dialect for v in validated] == ["http://json-schema.org/draft-07/schema#"]
+
+
+def test_the_dialect_is_in_what_the_call_digest_covers() -> None:
+    """Two definitions apart only in $schema have two versions, so two call digests (R5)."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    versions = {
+        digest_or_none(definition_of(types.Tool(name="t", input_schema=shown)))
+        for shown in (schema, {"$schema": "http://json-schema.org/draft-07/schema#", **schema})
+    }
+    assert len(versions) == 2
+    assert None not in versions
+
+
+def test_an_unknown_dialect_is_broken_and_the_status_names_the_dialects(
+    tmp_path: Path, state: Path
+) -> None:
+    """A $schema naming no dialect toolbound validates fails closed, saying which it takes."""
+    config = write_config(tmp_path, fault_upstream(state) + grant("mira", "fault:draft03"))
+
+    async def scenario() -> dict[str, tuple[str, str]]:
+        async with gateway(config).running() as gw:
+            return {s.name: (s.state, s.reason) for s in gw.status()}
+
+    state_of, reason = run(scenario())["fault.draft03"]
+    assert state_of == "broken"
+    assert "draft-03" in reason
+    assert "draft-04, draft-06, draft-07, 2019-09, 2020-12" in reason
+
+
 def test_an_error_result_is_not_output_validated_and_its_text_arrives_whole(
     tmp_path: Path, state: Path
 ) -> None:
@@ -247,3 +324,52 @@ def test_a_slow_read_is_re_read_within_its_budget_then_fails(tmp_path: Path, sta
     assert result.is_error is True
     assert envelope(result)["error"]["code"] == "no_response"  # type: ignore[index]
     assert [c["tool"] for c in calls(state)] == ["echo", "echo"]
+
+
+def crashing_upstream(state: Path, effect: str) -> str:
+    """The fault server behind a shell whose background child keeps its stdout open."""
+    command = f"sleep 60 & exec {sys.executable} {FAULT_SERVER} --state {state}"
+    return f"""
+[[upstream]]
+name = "fault"
+command = ["/bin/sh", "-c", "{command}"]
+timeout = 20
+[upstream.tools.crash]
+effect = "{effect}"
+capability = "fault:crash"
+"""
+
+
+def crash(tmp_path: Path, state: Path, effect: str) -> tuple[float, dict[str, object]]:
+    config = write_config(tmp_path, crashing_upstream(state, effect) + grant("mira", "fault:crash"))
+
+    async def scenario() -> tuple[float, dict[str, object]]:
+        async with gateway(config).running() as gw, Client(gw.server.lowlevel(MIRA)) as client:
+            started = time.monotonic()
+            result = await client.call_tool("fault.crash", {})
+            return time.monotonic() - started, envelope(result)
+
+    return run(scenario())
+
+
+def test_an_upstream_that_exits_mid_read_is_unavailable_at_once_with_status_and_stderr(
+    tmp_path: Path, state: Path
+) -> None:
+    """Its exit is seen as it happens (its stdout still held open), not at the deadline."""
+    took, answer = crash(tmp_path, state, "read")
+    error = answer["error"]
+    assert isinstance(error, dict)
+    assert error["code"] == "upstream_unavailable"
+    assert "exited with status 3" in error["message"]
+    assert "fault: out of memory, giving up" in error["message"]
+    assert took < 10  # the deadline is 20 s; the read is tried twice
+
+
+def test_an_upstream_that_exits_mid_write_leaves_the_outcome_unknown_saying_why(
+    tmp_path: Path, state: Path
+) -> None:
+    """A write may have taken effect before the exit: outcome unknown, with the exit's reason."""
+    took, answer = crash(tmp_path, state, "irreversible_write")
+    assert answer["commit_status"] == "unknown"
+    assert "exited with status 3" in json.dumps(answer)
+    assert took < 10

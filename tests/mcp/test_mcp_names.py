@@ -10,11 +10,14 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from click.testing import CliRunner
 from mcp import Client
 from mcp_support import MIRA, gateway, grant, run, write_config
+from node_support import free_port
 
 from toolbound import ConfigurationError
 from toolbound.config import ConfigError
+from toolbound.mcp.cli import mcp_gateway
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -65,8 +68,22 @@ def test_two_upstreams_serving_one_name_are_refused_at_start(tmp_path: Path) -> 
     assert caught.value.code == "tool_name_collision"
     message = str(caught.value)
     assert "'get_current_time'" in message
-    assert "upstream clock" in message
-    assert "upstream time" in message
+    assert "upstreams time and clock both serve" in message
+    assert 'prefix = "clock"' in message
+
+
+def test_a_collision_ends_the_command_in_one_line_without_a_traceback(tmp_path: Path) -> None:
+    """mcp-gateway tools: one error line naming both upstreams and the prefix fix, exit 1."""
+    write_config(
+        tmp_path,
+        time_server("time", "") + time_server("clock", "") + grant("mira", "time:read"),
+    )
+    ran = CliRunner().invoke(mcp_gateway, ["--config", str(tmp_path / "gateway.toml"), "tools"])
+    assert ran.exit_code == 1
+    assert "Traceback" not in ran.output
+    [line] = ran.output.strip().splitlines()
+    assert line.startswith("Error: tool names collide: upstreams time and clock both serve")
+    assert "prefix" in line
 
 
 def test_a_prefixed_upstream_beside_a_kept_one_serves_both(tmp_path: Path) -> None:
@@ -87,3 +104,30 @@ def test_empty_prefixes_are_not_duplicates_but_equal_prefixes_are(tmp_path: Path
     write_config(tmp_path, time_server("time", "") + time_server("clock", ""))
     with pytest.raises(ConfigError, match=r"upstream\[1\]\.prefix"):
         write_config(tmp_path, time_server("time", "t") + time_server("clock", "t"))
+
+
+def test_the_gateway_creates_its_sqlite_store_s_folder(tmp_path: Path) -> None:
+    """A [store] in a folder that does not exist yet is created, as serve does."""
+    write_config(tmp_path, time_server("time", "t") + grant("mira", "time:read"))
+    config = tmp_path / "gateway.toml"
+    store = tmp_path / "state" / "nested" / "ledger.db"
+    config.write_text(
+        config.read_text().replace('url = "sqlite:///ledger.db"', f'url = "sqlite:///{store}"')
+    )
+    ran = CliRunner().invoke(mcp_gateway, ["--config", str(config), "tools"])
+    assert ran.exit_code == 0, ran.output
+    assert "Traceback" not in ran.output
+    assert store.exists()
+
+
+def test_over_http_a_collision_also_ends_the_command_in_one_line(tmp_path: Path) -> None:
+    """mcp-gateway --http: the server does not start, and says why in one line, exit 1."""
+    write_config(
+        tmp_path,
+        time_server("time", "") + time_server("clock", "") + grant("mira", "time:read"),
+    )
+    argv = ["--config", str(tmp_path / "gateway.toml"), "--http", "--port", str(free_port())]
+    ran = CliRunner().invoke(mcp_gateway, argv)
+    assert ran.exit_code == 1, ran.output
+    assert "Traceback" not in ran.output
+    assert ran.output.strip().splitlines()[-1].startswith("Error: tool names collide")

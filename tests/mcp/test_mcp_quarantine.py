@@ -8,8 +8,10 @@ neither listed nor callable — until a person approves the new version, through
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import sys
 from typing import TYPE_CHECKING
 
 import anyio
@@ -17,12 +19,24 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_support import MIRA, fault_upstream, gateway, grant, run, write_config
+from mcp_support import (
+    FAULT_SERVER,
+    MIRA,
+    QUIET,
+    envelope,
+    fault_upstream,
+    gateway,
+    grant,
+    run,
+    write_config,
+)
 
 from toolbound.approvals import ApprovalStore
+from toolbound.execution.tool import NotCommitted
 from toolbound.mcp import ToolVersionMismatch
 from toolbound.mcp.cli import mcp_gateway
-from toolbound.mcp.upstream import definition_digest
+from toolbound.mcp.config import UpstreamConfig
+from toolbound.mcp.upstream import Upstream, UpstreamTool, definition_digest
 from toolbound.tool_review import definition_diff
 
 if TYPE_CHECKING:
@@ -358,3 +372,111 @@ def test_a_call_rereads_the_upstream_only_once_its_tools_are_stale(
     assert fresh_error is False  # served as listed: the change is not read yet
     assert refused == "Unknown tool: fault.append"  # read before this call: quarantined
     assert (state / "log.txt").read_text() == "x\n"
+
+
+def test_after_list_changed_no_call_goes_out_before_the_tools_are_compared(
+    tmp_path: Path, state: Path
+) -> None:
+    """append, changed and announced, is quarantined before its first call: nothing is sent."""
+    config = write_config(
+        tmp_path,
+        fault_upstream(state, refresh_seconds=300)
+        + '[upstream.tools.rewrite]\neffect = "read"\ncapability = "fault:rewrite"\n'
+        + grant("mira", "fault:rewrite")
+        + grant("mira", "fault:write", "modify"),
+    )
+
+    async def scenario() -> tuple[object, str]:
+        async with gateway(config).running() as gw, Client(gw.server.lowlevel(MIRA)) as client:
+            # Listing again takes a while: without the gate, the call would go out first.
+            (state / "slow-list").write_text("0.6")
+            await client.call_tool("fault.rewrite", {"description": "Append, and email it."})
+            await anyio.sleep(0.3)  # the announcement has come; the new listing has not
+            try:
+                answer: object = await client.call_tool("fault.append", {"line": "x"})
+            except MCPError as refused:
+                answer = str(refused)
+            statuses = {s.name: s.state for s in gw.status()}
+            return answer, statuses["fault.append"]
+
+    answer, append_state = run(scenario())
+    assert append_state == "quarantined"
+    assert received(state) == ["rewrite"]
+    if not isinstance(answer, str):  # admitted before the listing came back: refused there
+        assert envelope(answer)["error"]["code"] == "tool_quarantined"
+
+
+def test_an_upstream_whose_tools_changed_sends_no_call_until_they_are_compared(
+    state: Path,
+) -> None:
+    """The gate: closed by the announcement, the call waits; once compared, checked, then sent."""
+    upstream = Upstream(
+        UpstreamConfig(name="fault", prefix="fault", command=FAULT_COMMAND(state)), errlog=QUIET
+    )
+    checked: list[str] = []
+
+    async def scenario() -> tuple[list[str], list[str], str]:
+        await upstream.start()
+        try:
+            upstream.passage.tools_changed()  # what a tools/list_changed does, at once
+            call = asyncio.create_task(
+                upstream.call(
+                    "echo",
+                    {"text": "hi"},
+                    meta=None,
+                    timeout=10,
+                    write=False,
+                    check=lambda: checked.append("checked"),
+                )
+            )
+            await asyncio.sleep(0.5)
+            held = received(state)
+            upstream.compared()
+            answer = await call
+            return held, received(state), answer["content"][0]["text"]
+        finally:
+            await upstream.stop()
+
+    held, after, text = run(scenario())
+    assert held == []
+    assert after == ["echo"]
+    assert checked == ["checked"]
+    assert text == "hi"
+
+
+def test_a_call_whose_tool_changed_meanwhile_is_refused_unsent(state: Path) -> None:
+    """The check after the comparison refuses it: tool_quarantined, and the upstream saw nothing."""
+    upstream = Upstream(
+        UpstreamConfig(name="fault", prefix="fault", command=FAULT_COMMAND(state)), errlog=QUIET
+    )
+    tool = UpstreamTool(upstream, "append", write=True, served=lambda: False)
+
+    async def scenario() -> str:
+        await upstream.start()
+        try:
+            with pytest.raises(NotCommitted) as refused:
+                await upstream.call(
+                    "append",
+                    {"line": "x"},
+                    meta=None,
+                    timeout=10,
+                    write=True,
+                    check=tool.refuse_if_changed,
+                )
+            return refused.value.code
+        finally:
+            await upstream.stop()
+
+    assert run(scenario()) == "tool_quarantined"
+    assert received(state) == []
+
+
+def received(state: Path) -> list[str]:
+    """The tools the fault server was called with, in order."""
+    path = state / "calls.txt"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [json.loads(line)["tool"] for line in lines]
+
+
+def FAULT_COMMAND(state: Path) -> tuple[str, ...]:  # noqa: N802 - reads as the constant it makes
+    return (sys.executable, str(FAULT_SERVER), "--state", str(state))

@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -220,6 +221,19 @@ def legacy(server: GuardedServer, subject: Subject, **kwargs: Any) -> Client:
     return Client(server.lowlevel(subject), mode="legacy", **kwargs)
 
 
+def test_server_info_names_toolbound_s_version(server: GuardedServer) -> None:
+    """serverInfo.version is the installed package's version, on either era of connection."""
+
+    async def scenario() -> tuple[str | None, str | None]:
+        async with Client(server.lowlevel(MIRA)) as modern, legacy(server, MIRA) as old:
+            versions = [
+                None if c.server_info is None else c.server_info.version for c in (modern, old)
+            ]
+            return versions[0], versions[1]
+
+    assert run(scenario()) == (version("toolbound"), version("toolbound"))
+
+
 # -- resources ---------------------------------------------------------------------------------
 
 
@@ -285,42 +299,28 @@ def test_a_grant_scope_applies_to_a_read_as_to_any_call(server: GuardedServer) -
 
 
 def test_hidden_and_absent_resources_are_refused_alike(server: GuardedServer) -> None:
-    """Nobody reading the read-me and mira reading a URI no one declared: -32602, same words."""
+    """Nobody reading the read-me and mira reading a URI no one declared: -32602, same words.
 
-    async def refuse(subject: Subject, uri: str) -> tuple[int, str]:
+    The code and ``data.uri`` are the specification's since its 2025-11-25 revision.
+    """
+
+    async def refuse(subject: Subject, uri: str) -> tuple[int, str, object]:
         async with Client(server.lowlevel(subject)) as client:
             with pytest.raises(MCPError) as refused:
                 await client.read_resource(uri)
-            return refused.value.error.code, refused.value.error.message
+            error = refused.value.error
+            return error.code, error.message, error.data
 
-    assert run(refuse(NOBODY, "docs://readme")) == (-32602, "Resource not found: docs://readme")
-    assert run(refuse(MIRA, "docs://nowhere")) == (-32602, "Resource not found: docs://nowhere")
-
-
-def test_a_missing_resource_names_its_uri_in_the_error_data(server: GuardedServer) -> None:
-    """SEP-2164: -32602 Invalid Params, with the URI asked for in ``data.uri``."""
-
-    async def refuse() -> object:
-        async with Client(server.lowlevel(MIRA)) as client:
-            with pytest.raises(MCPError) as refused:
-                await client.read_resource("docs://nowhere")
-            return refused.value.error.data
-
-    assert run(refuse()) == {"uri": "docs://nowhere"}
-
-
-def test_the_server_says_which_toolbound_it_is(server: GuardedServer) -> None:
-    """serverInfo.version is toolbound's installed version unless the program names one."""
-
-    async def info() -> tuple[str, str]:
-        async with Client(server.lowlevel(MIRA)) as client:
-            implementation = client.server_info
-            assert implementation is not None
-            return implementation.name, implementation.version
-
-    name, version = run(info())
-    assert version == importlib.metadata.version("toolbound")
-    assert name == server.name
+    assert run(refuse(NOBODY, "docs://readme")) == (
+        -32602,
+        "Resource not found: docs://readme",
+        {"uri": "docs://readme"},
+    )
+    assert run(refuse(MIRA, "docs://nowhere")) == (
+        -32602,
+        "Resource not found: docs://nowhere",
+        {"uri": "docs://nowhere"},
+    )
 
 
 def test_an_item_over_the_limit_is_replaced_by_a_note_and_the_cut_recorded(

@@ -273,7 +273,7 @@ def strict_compatible(schema: Mapping[str, object]) -> list[str]:
     if "anyOf" in schema:
         reasons.append("/: the root must not be anyOf")
     count = [0]
-    _strict_walk(schema, "", 0, reasons, count)
+    _strict_walk(_undeclared(schema), "", 0, reasons, count)
     if count[0] > MAX_STRICT_PROPERTIES:
         reasons.append(f"/: {count[0]} properties, more than {MAX_STRICT_PROPERTIES}")
     return reasons
@@ -449,8 +449,19 @@ def _schema(value: object) -> object:
     return value
 
 
+def _undeclared(schema: Mapping[str, object]) -> Mapping[str, object]:
+    """``schema`` without its root ``$schema``.
+
+    The dialect is the validation gate's to apply (R4); a provider reads its own
+    subset of JSON Schema, where ``$schema`` is no constraint, and is not sent it.
+    """
+    return (
+        schema if "$schema" not in schema else {k: v for k, v in schema.items() if k != "$schema"}
+    )
+
+
 def _parameters(spec: ToolSpec) -> dict[str, object]:
-    out = _schema(spec.input_schema)
+    out = _schema(_undeclared(spec.input_schema))
     assert isinstance(out, dict)  # noqa: S101 - a Mapping always copies to a dict
     return out
 

@@ -1,6 +1,9 @@
-"""The validation gate: JSON Schema 2020-12 through jsonschema-rs (R4).
+"""The validation gate: JSON Schema through jsonschema-rs, in the schema's own dialect (R4).
 
-A schema is checked and compiled once, when its tool is registered
+A schema is validated in the dialect its ``$schema`` names — draft-04, draft-06,
+draft-07, 2019-09 or 2020-12 — and in 2020-12 when it names none (R4; MCP's SEP-1613
+makes 2020-12 the default and lets a tool's schema declare another dialect). Any other
+``$schema`` is refused. A schema is checked and compiled once, when its tool is registered
 (:meth:`CompiledSchema.compile`); every proposal is then checked against the compiled
 form (:meth:`CompiledSchema.validate`). Why jsonschema-rs and not ``jsonschema``: it
 passes every required and ``format`` test of the official suite and follows ECMA-262
@@ -40,13 +43,76 @@ from toolbound.problems import make_problem
 if TYPE_CHECKING:
     from toolbound._model import JSONObject, JSONValue
 
-__all__ = ["DIALECT", "CompiledSchema", "ValidatorInfo"]
+__all__ = ["DIALECT", "DIALECTS", "CompiledSchema", "ValidatorInfo"]
 
 DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
-"""The one dialect toolbound validates (R4). A schema without ``$schema`` is read as it."""
+"""The default dialect (R4): a schema without ``$schema`` is read as 2020-12."""
 
-# An empty fragment names the same resource, and many schemas in the wild carry it.
-_ACCEPTED_DIALECTS: Final = frozenset({DIALECT, DIALECT + "#"})
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Dialect:
+    """One JSON Schema dialect the gate validates, with the validator for it."""
+
+    name: str
+    """Its short name in messages: ``draft-07``, ``2020-12``, …"""
+    uri: str
+    """Its meta-schema's URI as published, recorded in the trace."""
+    validator: type[jsonschema_rs.Validator]
+
+
+_KNOWN: Final = (
+    _Dialect(
+        name="draft-04",
+        uri="http://json-schema.org/draft-04/schema#",
+        validator=jsonschema_rs.Draft4Validator,
+    ),
+    _Dialect(
+        name="draft-06",
+        uri="http://json-schema.org/draft-06/schema#",
+        validator=jsonschema_rs.Draft6Validator,
+    ),
+    _Dialect(
+        name="draft-07",
+        uri="http://json-schema.org/draft-07/schema#",
+        validator=jsonschema_rs.Draft7Validator,
+    ),
+    _Dialect(
+        name="2019-09",
+        uri="https://json-schema.org/draft/2019-09/schema",
+        validator=jsonschema_rs.Draft201909Validator,
+    ),
+    _Dialect(name="2020-12", uri=DIALECT, validator=jsonschema_rs.Draft202012Validator),
+)
+
+DIALECTS: Final[Mapping[str, str]] = {d.name: d.uri for d in _KNOWN}
+"""Every dialect the gate validates: short name → the meta-schema URI recorded (R4)."""
+
+
+def _spellings(uri: str) -> Iterator[str]:
+    """The ways schemas in the wild write one meta-schema URI.
+
+    With or without the empty fragment, over http or https: each names the same
+    meta-schema, and jsonschema-rs reads each as that dialect.
+    """
+    bare = uri.removesuffix("#").split("://", 1)[1]
+    for scheme in ("http", "https"):
+        yield f"{scheme}://{bare}"
+        yield f"{scheme}://{bare}#"
+
+
+_BY_URI: Final[Mapping[str, _Dialect]] = {
+    spelling: d for d in _KNOWN for spelling in _spellings(d.uri)
+}
+_DEFAULT: Final = _KNOWN[-1]
+
+
+def _dialect(schema: Mapping[str, object]) -> _Dialect | None:
+    """The dialect ``schema`` declares (2020-12 when none), or None for an unknown one."""
+    if "$schema" not in schema:
+        return _DEFAULT
+    declared = schema["$schema"]
+    return _BY_URI.get(declared) if isinstance(declared, str) else None
+
 
 _VALIDATOR_NAME: Final = "jsonschema-rs"
 _VALIDATOR_VERSION: Final = version(_VALIDATOR_NAME)
@@ -55,6 +121,7 @@ _VALIDATOR_VERSION: Final = version(_VALIDATOR_NAME)
 # that every code can be read here and in the catalogue (toolbound.problems). A kind not
 # listed here becomes ``schema_violation`` so that codes never change with the library.
 _CODES: Final[Mapping[str, str]] = {
+    "additionalItems": "additional_items",
     "additionalProperties": "additional_properties",
     "const": "const",
     "contains": "contains",
@@ -115,7 +182,7 @@ class ValidatorInfo:
 
 
 class CompiledSchema:
-    """A JSON Schema 2020-12 checked against the meta-schema and compiled once (R4).
+    """A JSON Schema checked against its dialect's meta-schema and compiled once (R4).
 
     Build one with :meth:`compile` when the tool is registered, and reuse it for every
     call.
@@ -156,8 +223,9 @@ class CompiledSchema:
     ) -> CompiledSchema:
         """Check ``schema`` and compile it, or raise :class:`SchemaError`.
 
-        The schema must be a JSON object in the 2020-12 dialect (no ``$schema``, or
-        :data:`DIALECT`), valid against the 2020-12 meta-schema, and self-contained:
+        The schema must be a JSON object in a dialect of :data:`DIALECTS` (no
+        ``$schema`` means 2020-12), valid against that dialect's meta-schema, and
+        self-contained:
         nothing is ever retrieved, so a ``$ref`` to a resource the document does not
         embed is refused. ``where`` names the schema in error messages (for example
         ``"orders.get@v1 input_schema"``), and every message names the schema location
@@ -165,22 +233,23 @@ class CompiledSchema:
         an annotation.
         """
         snapshot = _snapshot(schema, where)
-        dialect = snapshot.get("$schema", DIALECT)
-        if dialect not in _ACCEPTED_DIALECTS:
+        dialect = _dialect(snapshot)
+        if dialect is None:
             msg = (
-                f"{where}: $schema {_quote(dialect)} is not JSON Schema 2020-12; "
-                f"toolbound validates {DIALECT} only (R4)"
+                f"{where}: $schema {_quote(snapshot['$schema'])} is not a JSON Schema "
+                f"dialect toolbound validates ({', '.join(DIALECTS)}; none means 2020-12) (R4)"
             )
             raise SchemaError(msg)
-        # R4: checked against the meta-schema at registration, before anything else.
+        # R4: checked against its dialect's meta-schema at registration, before anything
+        # else (jsonschema-rs picks the meta-schema by the same $schema).
         try:
             jsonschema_rs.meta.validate(snapshot)
         except ValidationError as exc:
             at = _location(exc.instance_path)
-            msg = f"{where} is not valid JSON Schema 2020-12 at {at}: {_meta_detail(exc)}"
+            msg = f"{where} is not valid JSON Schema {dialect.name} at {at}: {_meta_detail(exc)}"
             raise SchemaError(msg) from exc
         try:
-            validator = jsonschema_rs.Draft202012Validator(
+            validator = dialect.validator(
                 snapshot,
                 validate_formats=assert_format,
                 # R4: no retrieval at all; a tool's contract never depends on a fetch.
@@ -192,7 +261,7 @@ class CompiledSchema:
             msg = f"{where} cannot be compiled: {exc}"
             raise SchemaError(msg) from exc
         info = ValidatorInfo(
-            dialect=DIALECT,
+            dialect=dialect.uri,
             name=_VALIDATOR_NAME,
             version=_VALIDATOR_VERSION,
             format_assertion=assert_format,
@@ -528,13 +597,15 @@ class _Ints:
 
 _Schema: TypeAlias = dict[str, object]
 
-# Keywords holding subschemas (2020-12), for indexing $id and anchors.
+# Keywords holding subschemas (2020-12, and those of the earlier dialects), for
+# indexing $id and anchors.
 _SCHEMA_MAPS: Final = frozenset(
     {"$defs", "definitions", "properties", "patternProperties", "dependentSchemas"}
 )
 _SCHEMA_LISTS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
 _SCHEMA_VALUES: Final = frozenset(
     {
+        "additionalItems",
         "additionalProperties",
         "contains",
         "contentSchema",
@@ -662,7 +733,7 @@ class _Planner:
         node.others = self._child(_others(s) for s in schemas)
         width = max((len(_prefix(s)) for s in schemas), default=0)
         node.prefix = [self._child(_element(s, i) for s in schemas) for i in range(width)]
-        node.items = self._child(s.get("items") for s in schemas)
+        node.items = self._child(_rest(s) for s in schemas)
         return node
 
     def _child(self, schemas: Iterable[object]) -> _Ints | None:
@@ -696,7 +767,8 @@ def _subschemas(schema: _Schema) -> Iterator[object]:
         elif keyword in _SCHEMA_LISTS and isinstance(value, list):
             yield from value
         elif keyword in _SCHEMA_VALUES:
-            yield value
+            # "items" holds a list of schemas before 2020-12.
+            yield from value if isinstance(value, list) else (value,)
 
 
 def _properties(schema: _Schema) -> Mapping[str, object]:
@@ -718,13 +790,21 @@ def _others(schema: _Schema) -> object:
 
 
 def _prefix(schema: _Schema) -> list[object]:
-    found = schema.get("prefixItems")
+    # Before 2020-12 an array of schemas under "items" was the prefix (never valid in
+    # 2020-12, whose meta-schema refuses it), and "additionalItems" the rest.
+    found = schema.get("prefixItems", schema.get("items"))
     return found if isinstance(found, list) else []
+
+
+def _rest(schema: _Schema) -> object:
+    """The subschema for the elements past the prefix."""
+    items = schema.get("items")
+    return schema.get("additionalItems") if isinstance(items, list) else items
 
 
 def _element(schema: _Schema, index: int) -> object:
     prefix = _prefix(schema)
-    return prefix[index] if index < len(prefix) else schema.get("items")
+    return prefix[index] if index < len(prefix) else _rest(schema)
 
 
 def _prune(root: _Ints, nodes: list[_Ints]) -> _Ints | None:

@@ -28,17 +28,20 @@ command runs, and its absence is reported with the install hint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
 from toolbound.logs import LEVELS
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Coroutine
+
     from toolbound._model import Subject
     from toolbound.logs import Level
     from toolbound.mcp.config import GatewayConfig
@@ -53,6 +56,7 @@ _HINT = "the MCP commands need the 'mcp' extra: pip install 'toolbound[mcp]'"
 _TOKEN_ENV = "TOOLBOUND_TOKEN"  # noqa: S105 - the name of a variable, not a token
 _REFUSED = 1  # the gateway refused (or could not be asked)
 _DID_NOT_RUN = 3  # approved, but the call did not succeed
+_T = TypeVar("_T")
 
 
 def _config(path: str) -> GatewayConfig:
@@ -68,6 +72,25 @@ def _config(path: str) -> GatewayConfig:
         raise click.ClickException(str(exc)) from None
 
 
+def _log_as(config: GatewayConfig, level: str | None) -> str:
+    """Log as the file's ``[logging]`` says, at ``--log-level`` if given; that level."""
+    from toolbound.logs import configure  # noqa: PLC0415
+
+    chosen = cast("Level", level or config.service.logging.level)
+    configure(chosen, config.service.logging.format)
+    return chosen
+
+
+def _run(work: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``work``; a refusal of toolbound's (a name collision, say) ends it in one line."""
+    from toolbound._errors import ToolboundError  # noqa: PLC0415
+
+    try:
+        return asyncio.run(work)
+    except ToolboundError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def _serve_http(
     endpoint: HttpEndpoint,
     *lifespans: Any,  # noqa: ANN401
@@ -78,18 +101,34 @@ def _serve_http(
 ) -> None:
     import uvicorn  # noqa: PLC0415 - only for serving HTTP
 
-    app = endpoint.starlette(path, also=lifespans)
+    from toolbound._errors import ToolboundError  # noqa: PLC0415
+
+    refused: list[ToolboundError] = []
+
+    def guarded(enter: Any) -> Any:  # noqa: ANN401 - a lifespan factory
+        """``enter``, whose refusal at start stops the server and is told in one line."""
+
+        @contextlib.asynccontextmanager
+        async def lifespan() -> AsyncIterator[None]:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    await stack.enter_async_context(enter())
+                except ToolboundError as exc:
+                    refused.append(exc)
+                    server.should_exit = True
+                yield
+
+        return lifespan
+
+    app = endpoint.starlette(path, also=[guarded(enter) for enter in lifespans])
     # uvicorn's access lines carry query strings, where a client may put a secret.
-    uvicorn.run(app, host=host, port=port, log_config=None, log_level=log_level, access_log=False)
-
-
-def _log_as(config: GatewayConfig, level: str | None) -> str:
-    """Log as the file's ``[logging]`` says, at ``--log-level`` if given; that level."""
-    from toolbound.logs import configure  # noqa: PLC0415
-
-    chosen = cast("Level", level or config.service.logging.level)
-    configure(chosen, config.service.logging.format)
-    return chosen
+    config = uvicorn.Config(
+        app, host=host, port=port, log_config=None, log_level=log_level, access_log=False
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    if refused:
+        raise click.ClickException(str(refused[0]))
 
 
 _TRANSPORT = [
@@ -147,7 +186,7 @@ def mcp_gateway(
     local = _local_subject(config, local_as, http=http, host=chosen)
     gateway = Gateway(config)
     if not http:
-        asyncio.run(gateway.run_stdio())
+        _run(gateway.run_stdio())
         return
     endpoint = gateway.http(allowed_hosts=_hosts(chosen), local=local)
     _serve_http(
@@ -196,7 +235,7 @@ def tools_command(config: GatewayConfig, *, as_json: bool) -> None:
             click.echo(line)
         return code
 
-    sys.exit(asyncio.run(show()))
+    sys.exit(_run(show()))
 
 
 def _status_fields(status: ToolStatus) -> dict[str, object]:
@@ -312,7 +351,7 @@ def review_command(
             console.print(f"{left} tool(s) waiting for a person's approval")
             return 2 if gateway.unreachable else int(left > 0)
 
-    sys.exit(asyncio.run(show()))
+    sys.exit(_run(show()))
 
 
 def _review_fields(item: Review) -> dict[str, object]:

@@ -5,7 +5,8 @@ links beside its text. The gateway passes those blocks on as blocks — a client
 an image, a model reads it — instead of flattening them into one JSON text::
 
     text blocks                  one text block: toolbound's untrusted envelope, whose
-                                 data lists every block (a non-text one by a descriptor)
+                                 data lists every block (a non-text one by a descriptor),
+                                 annotated as the first annotated text block was
     image, audio, resource,      passed on as they came, each with
       resource link              _meta["io.toolbound/trust"] = "untrusted_tool_data"
     a block over the limit       a text note saying what was cut (a Cut, in the trace)
@@ -44,6 +45,7 @@ __all__ = [
     "mark_contents",
     "pass_through",
     "summary",
+    "text_annotations",
 ]
 
 TRUST_META_KEY: Final = "io.toolbound/trust"
@@ -66,7 +68,8 @@ class Passed:
 def content_blocks(value: JSONValue) -> list[types.ContentBlock] | None:
     """``value`` as MCP content blocks when it is a list of them with a non-text one.
 
-    ``None`` for anything else, which then reaches the client as a JSON value.
+    Or with annotations on any block: those reach the client on blocks too. ``None``
+    for anything else, which then reaches the client as a JSON value.
     """
     if not isinstance(value, list) or not value:
         return None
@@ -74,9 +77,17 @@ def content_blocks(value: JSONValue) -> list[types.ContentBlock] | None:
         blocks = _BLOCKS.validate_python(value)
     except ValidationError:
         return None
-    if all(isinstance(b, types.TextContent) for b in blocks):
+    if all(isinstance(b, types.TextContent) and b.annotations is None for b in blocks):
         return None
     return blocks
+
+
+def text_annotations(blocks: list[types.ContentBlock]) -> types.Annotations | None:
+    """The annotations the envelope's text block carries: the first text block's that has any."""
+    return next(
+        (b.annotations for b in blocks if isinstance(b, types.TextContent) and b.annotations),
+        None,
+    )
 
 
 def block_size(block: types.ContentBlock) -> int:

@@ -339,6 +339,7 @@ class Gateway:
                     self.unreachable.discard(upstream.name)
                     changed |= self._import(upstream, tools)
                     self._refreshed[upstream.name] = time.monotonic()
+                    upstream.compared()  # R18: its calls may go out again
             self._fresh_until = min(
                 (
                     self._refreshed.get(u.name, 0.0) + u.config.refresh_seconds
@@ -428,15 +429,20 @@ class Gateway:
         after = {n: t.spec.key for n, t in self._served.items() if self._owner(n) == cfg.name}
         return before != after
 
+    def _serves(self, name: str, version: str) -> bool:
+        """Whether ``name`` is served now at ``version`` (not quarantined, not gone)."""
+        found = self._served.get(name)
+        return found is not None and found.spec.version == version
+
     def _owner(self, name: str) -> str | None:
         status = self._status.get(name)
         return None if status is None else status.upstream
 
     def _collision(self, status: ToolStatus) -> str:
         return (
-            f"upstream {status.upstream} lists {status.tool!r}, served as {status.name!r}, "
-            f"a name upstream {self._owner(status.name)} already serves; give one of them "
-            "a prefix"
+            f"upstreams {self._owner(status.name)} and {status.upstream} both serve "
+            f"{status.name!r}; give one of them a prefix, e.g. prefix = "
+            f'"{status.upstream}" under its [[upstream]]'
         )
 
     def _check_names(self) -> None:
@@ -530,6 +536,7 @@ class Gateway:
             structured=outputs is not None,
             native_key=rule.idempotency == "native_key",
             attempt_timeout=cfg.attempt_timeout,
+            served=lambda: self._serves(name, version),
         )
         return self.registry.register(spec, implementation)
 

@@ -142,6 +142,9 @@ class Passage:
         self._in_flight: dict[int, tuple[Caller | None, Trace | None]] = {}
         self._ids = itertools.count()
         self._tasks: set[asyncio.Task[int]] = set()
+        self.tools_changed: Callable[[], None] = _nothing
+        """Called as the upstream says its tools changed, before they are listed again
+        (the upstream closes its gate to calls: :meth:`~toolbound.mcp.upstream.Upstream.call`)."""
 
     def serving(self, trace: Trace | None) -> _Serving:
         """While inside, the current downstream call (:data:`CALLER`) is in flight here."""
@@ -267,6 +270,7 @@ class Passage:
         if isinstance(message, types.ResourceUpdatedNotification):
             await self.downstream.resource_updated(str(message.params.uri), name)
         elif isinstance(message, types.ToolListChangedNotification):
+            self.tools_changed()  # at once: no call goes out before the tools are compared
             # Re-reading the tools asks this upstream, whose answer this very handler
             # would have to let through: so not here, in a task of its own.
             task = asyncio.create_task(self.downstream.list_changed("tools", name))
@@ -325,3 +329,7 @@ def _quietly(connection: object) -> Iterator[None]:
             yield
     except Exception as exc:  # noqa: BLE001 - one client's failure is not the upstream's
         _LOG.info("could not relay to client %r (%r)", connection, exc)
+
+
+def _nothing() -> None:
+    """The default :attr:`Passage.tools_changed`: no gate to close."""

@@ -36,12 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["RESOURCE_NOT_FOUND", "not_found", "read_through", "run_on"]
 
-RESOURCE_NOT_FOUND: Final = -32602
-"""The JSON-RPC code MCP gives an unknown resource: Invalid Params (SEP-2164).
-
-Earlier revisions suggested -32002, a code from JSON-RPC's implementation-defined
-range; SEP-2164 settles on -32602 for every revision, as the TypeScript and Go SDKs
-answer."""
+RESOURCE_NOT_FOUND: Final = types.INVALID_PARAMS
+"""The JSON-RPC code MCP gives an unknown resource: -32602, with the URI in ``data.uri``
+(the specification's 2025-11-25 revision; -32002 before it)."""
 
 _CONTENTS = TypeAdapter(list[types.TextResourceContents | types.BlobResourceContents])
 _Contents = types.TextResourceContents | types.BlobResourceContents

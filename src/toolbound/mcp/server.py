@@ -58,7 +58,7 @@ from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.mcp.content import content_blocks, pass_through, summary
+from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
 from toolbound.mcp.relay import (
     CALLER,
@@ -121,7 +121,6 @@ __all__ = [
     "error_result",
     "holds_capabilities",
     "holds_capability",
-    "package_version",
     "pending_result",
     "tool_definition",
 ]
@@ -403,14 +402,6 @@ class _Answer:
     """A denial's reason, in the person's words: the model is told it."""
 
 
-def package_version() -> str:
-    """Toolbound's installed version: what ``serverInfo.version`` says unless given."""
-    try:
-        return importlib.metadata.version("toolbound")
-    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path alone
-        return "0+unknown"
-
-
 class GuardedServer:
     """Serves a :class:`Catalog` over MCP, every call through ``runtime`` (R18).
 
@@ -451,7 +442,8 @@ class GuardedServer:
         self.runtime = runtime
         self.catalog = catalog
         self.name = name
-        self.version = version or package_version()
+        self.version = version if version is not None else _package_version()
+        """``serverInfo.version``: toolbound's own version unless one is given."""
         self.confirm = confirm
         self.timeout = timeout
         self.result_budget = result_budget
@@ -783,9 +775,10 @@ class GuardedServer:
             blocks=[summary(b) for b in passed.blocks],
             reason="content blocks passed through",
         )
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=message.text), *passed.blocks]
+        envelope = types.TextContent(
+            type="text", text=message.text, annotations=text_annotations(blocks)
         )
+        return types.CallToolResult(content=[envelope, *passed.blocks])
 
 
 # -- HTTP -----------------------------------------------------------------------------------
@@ -1145,3 +1138,11 @@ def _name(outcome: Outcome) -> str:
 
 def _new_id() -> str:
     return "mcp-" + os.urandom(8).hex()
+
+
+def _package_version() -> str:
+    """The installed toolbound version, for ``serverInfo``; ``"0"`` when not installed."""
+    try:
+        return importlib.metadata.version("toolbound")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source tree only
+        return "0"

@@ -53,6 +53,7 @@ from toolbound.execution.retry import (
 )
 from toolbound.execution.tool import CommitUnknown, NotCommitted
 from toolbound.gates.normalize import canonical_json
+from toolbound.mcp.child import Child
 from toolbound.mcp.passage import Passage
 from toolbound.mcp.relay import PROGRESS
 
@@ -70,7 +71,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from toolbound.mcp.telemetry import client_span, continued
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Coroutine, Mapping
+    from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 
     from toolbound._model import JSONObject, JSONValue
     from toolbound.execution.tool import ToolContext
@@ -81,6 +82,7 @@ __all__ = [
     "IDEMPOTENCY_META_KEY",
     "Upstream",
     "UpstreamTool",
+    "UpstreamUnavailable",
     "WireResult",
     "call_failure",
     "close_schema",
@@ -181,15 +183,16 @@ def result_value(result: WireResult, *, structured: bool) -> JSONValue:
     ``structured`` (the tool declares an output schema): the structured content,
     which the runtime then checks against that schema (``None`` if missing, which
     fails the check). Otherwise the structured content if any, else the content:
-    the text of a single text block, or the blocks themselves as JSON (as
-    :func:`normal_blocks` leaves them).
+    the text of a single text block without annotations, or the blocks themselves
+    as JSON (as :func:`normal_blocks` leaves them).
     """
     found = result.get("structuredContent")
     if structured or found is not None:
         return cast("JSONValue", found)
     blocks: list[dict[str, Any]] = result.get("content", [])
-    if _single_text(blocks):
+    if _single_text(blocks) and "annotations" not in blocks[0]:
         return cast("str", blocks[0]["text"])
+    # Annotated text stays a block, so that its annotations reach the client.
     return cast("JSONValue", blocks)
 
 
@@ -200,7 +203,10 @@ def normal_blocks(result: WireResult) -> WireResult:
     content, not a single text block); any other is returned as it is.
     Raises :class:`~pydantic.ValidationError` for blocks the models refuse.
     """
-    if result.get("structuredContent") is not None or _single_text(result.get("content", [])):
+    blocks = result.get("content", [])
+    if result.get("structuredContent") is not None or (
+        _single_text(blocks) and "annotations" not in blocks[0]
+    ):
         return result
     model = types.CallToolResult.model_validate(result, by_name=False)
     blocks = [b.model_dump(by_alias=True, mode="json", exclude_none=True) for b in model.content]
@@ -254,6 +260,39 @@ def call_failure(exc: BaseException, *, write: bool) -> NotCommitted | CommitUnk
     return None
 
 
+class UpstreamUnavailable(NoResponse):
+    """A read was in flight when its upstream's process ended: ``upstream_unavailable``.
+
+    The message says how it ended (exit status, the last lines of its stderr). For the
+    retry matrix it is a read whose answer never came (R10): re-read within the budget,
+    on a new process.
+    """
+
+    def __init__(self, message: str) -> None:
+        # NoResponse's own __init__ fixes its code; this signal has another.
+        NotCommitted.__init__(
+            self,
+            message,
+            code="upstream_unavailable",
+            recoverable=True,
+            hint="the upstream server stopped; the same call may work once it runs again",
+        )
+
+
+def _ended(
+    upstream: str, child: Child | None, *, write: bool
+) -> NotCommitted | CommitUnknown | None:
+    """The signal for a call in flight when ``child`` ended; None while it runs."""
+    ended = None if child is None else child.exit
+    if ended is None:
+        return None
+    text = f"upstream {upstream} {ended.describe()}"
+    if write:
+        # R9: the call was sent; the process may have done it before it ended.
+        return ResponseLost(f"{text}; the call may have taken effect", evidence=ended.as_json())
+    return UpstreamUnavailable(text)
+
+
 # -- the connection ------------------------------------------------------------------
 
 
@@ -281,7 +320,11 @@ class Upstream:
         self._client: Client | None = None
         self._closing: asyncio.Event | None = None
         self._holder: asyncio.Task[None] | None = None
+        self._child: Child | None = None  # the process of a stdio upstream, once started
         self._lock: asyncio.Lock | None = None
+        # Closed from the moment it says its tools changed until they are compared.
+        self._compared: asyncio.Event | None = None
+        self.passage.tools_changed = self._tools_changed
         self.connects = 0
         """How many connections were opened (a reconnect adds one)."""
         self.telemetry: McpTelemetry | None = None
@@ -296,11 +339,28 @@ class Upstream:
         """Bind to the running loop and connect; raises if the first connection fails."""
         self._loop = asyncio.get_running_loop()
         self._lock = asyncio.Lock()
+        self._compared = asyncio.Event()
+        self._compared.set()
         await self._connected()
 
     async def stop(self) -> None:
         """Close the connection (and stop a stdio child)."""
         await self._disconnect()
+
+    def compared(self) -> None:
+        """Its tools were listed and compared with the served ones: calls may go out again."""
+        gate, loop = self._compared, self._loop
+        if gate is None or loop is None:
+            return
+        if _running_loop() is loop:
+            gate.set()
+        else:
+            loop.call_soon_threadsafe(gate.set)
+
+    def _tools_changed(self) -> None:
+        # On the home loop, in the notification's handler: before anything else runs.
+        if self._compared is not None:
+            self._compared.clear()
 
     async def list_tools(self) -> list[types.Tool]:
         """Every tool the upstream lists now, across pages."""
@@ -346,9 +406,17 @@ class Upstream:
         meta: Mapping[str, object] | None,
         timeout: float | None,
         write: bool,
+        check: Callable[[], None] | None = None,
     ) -> WireResult:
-        """One ``tools/call``; failures come out as the signals of :func:`call_failure`."""
-        return await self._on_home(self._call(name, arguments, meta, timeout, write=write))
+        """One ``tools/call``; failures come out as the signals of :func:`call_failure`.
+
+        After the upstream said its tools changed, the call waits (within ``timeout``)
+        until they are compared, then ``check`` runs — it raises to keep a call whose
+        tool changed from going out — and only then is the call sent (R18).
+        """
+        return await self._on_home(
+            self._call(name, arguments, meta, timeout, write=write, check=check)
+        )
 
     # -- on the home loop ----------------------------------------------------------
 
@@ -400,8 +468,7 @@ class Upstream:
         try:
             client = await self._connected()
         except Exception as exc:
-            msg = f"upstream {self.name} could not be reached ({type(exc).__name__})"
-            raise NotReached(msg) from exc
+            raise NotReached(self._unreached(exc)) from exc
         try:
             async with asyncio.timeout(timeout):
                 return await client.read_resource(uri, cache_mode="refresh")
@@ -445,13 +512,16 @@ class Upstream:
         timeout: float | None,
         *,
         write: bool,
+        check: Callable[[], None] | None,
     ) -> WireResult:
         try:
             client = await self._connected()
         except Exception as exc:
             # Nothing of this call was sent: the connection could not even be made.
-            msg = f"upstream {self.name} could not be reached ({type(exc).__name__})"
-            raise NotReached(msg) from exc
+            raise NotReached(self._unreached(exc)) from exc
+        await self._settled(timeout)
+        if check is not None:
+            check()  # nothing awaited from here to the send: no change slips in between
         try:
             request = types.CallToolRequest(
                 params=types.CallToolRequestParams(
@@ -471,10 +541,31 @@ class Upstream:
         except Exception as exc:
             if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
                 await self._disconnect()
-            signal = call_failure(exc, write=write)
+            signal = _ended(self.name, self._child, write=write) or call_failure(exc, write=write)
             if signal is None:
                 raise
             raise signal from exc
+
+    async def _settled(self, timeout: float | None) -> None:
+        """Wait until the tools the upstream said changed are compared; NotReached if not."""
+        gate = self._compared
+        if gate is None or gate.is_set():
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                await gate.wait()
+        except TimeoutError:
+            msg = (
+                f"upstream {self.name} said its tools changed and they were not compared "
+                "in time; nothing was sent"
+            )
+            raise NotReached(msg) from None
+
+    def _unreached(self, exc: Exception) -> str:
+        """Why a connection could not be made, with how its process ended if it did."""
+        msg = f"upstream {self.name} could not be reached ({type(exc).__name__})"
+        ended = None if self._child is None else self._child.exit
+        return msg if ended is None else f"{msg}: it {ended.describe()}"
 
     async def _connected(self) -> Client:
         if self._client is not None:
@@ -542,7 +633,17 @@ class Upstream:
         params = StdioServerParameters(
             command=cfg.command[0], args=list(cfg.command[1:]), env=dict(cfg.env), cwd=cfg.cwd
         )
-        return stdio_client(params, errlog=self._errlog)
+        if sys.platform == "win32":  # pragma: no cover - the SDK's own, without exit details
+            return stdio_client(params, errlog=self._errlog)
+        self._child = Child(params, self._errlog)
+        return self._child.streams()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 _CLIENT_INFO = types.Implementation(name="toolbound-gateway", version="1")
@@ -595,6 +696,9 @@ class UpstreamTool:
     structured: bool = False
     native_key: bool = False
     attempt_timeout: float | None = None
+    served: Callable[[], bool] | None = None
+    """Whether this definition is still the one served; asked just before each call
+    goes out (a changed tool is quarantined, and its calls are not sent)."""
 
     async def __call__(self, arguments: JSONObject, ctx: ToolContext) -> JSONValue:
         """Forward one attempt; an ``isError`` result becomes :class:`NotCommitted`."""
@@ -615,7 +719,12 @@ class UpstreamTool:
         ) as sent:
             with upstream.passage.serving(ctx.trace):
                 result = await upstream.call(
-                    self.tool, arguments, meta=sent.meta or None, timeout=timeout, write=self.write
+                    self.tool,
+                    arguments,
+                    meta=sent.meta or None,
+                    timeout=timeout,
+                    write=self.write,
+                    check=self.refuse_if_changed,
                 )
             sent.answered(result)
         if result.get("isError") is True:
@@ -628,6 +737,19 @@ class UpstreamTool:
                 hint="the upstream tool reported this error; fix the cause and make a new call",
             )
         return result_value(result, structured=self.structured)
+
+    def refuse_if_changed(self) -> None:
+        """Raise ``tool_quarantined`` when this definition is no longer the one served."""
+        if self.served is not None and not self.served():
+            msg = (
+                f"upstream {self.upstream.name} changed {self.tool!r} before this call went "
+                "out; the new definition waits for a person's approval, and nothing was sent"
+            )
+            raise NotCommitted(
+                msg,
+                code="tool_quarantined",
+                hint="the tool is not served until a person approves its new definition",
+            )
 
 
 def digest_or_none(definition: JSONObject) -> str | None:
