@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import importlib.metadata
 import json
 import threading
 import time
