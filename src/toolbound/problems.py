@@ -74,6 +74,7 @@ ErrorClass = Literal[
     "NotCommitted",
     "ResponseError",
     "SchemaError",
+    "ServiceUnreachableError",
     "SpecError",
     "StreamError",
     "TokenRefused",
@@ -818,6 +819,28 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("ConfigurationError",),
     ),
     _c(
+        "edit_not_recorded",
+        None,
+        "R7 R18",
+        "a Pydantic AI approval names an edit this toolset's decide() did not record",
+        raised_as=("ConfigurationError",),
+    ),
+    _c(
+        "edit_of_denial",
+        None,
+        "R7 R18",
+        "decide() was given corrected arguments for a call it was told to deny",
+        raised_as=("ConfigurationError",),
+    ),
+    _c(
+        "service_unreachable",
+        None,
+        "R18",
+        "toolbound.client got no answer from the service, after every retry it allowed",
+        recoverable=True,
+        raised_as=("ServiceUnreachableError",),
+    ),
+    _c(
         "not_a_confirmation",
         None,
         "R7 R18",
@@ -1213,6 +1236,10 @@ _CLASS_NOTES: Final[Mapping[ErrorClass, str]] = {
     ),
     "ResponseError": "A provider response toolbound cannot read (`toolbound.adapters`).",
     "SchemaError": "A schema that is not valid JSON Schema in its dialect, at registration.",
+    "ServiceUnreachableError": (
+        "`toolbound.client`: no answer came from the service; a submission may be sent "
+        "again with the same Idempotency-Key."
+    ),
     "SpecError": "A ToolSpec that cannot be registered.",
     "StreamError": "A provider stream that broke its format (`toolbound.streams`).",
     "TokenRefused": (

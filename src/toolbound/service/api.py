@@ -31,7 +31,7 @@ from starlette.routing import Route
 from toolbound._errors import Rejection
 from toolbound.adapters.http import ApiError, BodyLimit, problem_response, reason_from
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.service import waiting
+from toolbound.service import edits, waiting
 from toolbound.service.access_log import AccessLog
 from toolbound.service.failures import RETRY_AFTER, unavailable
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
@@ -384,7 +384,8 @@ class _Api:
             msg = 'an edit, and only an edit, carries "arguments": the corrected JSON text'
             raise ApiError(400, "bad_request_body", msg)
         if decision == "edit":
-            answer = await self.service.edit(
+            answer = await edits.edit(
+                self.service,
                 principal,
                 request.path_params["invocation_id"],
                 digest=digest,

@@ -63,6 +63,7 @@ from starlette.templating import Jinja2Templates
 from toolbound._errors import ConfigurationError
 from toolbound.adapters.http import ApiError, reason_from
 from toolbound.provenance.labels import Label, Source
+from toolbound.service import edits
 from toolbound.service.access_log import note_principal
 
 if TYPE_CHECKING:
@@ -224,6 +225,26 @@ def editable(value: object) -> str:
         json.dumps(ch)[1:-1] if ch not in "\n\t" and unicodedata.category(ch) in _HIDDEN else ch
         for ch in text
     )
+
+
+async def _edit(
+    service: Service,
+    request: Request,
+    principal: Principal,
+    invocation_id: str,
+    *,
+    digest: str,
+    form: FormData,
+) -> Response:
+    """Edit, then approve: the corrected call runs in the shown one's place (R7)."""
+    arguments = form.get("arguments")
+    if not isinstance(arguments, str) or not arguments.strip():
+        raise ApiError(400, "bad_form", "send the corrected arguments as JSON")
+    answer = await edits.edit(service, principal, invocation_id, digest=digest, arguments=arguments)
+    message = f"Edited and approved. The corrected call ended {answer['status']}."
+    _flash(request, "ok", message)
+    replacement = str(answer["invocation_id"])
+    return _redirect(f"{CONSOLE_PATH}/invocations/{quote(replacement, safe='')}")
 
 
 def _templates() -> Jinja2Templates:
@@ -433,7 +454,9 @@ class _Console:
             raise ApiError(400, "bad_form", msg)
         invocation_id = request.path_params["invocation_id"]
         if choice == "edit":
-            return await self._edit(request, principal, invocation_id, digest, form)
+            return await _edit(
+                self.service, request, principal, invocation_id, digest=digest, form=form
+            )
         decision: Literal["approve", "deny"] = "approve" if choice == "approve" else "deny"
         # A reason typed before an approval is not a denial's.
         given = reason_from(form.get("reason"), code="bad_form")
@@ -447,26 +470,6 @@ class _Console:
         verb = "Approved" if decision == "approve" else "Denied"
         _flash(request, "ok", f"{verb}. The call ended {answer['status']} ({answer['state']}).")
         return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")
-
-    async def _edit(
-        self,
-        request: Request,
-        principal: Principal,
-        invocation_id: str,
-        digest: str,
-        form: FormData,
-    ) -> Response:
-        """Edit, then approve: the corrected call runs in the shown one's place (R7)."""
-        arguments = form.get("arguments")
-        if not isinstance(arguments, str) or not arguments.strip():
-            raise ApiError(400, "bad_form", "send the corrected arguments as JSON")
-        answer = await self.service.edit(
-            principal, invocation_id, digest=digest, arguments=arguments
-        )
-        message = f"Edited and approved. The corrected call ended {answer['status']}."
-        _flash(request, "ok", message)
-        replacement = str(answer["invocation_id"])
-        return _redirect(f"{CONSOLE_PATH}/invocations/{quote(replacement, safe='')}")
 
     # -- invocations --------------------------------------------------------------
 

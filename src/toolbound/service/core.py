@@ -387,93 +387,6 @@ class Service:
             reason=reason,
         )
 
-    async def edit(
-        self, principal: Principal, invocation_id: str, *, digest: str, arguments: str
-    ) -> dict[str, object]:
-        """A person corrects a parked call's arguments and approves the corrected call (R7).
-
-        The desk's rules hold as for any decision, and the edit is the call's one
-        decision (``edited``, compare-and-set): the parked call ends
-        ``cancelled``, nothing run, naming its replacement. The corrected text is a new
-        call with the same call id, through every gate again (its trace keeps
-        ``edited_from``); if the policy asks a person about it, the editor's approval
-        covers its new digest, four eyes included. The answer is the new call's.
-        """
-        return await self.io(
-            self.run_edit, principal, invocation_id, digest=digest, arguments=arguments
-        )
-
-    def run_edit(
-        self, principal: Principal, invocation_id: str, *, digest: str, arguments: str
-    ) -> dict[str, object]:
-        """:meth:`edit` on the caller's thread, which must not run an event loop."""
-        _require(principal, "approver")
-        original = self._visible(principal, invocation_id)
-        approver = Approver(name=principal.name, subject=principal.subject, tenant=principal.tenant)
-        now = self.clock.now()
-        try:
-            self.desk.check(invocation_id, digest=digest, approver=approver, at=now)
-        except ConfirmationMismatch as exc:
-            raise decision_refused(exc) from None
-        replacement = new_invocation_id()
-        try:
-            original = self.journal.decide(
-                invocation_id,
-                decision="edited",
-                approver=principal.name,
-                now=now,
-                digest=digest,
-                reason=f"replaced by {replacement}",
-            )
-        except JournalError as exc:
-            raise decision_refused(ConfirmationMismatch(str(exc), code="not_pending")) from None
-        ended = {"edited_by": principal.name, "replaced_by": replacement, "digest": digest}
-        note(self.journal, original, "edited", ended, status="cancelled", now=now)
-        stored = original.body["request"]
-        assert isinstance(stored, dict)  # noqa: S101 - written by submit
-        edit = Edit(invocation_id=invocation_id, digest=digest, editor=principal.name)
-        # Kept in the request: a run after a person's decision is still the edited call.
-        request: dict[str, object] = {
-            **stored,
-            "arguments": arguments,
-            "edited_from": edit.as_json(),
-        }
-        return self._run_edited(principal, original, request, replacement)
-
-    def _run_edited(
-        self,
-        principal: Principal,
-        original: StoredCall,
-        request: dict[str, object],
-        replacement: str,
-    ) -> dict[str, object]:
-        """The corrected call, as its own invocation; the editor approves it if asked."""
-        now = self.clock.now()
-        running = replace(
-            original,
-            invocation_id=replacement,
-            status="running",
-            state="proposed",
-            digest=None,
-            decision=None,
-            approver=None,
-            created_at=now,
-            updated_at=now,
-            body={"request": request},
-            owner=self.instance_id,
-            request_key=None,
-        )
-        context = replace(self._context(original, request, None), invocation_id=replacement)
-        outcome = self.runtime.run(_proposal(request), context)
-        answer = outcome_json(outcome)
-        store_outcome(self.journal, running, outcome, request, answer, now=self.clock.now())
-        if outcome.kind != "awaiting_confirmation":
-            return answer
-        # The editor wrote these very arguments: their edit approves this digest.
-        return self.run_decision(
-            principal, replacement, digest=outcome.request.digest, decision="approve"
-        )
-
     def run_decision(
         self,
         principal: Principal,
@@ -507,7 +420,7 @@ class Service:
             )
         request = call.body["request"]
         assert isinstance(request, dict)  # noqa: S101 - written by submit
-        outcome = self.runtime.run(_proposal(request), self._context(call, request, approval))
+        outcome = self.runtime.run(_proposal(request), self.stored_context(call, request, approval))
         answer = outcome_json(outcome)
         store_outcome(self.journal, call, outcome, request, answer, now=self.clock.now())
         self.sessions.learn_stored(call.tenant, request, outcome)
@@ -651,7 +564,7 @@ class Service:
         if decision is None:
             _interrupted(self.journal, call, self.clock.now(), "no parked request to resume")
             return
-        outcome = self.runtime.run(_proposal(request), self._context(call, request, decision))
+        outcome = self.runtime.run(_proposal(request), self.stored_context(call, request, decision))
         self.sessions.learn_stored(call.tenant, request, outcome)
         store_outcome(
             self.journal, call, outcome, request, outcome_json(outcome), now=self.clock.now()
@@ -704,9 +617,10 @@ class Service:
             raise ApiError(404, "not_found", f"no invocation {invocation_id}")
         return call
 
-    def _context(
-        self, call: StoredCall, request: dict[str, object], approval: Confirmation | None
+    def stored_context(
+        self, call: StoredCall, request: dict[str, object], approval: Confirmation | None = None
     ) -> CallContext:
+        """A stored call's context as it was proposed, with a person's decision if any."""
         names = request.get("tools")
         tools = self._toolset(tuple(str(n) for n in names) if isinstance(names, list) else None)
         context = _stored_context(call, request, approval, tools, self.config)
