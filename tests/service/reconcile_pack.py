@@ -36,6 +36,8 @@ def register(registry) -> None:
             },
             effect="reversible_write",
             capabilities=("notes:write",),
+            # A short deadline: "not committed" may be found once it has passed (R9).
+            timeout=0.5,
             idempotency="native_key",
             query=asked,
         ),

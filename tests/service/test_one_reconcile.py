@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
+
 import pytest
 from click.testing import CliRunner
 from service_config import KEYS, config_text
@@ -9,6 +12,7 @@ from starlette.testclient import TestClient
 
 from toolbound.cli import _cli
 from toolbound.config import parse_config
+from toolbound.ledger.rules import owner_may_act_until
 from toolbound.service.api import create_app
 from toolbound.service.core import Service
 
@@ -48,8 +52,13 @@ def test_the_cli_settles_the_journal_with_the_ledger(config):
     try:
         with TestClient(create_app(service)) as client:
             saved, never = _lose(client, "saved"), _lose(client, "never")
+            record = service.ledger.find(never)
+        assert record is not None
     finally:
         service.close()
+    # "Not committed" is found only once the call's owner can no longer start it (R9).
+    wait = (owner_may_act_until(record) - datetime.now(UTC)).total_seconds()
+    time.sleep(max(0.0, wait) + 0.1)
     result = CliRunner().invoke(_cli, ["reconcile", "--config", str(config), "--grace", "0"])
     assert result.exit_code == 0, result.output
     assert _statuses(config, saved, never) == ["reconciled_committed", "reconciled_not_committed"]
