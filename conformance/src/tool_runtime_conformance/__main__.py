@@ -2,7 +2,8 @@
 
 Runs the cases (the bundled ones, or ``--cases PATH``) against each adapter and prints
 one line per case and a summary; ``--json FILE`` writes every run's verdicts,
-``--markdown`` prints the table across runtimes. Exit code: 0 when every applicable
+``--markdown`` prints the table across runtimes, ``--update DOC`` writes it into a
+Markdown document between its ``conformance-results`` markers. Exit code: 0 when every applicable
 case passed for every adapter, 1 when any failed, 2 when the command line, an
 adapter or a case file is unusable.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tool_runtime_conformance.cases import CaseFormatError, bundled_cases, load_path
-from tool_runtime_conformance.report import as_json, markdown, summary
+from tool_runtime_conformance.report import as_json, markdown, replace_table, summary
 from tool_runtime_conformance.runner import run_cases
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         "--json", type=Path, metavar="FILE", help="write the verdicts of every run as JSON"
     )
     parser.add_argument("--markdown", action="store_true", help="print the table across runtimes")
+    parser.add_argument("--update", type=Path, metavar="DOC", help="write the table into DOC")
     parser.add_argument("--quiet", action="store_true", help="no line per case")
     return parser
 
@@ -82,7 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cases = _select(args)
         factories = [(spec, _factory(spec)) for spec in args.adapter]
-    except (CaseFormatError, ValueError, ImportError, AttributeError) as exc:
+        if args.update:
+            replace_table(args.update.read_text("utf-8"), "")  # refuse a document early
+    except (CaseFormatError, ValueError, ImportError, AttributeError, OSError) as exc:
         _err(f"error: {exc}")
         return UNUSABLE
     runs, failed = [], False
@@ -98,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.json.write_text(json.dumps(runs, indent=2, ensure_ascii=False) + "\n", "utf-8")
     if args.markdown:
         sys.stdout.write(markdown(runs))
+    if args.update:
+        doc = args.update.read_text("utf-8")
+        args.update.write_text(replace_table(doc, markdown(runs)), "utf-8")
     return FAILED if failed else OK
 
 

@@ -12,7 +12,10 @@ if TYPE_CHECKING:
     from tool_runtime_conformance.adapter import Adapter
     from tool_runtime_conformance.runner import CaseResult
 
-__all__ = ["MARK", "as_json", "markdown", "summary"]
+__all__ = ["END", "MARK", "START", "as_json", "markdown", "replace_table", "summary"]
+
+START = "<!-- conformance-results:start -->"
+END = "<!-- conformance-results:end -->"
 
 MARK = {"pass": "pass", "fail": "**FAIL**", "not_applicable": "n.a."}
 
@@ -78,3 +81,13 @@ def markdown(runs: Sequence[Mapping[str, object]]) -> str:
             f"- {run['runtime']}: {versions}; Python {run['python']}; run on {run['date']}"
         )
     return "\n".join(lines) + "\n"
+
+
+def replace_table(document: str, table: str) -> str:
+    """``document`` with the text between its :data:`START` and :data:`END` lines replaced."""
+    head, start, rest = document.partition(START)
+    _, end, tail = rest.partition(END)
+    if not start or not end:
+        msg = f"the document has no {START} ... {END} section to replace"
+        raise ValueError(msg)
+    return f"{head}{START}\n{table}{END}{tail}"

@@ -8,7 +8,6 @@ approval, no idempotency and no commit boundary, so the kit can show what is mis
 from __future__ import annotations
 
 import json
-import platform
 from typing import TYPE_CHECKING
 
 from tool_runtime_conformance.adapter import Observation
@@ -26,7 +25,7 @@ class NaiveRuntime:
     """Look the tool up by name, ``json.loads`` the arguments, call it, dump the result."""
 
     name = "naive (json.loads and call)"
-    versions: Mapping[str, str] = {"python": platform.python_version()}
+    versions: Mapping[str, str] = {}
 
     def __init__(self) -> None:
         self.tools: dict[str, KitTool] = {}
