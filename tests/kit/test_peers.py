@@ -44,3 +44,35 @@ def test_pydantic_ai_guarded_asks_and_validates_where_defaults_do_not(case_id):
 def test_pydantic_ai_guarded_still_fails_what_it_has_no_concept_for(case_id):
     """An approval names a call id, no key exists, a timeout is a retry, a result is plain text."""
     assert verdict(PydanticAIGuarded, case_id) == "fail"
+
+
+def test_mcp_server_constraints_validate_what_plain_types_let_through():
+    """Written with the schema's constraints, an MCPServer tool refuses out-of-range values."""
+    pytest.importorskip("mcp")
+    from tool_runtime_conformance.adapters.mcp_server import MCPServerDefaults, MCPServerGuarded
+
+    for case_id in ("r4-enum", "r4-above-maximum", "r4-format-date-impossible"):
+        assert verdict(MCPServerGuarded, case_id) == "pass", case_id
+        assert verdict(MCPServerDefaults, case_id) == "fail", case_id
+
+
+def test_mcp_text_that_cannot_travel_as_an_object_is_not_applicable():
+    """MCP carries parsed objects: truncated text is n.a. with the reason, not a pass."""
+    pytest.importorskip("mcp")
+    from tool_runtime_conformance.adapters.mcp_server import MCPServerDefaults
+
+    case = next(c for c in bundled_cases() if c.id == "r3-truncated")
+    result = run_case(MCPServerDefaults, case)
+    assert result.verdict == "not_applicable"
+    assert "MCP carries a parsed JSON object" in result.reasons[0]
+
+
+def test_mcp_has_no_approval_so_a_confirm_grant_does_not_stop_the_call():
+    """Nothing in MCP asks a person: the refund runs at once."""
+    pytest.importorskip("mcp")
+    from tool_runtime_conformance.adapters.mcp_server import MCPServerGuarded
+
+    case = next(c for c in bundled_cases() if c.id == "r7-asks-before-running")
+    result = run_case(MCPServerGuarded, case)
+    assert result.verdict == "fail"
+    assert "refund must have 0 effect(s), had 1" in result.reasons
