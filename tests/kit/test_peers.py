@@ -76,3 +76,18 @@ def test_mcp_has_no_approval_so_a_confirm_grant_does_not_stop_the_call():
     result = run_case(MCPServerGuarded, case)
     assert result.verdict == "fail"
     assert "refund must have 0 effect(s), had 1" in result.reasons
+
+
+def test_langgraph_interrupt_asks_where_the_plain_tool_node_runs():
+    """With interrupt() in confirm-marked tools LangGraph asks; ToolNode alone just runs."""
+    pytest.importorskip("langgraph")
+    from tool_runtime_conformance.adapters.langgraph_toolnode import (
+        LangGraphDefaults,
+        LangGraphGuarded,
+    )
+
+    for case_id in ("r7-asks-before-running", "r7-approved-runs-once", "r7-denied-never-runs"):
+        assert verdict(LangGraphGuarded, case_id) == "pass", case_id
+        assert verdict(LangGraphDefaults, case_id) == "fail", case_id
+    # the interrupt is resumed by thread, whatever arguments the call now carries
+    assert verdict(LangGraphGuarded, "r7-arguments-replaced-after-approval") == "fail"
