@@ -91,3 +91,16 @@ def test_langgraph_interrupt_asks_where_the_plain_tool_node_runs():
         assert verdict(LangGraphDefaults, case_id) == "fail", case_id
     # the interrupt is resumed by thread, whatever arguments the call now carries
     assert verdict(LangGraphGuarded, "r7-arguments-replaced-after-approval") == "fail"
+
+
+def test_agents_sdk_needs_approval_asks_and_its_timeout_is_not_an_unknown_outcome():
+    """needs_approval parks the call; a timed-out write comes back as an error, not unknown."""
+    pytest.importorskip("agents")
+    from tool_runtime_conformance.adapters.openai_agents_sdk import (
+        AgentsSDKDefaults,
+        AgentsSDKGuarded,
+    )
+
+    assert verdict(AgentsSDKGuarded, "r7-approved-runs-once") == "pass"
+    assert verdict(AgentsSDKDefaults, "r7-asks-before-running") == "fail"
+    assert verdict(AgentsSDKGuarded, "r9-write-timeout") == "fail"
