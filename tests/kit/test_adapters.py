@@ -27,6 +27,7 @@ NAIVE_PASSES = {
     "r6-amount-within-limit",
     "r17-unknown-tool-near-name",
     "r17-unknown-tool-case",
+    "r17-unknown-tool-trailing-space",
     "r8-different-keys-run-twice",
     "r9-refused-before-effect",
     "r10-retry-after-refusal",

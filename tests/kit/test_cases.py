@@ -61,10 +61,10 @@ def first_case(document):
     return document["cases"][0]
 
 
-def test_the_bundled_cases_load_and_number_at_least_forty():
-    """Every bundled file is valid format 1, and together they hold at least 40 cases."""
+def test_the_bundled_cases_load_and_number_at_least_sixty():
+    """Every bundled file is valid format 1, and together they hold at least 60 cases."""
     cases = bundled_cases()
-    assert len(cases) >= 40
+    assert len(cases) >= 60
     assert len({c.id for c in cases}) == len(cases)
 
 
