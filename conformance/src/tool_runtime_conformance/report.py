@@ -76,10 +76,9 @@ def markdown(runs: Sequence[Mapping[str, object]]) -> str:
     )
     lines.append("")
     for run in runs:
-        versions = ", ".join(f"{k} {v}" for k, v in run["versions"].items())  # type: ignore[attr-defined]
-        lines.append(
-            f"- {run['runtime']}: {versions}; Python {run['python']}; run on {run['date']}"
-        )
+        versions = "".join(f"{k} {v}; " for k, v in run["versions"].items())  # type: ignore[attr-defined]
+        python, date = run["python"], run["date"]
+        lines.append(f"- {run['runtime']}: {versions}Python {python}; run on {date}")
     return "\n".join(lines) + "\n"
 
 
