@@ -29,7 +29,7 @@ try:
     from langgraph.prebuilt import ToolNode
     from langgraph.types import Command, interrupt
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    msg = "this adapter needs LangGraph: pip install langgraph"
+    msg = "this adapter needs LangGraph: pip install 'tool-runtime-conformance[langgraph]'"
     raise ImportError(msg) from exc
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ try:
     from mcp.server.mcpserver import MCPServer
     from pydantic import Field
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    msg = "this adapter needs the MCP SDK: pip install 'mcp>=2'"
+    msg = "this adapter needs the MCP SDK: pip install 'tool-runtime-conformance[mcp]'"
     raise ImportError(msg) from exc
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ try:
         ResponseOutputText,
     )
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    msg = "this adapter needs the OpenAI Agents SDK: pip install openai-agents"
+    msg = "this adapter needs the Agents SDK: pip install 'tool-runtime-conformance[openai-agents]'"
     raise ImportError(msg) from exc
 
 if TYPE_CHECKING:

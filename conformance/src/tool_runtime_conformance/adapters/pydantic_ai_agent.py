@@ -44,7 +44,7 @@ try:
     from pydantic_ai.models.function import AgentInfo, FunctionModel
     from pydantic_ai.toolsets import FunctionToolset
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    msg = "this adapter needs Pydantic AI: pip install pydantic-ai-slim"
+    msg = "this adapter needs Pydantic AI: pip install 'tool-runtime-conformance[pydantic-ai]'"
     raise ImportError(msg) from exc
 
 if TYPE_CHECKING:
