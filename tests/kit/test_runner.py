@@ -28,6 +28,10 @@ ENVELOPES = {
         json.dumps({"trust": "untrusted", INJECTED: 1, "data": INJECTED}),
         "not confined",
     ),
+    "a mark that is the tool's own text": (
+        json.dumps({"text": f"untrusted? {INJECTED}"}),
+        "does not mark",
+    ),
     "the instruction outside the envelope": (
         json.dumps({"trust": "untrusted", "data": "x"}) + INJECTED,
         "bare text",
