@@ -16,8 +16,9 @@ TOOLBOUND_FAILS = {
 }
 
 # The only cases a runtime that json.loads and calls can pass: the ones where
-# json.loads itself refuses, the tool is missing by name, a control that must run,
-# or a failure the tool reports before any effect.
+# json.loads itself refuses (a stream cut inside a number included), the tool is
+# missing by name, a control that must run, or a failure the tool reports before
+# any effect.
 NAIVE_PASSES = {
     "r3-empty-arguments",
     "r3-truncated",
@@ -31,6 +32,8 @@ NAIVE_PASSES = {
     "r8-different-keys-run-twice",
     "r9-refused-before-effect",
     "r10-retry-after-refusal",
+    "r15-stream-cut-inside-a-number",
+    "r15-deltas-reassembled",
 }
 
 

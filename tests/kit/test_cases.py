@@ -84,7 +84,7 @@ def test_every_r17_row_has_a_case():
 def test_the_cases_span_r3_to_r11():
     """The cases cover every stage from parsing to the results sent back."""
     covered = {r for c in bundled_cases() for r in c.requirements}
-    assert {"R3", "R4", "R5", "R6", "R7", "R8", "R9", "R10", "R11", "R17"} <= covered
+    assert {"R3", "R4", "R5", "R6", "R7", "R8", "R9", "R10", "R11", "R15", "R17"} <= covered
 
 
 def test_raw_arguments_are_kept_byte_for_byte():
@@ -96,6 +96,15 @@ def test_raw_arguments_are_kept_byte_for_byte():
     assert dup.arguments == b'{"text": "hello", "text": "rm -rf /"}'
     assert isinstance(bad, Propose)
     assert bad.arguments == b'{"text": "caf\xe9"}'
+
+
+def test_deltas_are_joined_into_the_arguments():
+    """A streamed proposal keeps its deltas; its arguments are their concatenation."""
+    (cut,) = next(c for c in bundled_cases() if c.id == "r15-stream-ended-before-the-call").steps
+    assert isinstance(cut, Propose)
+    assert cut.complete is False
+    assert cut.arguments == "".join(cut.deltas).encode()
+    assert len(cut.deltas) == 2
 
 
 def test_a_good_document_loads():
@@ -162,6 +171,11 @@ BROKEN = {
         ),
         "/cases/0/steps/0/propose/arguments_base64",
         "not base64",
+    ),
+    "a cut-off call without deltas": (
+        broken(lambda d: first_case(d)["steps"][0]["propose"].update(complete=False)),
+        "/cases/0/steps/0/propose",
+        "cut off only when it arrives as deltas",
     ),
     "duplicate case ids": (
         broken(lambda d: d["cases"].append(copy.deepcopy(first_case(d)))),

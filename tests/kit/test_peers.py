@@ -104,3 +104,13 @@ def test_agents_sdk_needs_approval_asks_and_its_timeout_is_not_an_unknown_outcom
     assert verdict(AgentsSDKGuarded, "r7-approved-runs-once") == "pass"
     assert verdict(AgentsSDKDefaults, "r7-asks-before-running") == "fail"
     assert verdict(AgentsSDKGuarded, "r9-write-timeout") == "fail"
+
+
+def test_a_peer_without_a_streaming_path_marks_a_cut_off_call_not_applicable():
+    """A cut-off stream is n.a. for the non-streaming adapters, with the reason."""
+    from tool_runtime_conformance.adapter import CUT_OFF
+
+    case = next(c for c in bundled_cases() if c.id == "r15-stream-ended-before-the-call")
+    result = run_case(PydanticAIGuarded, case)
+    assert result.verdict == "not_applicable"
+    assert result.reasons == (CUT_OFF,)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tool_runtime_conformance.world import KitTool
 
 __all__ = [
+    "CUT_OFF",
     "Adapter",
     "AdapterFactory",
     "CommitReport",
@@ -62,6 +63,13 @@ class Setup:
     subject: SubjectDef
     grants: tuple[GrantDef, ...]
     extras: Mapping[str, object] = field(default_factory=dict)
+
+
+CUT_OFF = (
+    "this adapter drives the framework's non-streaming path, where a call cut off "
+    "mid-stream cannot be expressed"
+)
+"""The reason an adapter without a streaming path gives for a cut-off call (R15)."""
 
 
 class NotApplicable(Exception):  # noqa: N818 - a verdict, not an error

@@ -143,6 +143,10 @@ class Propose:
     arguments: bytes
     idempotency_key: str | None = None
     cancel_after_seconds: float | None = None
+    deltas: tuple[str, ...] = ()
+    """When the call arrived as a stream: its argument deltas (``arguments`` joins them)."""
+    complete: bool = True
+    """``False``: the stream ended before this call was finished (R15)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,8 +293,10 @@ def _grant(raw: Mapping[str, object], subject: SubjectDef) -> GrantDef:
 
 
 def _propose(raw: Mapping[str, object], at: str, problems: list[tuple[str, str]]) -> Propose:
-    if "arguments" in raw:
-        arguments = str(raw["arguments"]).encode("utf-8", "surrogatepass")
+    deltas = tuple(str(d) for d in raw.get("deltas", []))  # type: ignore[attr-defined]
+    if "arguments" in raw or deltas:
+        text = "".join(deltas) if deltas else str(raw["arguments"])
+        arguments = text.encode("utf-8", "surrogatepass")
     else:
         try:
             arguments = base64.b64decode(str(raw["arguments_base64"]), validate=True)
@@ -305,6 +311,8 @@ def _propose(raw: Mapping[str, object], at: str, problems: list[tuple[str, str]]
         arguments=arguments,
         idempotency_key=None if raw.get("idempotency_key") is None else str(raw["idempotency_key"]),
         cancel_after_seconds=None if cancel is None else float(cancel),  # type: ignore[arg-type]
+        deltas=deltas,
+        complete=bool(raw.get("complete", True)),
     )
 
 
@@ -375,6 +383,8 @@ def _cross_check(case: Case) -> Iterator[tuple[str, str]]:
 
 def _step_problems(step: Step, tools: set[str], proposed: set[str]) -> Iterator[str]:
     if isinstance(step, Propose):
+        if not step.complete and not step.deltas:
+            yield "a call can be cut off only when it arrives as deltas"
         if step.call_id in proposed:
             yield f"call id {step.call_id!r} is proposed twice"
         proposed.add(step.call_id)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
-from tool_runtime_conformance.adapter import Observation
+from tool_runtime_conformance.adapter import CUT_OFF, NotApplicable, Observation
 from tool_runtime_conformance.adapters._cancel import Cancelled, run_cancellable
 
 try:
@@ -88,6 +88,8 @@ class LangGraphDefaults:
 
     def propose(self, proposal: Propose, cancel: threading.Event) -> Observation:
         """The assistant message as langchain-openai builds it, run through the graph."""
+        if not proposal.complete:
+            raise NotApplicable(CUT_OFF)
         raw = {
             "id": proposal.call_id,
             "type": "function",

@@ -23,7 +23,7 @@ import json
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from tool_runtime_conformance.adapter import NotApplicable, Observation
+from tool_runtime_conformance.adapter import CUT_OFF, NotApplicable, Observation
 from tool_runtime_conformance.adapters._cancel import Cancelled, run_cancellable
 
 try:
@@ -121,6 +121,8 @@ class MCPServerDefaults:
 
     def propose(self, proposal: Propose, cancel: threading.Event) -> Observation:
         """The host parses the model's text, then calls the tool through the client."""
+        if not proposal.complete:
+            raise NotApplicable(CUT_OFF)
         try:
             arguments = json.loads(proposal.arguments)
         except ValueError as exc:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
-from tool_runtime_conformance.adapter import Observation, ObservedKind
+from tool_runtime_conformance.adapter import CUT_OFF, NotApplicable, Observation, ObservedKind
 from tool_runtime_conformance.adapters._cancel import Cancelled, run_cancellable
 
 try:
@@ -133,6 +133,8 @@ class AgentsSDKDefaults:
 
     def propose(self, proposal: Propose, cancel: threading.Event) -> Observation:
         """One ``Runner.run`` in which the model proposes exactly this call."""
+        if not proposal.complete:
+            raise NotApplicable(CUT_OFF)
         call = ResponseFunctionToolCall(
             type="function_call",
             id=f"fc_{proposal.call_id}",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
-from tool_runtime_conformance.adapter import Observation, ObservedKind
+from tool_runtime_conformance.adapter import CUT_OFF, NotApplicable, Observation, ObservedKind
 from tool_runtime_conformance.adapters._cancel import Cancelled, run_cancellable
 
 try:
@@ -159,6 +159,8 @@ class PydanticAIDefaults:
 
     def propose(self, proposal: Propose, cancel: threading.Event) -> Observation:
         """One agent run in which the model proposes exactly this call."""
+        if not proposal.complete:
+            raise NotApplicable(CUT_OFF)
         text = proposal.arguments.decode("utf-8", "replace")
         model = _OneCall(ToolCallPart(proposal.tool, text, tool_call_id=proposal.call_id))
         return self._run(model, cancel, self._agent(model).run("go"))

@@ -9,6 +9,7 @@ is ``ModelProjection.content``, byte for byte.
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import version
 from typing import TYPE_CHECKING, cast
 
@@ -18,6 +19,7 @@ from tool_runtime_conformance.world import Refusal, ResponseLost
 try:
     import toolbound
     from toolbound.gates.authorize import NumberLimit
+    from toolbound.testing import ScriptedModel, turn_from_stream
 except ImportError as exc:  # pragma: no cover - depends on the environment
     msg = "this adapter needs toolbound: pip install 'tool-runtime-conformance[toolbound]'"
     raise ImportError(msg) from exc
@@ -106,13 +108,19 @@ class ToolboundRuntime:
         self.subject = toolbound.Subject(id=s.id, tenant=s.tenant, session=s.session)
 
     def propose(self, proposal: Propose, cancel: threading.Event) -> Observation:
-        """``Runtime.run`` on the raw bytes, the key and the cancel from the caller."""
+        """``Runtime.run`` on the raw bytes, the key and the cancel from the caller.
+
+        A streamed call goes the way toolbound's docs take streams: the deltas as an
+        OpenAI Chat Completions stream, assembled into a turn a ``Loop`` plays (R15).
+        """
         context = toolbound.CallContext(
             subject=self.subject,
             tools=self.registry.toolset(),
             idempotency_key=proposal.idempotency_key,
             cancel=cancel,
         )
+        if proposal.deltas:
+            return self._streamed(proposal, context)
         raw = toolbound.Proposal(
             name=proposal.tool,
             arguments=proposal.arguments,
@@ -120,6 +128,18 @@ class ToolboundRuntime:
             version=proposal.version,
         )
         return self._observe(proposal.call_id, self.runtime.run(raw, context))
+
+    def _streamed(self, proposal: Propose, context: toolbound.CallContext) -> Observation:
+        turn = turn_from_stream("openai-chat", _chat_stream(proposal))
+        model = ScriptedModel([turn, toolbound.ModelTurn(text="done")])
+        ended = toolbound.Loop(self.runtime, model, context=context).run("go")
+        for step in ended.steps:
+            if step.batch is not None and proposal.call_id in step.batch.by_id:
+                return self._observe(proposal.call_id, step.batch[proposal.call_id])
+        answers = [m for m in ended.transcript if m.get("call_id") == proposal.call_id]
+        if answers:  # a cut-off call is answered with a rejection, never run
+            return Observation(kind="refused", text=str(answers[-1]["content"]))
+        return Observation(kind="failed", text="", detail="the loop never answered the call")
 
     def approve(self, call_id: str, shown: str) -> Observation:
         """Approve by the digest of the call the person was shown (R7)."""
@@ -159,3 +179,20 @@ class ToolboundRuntime:
         runtime = getattr(self, "runtime", None)
         if runtime is not None:
             runtime.close()
+
+
+def _chat_stream(proposal: Propose) -> bytes:
+    """The deltas as Chat Completions SSE; a cut-off call gets no finish and no [DONE]."""
+    head = {"index": 0, "id": proposal.call_id, "type": "function"}
+    first = {**head, "function": {"name": proposal.tool, "arguments": ""}}
+    pieces = [{"tool_calls": [first]}]
+    pieces += [
+        {"tool_calls": [{"index": 0, "function": {"arguments": d}}]} for d in proposal.deltas
+    ]
+    events = [{"id": "kit", "choices": [{"index": 0, "delta": p}]} for p in pieces]
+    if proposal.complete:
+        events.append(
+            {"id": "kit", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+        )
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+    return (body + ("data: [DONE]\n\n" if proposal.complete else "")).encode()
