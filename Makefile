@@ -61,8 +61,8 @@ test-packaging: $(STAMP)
 	$(BIN)/python -m pytest -m packaging tests/packaging
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples docs/_tooling
-	$(BIN)/ruff format --check src tests bench examples docs/_tooling
+	$(BIN)/ruff check src tests bench examples docs/_tooling conformance
+	$(BIN)/ruff format --check src tests bench examples docs/_tooling conformance
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
