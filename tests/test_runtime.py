@@ -221,6 +221,21 @@ def test_marked_write_timeout_after_mark_is_committed(harness: Harness):
     assert out.problem.code == "result_lost"
 
 
+def test_the_same_write_after_its_result_was_lost_is_not_run_and_says_so(harness: Harness):
+    """R8, R9: a lost result's repeat runs nothing and says the effect happened (not "empty")."""
+    tool = FakeTool(delay=0.5, commit_at="before_delay", returns={"text": "x"})
+    harness.registry.register(write_spec(timeout=0.1, marks_commit=True), tool)
+    first = harness.run("write", {"text": "x"})
+    again = harness.run("write", {"text": "x"})
+    assert first.problem.code == "result_lost"
+    assert again.kind == "failed"
+    assert again.path[-2:] == (S.COMMITTED, S.FAILED_AFTER_COMMIT)
+    assert again.committed
+    assert again.problem.code == "result_lost"
+    assert first.invocation_id in again.problem.message
+    assert len(tool.calls) == 1
+
+
 def test_unexpected_exception_in_write_is_unknown(harness: Harness):
     """An unclassified exception from a write may hide a commit: OUTCOME_UNKNOWN."""
     harness.registry.register(write_spec(), FakeTool(raises=RuntimeError("secret internals")))

@@ -8,12 +8,7 @@ from tool_runtime_conformance.adapters.naive import NaiveRuntime
 from tool_runtime_conformance.adapters.toolbound_library import ToolboundRuntime
 
 # Cases toolbound fails today, each with what it does instead (reported, never dropped).
-TOOLBOUND_FAILS = {
-    "r9-unknown-is-not-rerun": (
-        "after a write whose result was lost past its commit, the same call with the same "
-        "key is answered as an ok, empty result instead of the committed-but-lost outcome"
-    ),
-}
+TOOLBOUND_FAILS: dict[str, str] = {}
 
 # The only cases a runtime that json.loads and calls can pass: the ones where
 # json.loads itself refuses (a stream cut inside a number included), the tool is

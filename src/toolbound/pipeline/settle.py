@@ -171,6 +171,15 @@ def replay(env: Env, call: Prepared, claim: Replay) -> Outcome:
     tool, inv = call.tool, call.invocation
     call.life.advance(State.COMMITTED, replayed_from=claim.invocation_id)
     result = replace(claim.result, invocation_id=inv.invocation_id)
+    if result.status == "error":
+        # R8, R9: the first call took effect and its result was lost (or cut off after
+        # its commit). The same answer again, never "nothing found", and no second run.
+        lost = make_problem(
+            "result_lost",
+            f"the same call ({claim.invocation_id}) took effect, but its result was lost",
+            hint="the effect happened; do not repeat it",
+        )
+        return endings.failed_after(call, lost, result)
     for_model, cuts = env.redactor.redact(result.value, secrets={}, personal=True)
     message = model_result(
         invocation_id=inv.invocation_id,
