@@ -80,6 +80,7 @@ __all__ = [
     "Principal",
     "TokenRefused",
     "hash_key",
+    "may_fetch",
 ]
 
 _log = logging.getLogger(__name__)
@@ -98,6 +99,16 @@ _MAX_JWKS = 1 << 20  # bytes of a JWKS document
 _MAX_KEYS = 64  # keys kept from one document
 _FETCH_TIMEOUT = 5.0  # seconds for one JWKS fetch
 _FETCH_WAIT = 1.0  # seconds a verifier waits for a fetch in flight
+
+
+def may_fetch(token: str) -> bool:
+    """Whether verifying ``token`` may fetch an issuer's keys: whether it is JWT-shaped.
+
+    An API key (``secrets.token_urlsafe``, never a dot) is a hash look-up; only a
+    compact JWS (three dot-separated parts) is verified, which may reach a JWKS URL.
+    An async caller runs these off its event loop, the others inline.
+    """
+    return token.count(".") == 2  # noqa: PLR2004 - header.payload.signature
 
 
 def hash_key(key: str) -> str:

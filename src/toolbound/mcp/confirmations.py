@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+import anyio
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -47,7 +48,7 @@ from toolbound.adapters.http import (
     reason_from,
 )
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.identity import TokenRefused
+from toolbound.identity import TokenRefused, may_fetch
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 
 if TYPE_CHECKING:
@@ -174,11 +175,11 @@ class ConfirmationEndpoint:
         return answer
 
     async def _list(self, request: Request) -> Response:
-        principal = self._authenticate(request)
+        principal = await self._authenticate(request)
         return JSONResponse({"confirmations": [p.as_json() for p in self.pending(principal)]})
 
     async def _decide(self, request: Request) -> Response:
-        principal = self._authenticate(request)
+        principal = await self._authenticate(request)
         _require_approver(principal)  # before the body is read: no probing without the role
         try:
             body = parse_arguments(await request.body(), _BODY_LIMITS)
@@ -203,12 +204,16 @@ class ConfirmationEndpoint:
         )
         return JSONResponse(outcome_json(outcome))
 
-    def _authenticate(self, request: Request) -> Principal:
+    async def _authenticate(self, request: Request) -> Principal:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise ApiError(401, "unauthenticated", "send a token: Authorization: Bearer TOKEN")
         try:
-            principal = self._principal_for(token.strip())
+            if may_fetch(token.strip()):
+                # A JWT's issuer may be slow: its wait is this request's, not the loop's.
+                principal = await anyio.to_thread.run_sync(self._principal_for, token.strip())
+            else:
+                principal = self._principal_for(token.strip())
         except TokenRefused as refused:
             raise ApiError(refused.status, refused.code, str(refused)) from None
         if principal is None:

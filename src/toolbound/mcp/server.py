@@ -52,12 +52,13 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
 
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.identity import may_fetch
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
 from toolbound.mcp.relay import (
@@ -77,6 +78,7 @@ from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import dumps, model_result
 
 try:
+    import anyio
     import mcp_types as types
     from mcp.server import Server
     from mcp.server.stdio import stdio_server
@@ -124,6 +126,8 @@ __all__ = [
     "pending_result",
     "tool_definition",
 ]
+
+_T = TypeVar("_T")
 
 SUBJECT_SCOPE_KEY: Final = "toolbound.subject"
 """Where :class:`HttpEndpoint` puts the authenticated :class:`~toolbound.Subject` in
@@ -871,7 +875,7 @@ class HttpEndpoint:
         if scope["type"] != "http":
             await manager.handle_request(scope, receive, send)
             return
-        subject = self._subject(scope)
+        subject = await self._subject(scope)
         if subject is None:
             await _respond(
                 send,
@@ -913,14 +917,25 @@ class HttpEndpoint:
 
         return Starlette(routes=[Route(path, endpoint=self), *self.routes], lifespan=lifespan)
 
-    def _subject(self, scope: Scope) -> Subject | None:
+    async def _subject(self, scope: Scope) -> Subject | None:
         for name, value in scope.get("headers", ()):
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 if scheme.lower() == "bearer" and token.strip():
-                    return self._authenticate(token.strip())
+                    return await _off_loop_if_fetching(self._authenticate, token.strip())
                 return None  # credentials we cannot read are refused, even in local mode
         return self._local
+
+
+async def _off_loop_if_fetching(authenticate: Callable[[str], _T], token: str) -> _T:
+    """``authenticate(token)``; on a worker thread when it may fetch an issuer's keys.
+
+    A JWT's issuer may answer slowly or never: its wait is this request's, never the
+    event loop's, so no other request stalls on it (an API key is a hash look-up).
+    """
+    if may_fetch(token):
+        return await anyio.to_thread.run_sync(authenticate, token)
+    return authenticate(token)
 
 
 def _subscription_handlers(
