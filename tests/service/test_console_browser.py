@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -166,11 +167,18 @@ def test_the_pending_page_explains_each_value_and_where_it_came_from(payments, b
         tool="payments.transfer",
         arguments={"recipient": "mallory@evil.example", "amount": 300},
     )
-    journal = journal_for(store_url)
-    try:
-        record_findings(journal, call["invocation_id"], RECIPIENT_FINDING)
-    finally:
-        journal.close()
+
+    def record() -> None:
+        journal = journal_for(store_url)
+        try:
+            record_findings(journal, call["invocation_id"], RECIPIENT_FINDING)
+        finally:
+            journal.close()
+
+    # Playwright's sync API runs an event loop on this thread, where the stores' loop
+    # guard refuses blocking I/O: the test writes its findings from a thread of its own.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(record).result()
 
     context = browser.new_context(
         viewport={"width": 1200, "height": 900}, timezone_id="Asia/Tokyo", locale="en-US"
@@ -312,4 +320,28 @@ def test_logging_out_ends_the_session_a_copied_cookie_carried(server, browser):
     stolen.goto(f"{server.url}/console/pending")
     assert stolen.url.startswith(f"{server.url}/console/login")
     thief.close()
+    context.close()
+
+
+def test_a_person_corrects_the_arguments_and_approves_the_corrected_call(server, browser, tmp_path):
+    """Edit, then approve, in a browser: the form starts from what was shown; the fix runs."""
+    call = propose(server, "buy milk")
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    page.goto(f"{server.url}/console/login")
+    page.fill("#key", KEYS["ana"])
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{server.url}/console/pending")
+
+    card = page.locator(f"#call-{call['invocation_id']}")
+    card.locator("details.edit summary").click()
+    box = card.locator("textarea[name=arguments]")
+    assert json.loads(box.input_value()) == {"text": "buy milk"}
+    box.fill('{"text": "buy oat milk"}')
+    shoot(page, tmp_path / "edit.png")
+    card.locator("button.edit").click()
+    page.wait_for_url(f"{server.url}/console/invocations/**")
+    assert call["invocation_id"] not in page.url  # the corrected call's own page
+    assert page.inner_text("#status") == "observed"
+    assert effects() == ["buy oat milk"]
     context.close()
