@@ -37,7 +37,7 @@ SUITE = {
 def _run(folder: Path, *options: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
         # Only the plugins asked for: the installed ones take seconds to load.
         "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
