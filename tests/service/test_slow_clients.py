@@ -7,6 +7,7 @@ trickled after its head is answered 408 after ``body_timeout``; past
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 
@@ -97,8 +98,11 @@ def test_a_trickled_body_is_answered_408(server):
                 break
         elapsed = time.monotonic() - start
         sock.settimeout(5)
-        while chunk := sock.recv(4096):
-            answer += chunk
+        # The server closes with the last trickled byte unread in its buffer, which the
+        # kernel turns into a reset: a reset after the answer is the close.
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(4096):
+                answer += chunk
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b'"code":"body_timeout"' in answer
     assert elapsed < 4.0
