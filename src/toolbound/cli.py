@@ -251,7 +251,7 @@ if _MISSING is None:
             console.print(f"  {line}", highlight=False)
         level = _logging_to_stderr(config, log_level)
         # uvicorn's own access lines carry query strings: the service logs each request
-        # itself (toolbound.service.access_log), without them.
+        # itself (toolbound.access_log), without them.
         run_server(create_app(service), config, host=host, port=port, log_level=level)
 
     @_cli.command("check-config")

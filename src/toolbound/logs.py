@@ -1,7 +1,7 @@
 """Log lines on standard error, as ``[logging]`` says: a level, and text or JSON lines.
 
 toolbound logs through :mod:`logging` under the ``toolbound`` logger; the HTTP access
-log is ``toolbound.access`` (:mod:`toolbound.service.access_log`), one line per request.
+log is ``toolbound.access`` (:mod:`toolbound.access_log`), one line per request.
 :func:`configure` is what ``toolbound serve``, ``mcp-serve`` and ``mcp-gateway`` call:
 one handler on the root logger, so uvicorn's own messages come out in the same format.
 Other libraries are held at ``warning``: their debug lines may carry URLs and headers.

@@ -40,6 +40,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from toolbound._errors import ConfirmationMismatch, Rejection
+from toolbound.access_log import note_principal
 from toolbound.adapters.http import (
     ApiError,
     decision_refused,
@@ -218,6 +219,7 @@ class ConfirmationEndpoint:
             raise ApiError(refused.status, refused.code, str(refused)) from None
         if principal is None:
             raise ApiError(401, "unauthenticated", "unknown token")
+        note_principal(principal)  # the access log names who called
         return principal
 
 

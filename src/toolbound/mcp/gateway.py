@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Literal
 from toolbound._clock import Clock, SystemClock
 from toolbound._errors import ConfigurationError, ToolboundError
 from toolbound._model import Resource, Subject, ToolSpec
+from toolbound.access_log import note_principal
 from toolbound.adapters.http import ApiError, problem_response
 from toolbound.approvals import ApprovalStore, ToolVersionMismatch
 from toolbound.identity import TokenRefused
@@ -296,6 +297,7 @@ class Gateway:
             principal = self.config.service.authenticate(token.strip())
         except TokenRefused as refused:
             return problem_response(ApiError(refused.status, refused.code, str(refused)))
+        note_principal(principal)  # the access log names who called
         if "operator" not in principal.roles:
             return problem_response(
                 ApiError(403, "forbidden", f"{principal.name} lacks the operator role")

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_c
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
+from toolbound.access_log import AccessLog, note_caller, note_rpc
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.identity import may_fetch
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
@@ -885,6 +886,7 @@ class HttpEndpoint:
             )
             return
         scope = {**scope, SUBJECT_SCOPE_KEY: subject}
+        note_caller(subject.id, subject.tenant)  # the access log names who called
         if scope.get("method") == "POST":
             body = await _read_body(receive)
             problem = _strict(body)
@@ -905,6 +907,7 @@ class HttpEndpoint:
         Its lifespan enters ``also`` (a gateway's ``running``, say), then :meth:`running`.
         """
         from starlette.applications import Starlette  # noqa: PLC0415 - only for serving
+        from starlette.middleware import Middleware  # noqa: PLC0415
         from starlette.routing import Route  # noqa: PLC0415
 
         @contextlib.asynccontextmanager
@@ -915,7 +918,11 @@ class HttpEndpoint:
                 await stack.enter_async_context(self.running())
                 yield
 
-        return Starlette(routes=[Route(path, endpoint=self), *self.routes], lifespan=lifespan)
+        return Starlette(
+            routes=[Route(path, endpoint=self), *self.routes],
+            middleware=[Middleware(AccessLog)],  # every request logged, refused or not
+            lifespan=lifespan,
+        )
 
     async def _subject(self, scope: Scope) -> Subject | None:
         for name, value in scope.get("headers", ()):
@@ -1008,15 +1015,24 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 def _strict(body: bytes) -> Problem | None:
-    """R3 at the transport: the whole JSON-RPC message must be strict JSON."""
+    """R3 at the transport: the whole JSON-RPC message must be strict JSON.
+
+    A strict message's method, and the tool a ``tools/call`` names, go to the access
+    log (never its arguments).
+    """
     if not body:
         return None  # the SDK answers an empty body itself
     try:
-        parse_arguments(body, _BODY_LIMITS)
+        message = parse_arguments(body, _BODY_LIMITS)
     except Rejection as r:
         if r.problem.code == "not_an_object":
             return None  # a batch or a scalar: the SDK's own error is the right one
         return r.problem
+    method = message.get("method")
+    if isinstance(method, str):
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        note_rpc(method, name if method == "tools/call" and isinstance(name, str) else None)
     return None
 
 

@@ -29,10 +29,10 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from toolbound._errors import Rejection
+from toolbound.access_log import AccessLog
 from toolbound.adapters.http import ApiError, BodyLimit, problem_response, reason_from
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.service import edits, waiting
-from toolbound.service.access_log import AccessLog
 from toolbound.service.failures import RETRY_AFTER, unavailable
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 from toolbound.service.proposals import (

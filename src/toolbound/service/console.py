@@ -61,10 +61,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from toolbound._errors import ConfigurationError
+from toolbound.access_log import note_principal
 from toolbound.adapters.http import ApiError, reason_from
 from toolbound.provenance.labels import Label, Source
 from toolbound.service import edits
-from toolbound.service.access_log import note_principal
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from toolbound.access_log import note_principal
 from toolbound.adapters.http import PROBLEM_JSON, ApiError, idempotency_key, problem_response
 from toolbound.identity import TokenRefused
 from toolbound.otel import propagation_scope
-from toolbound.service.access_log import note_principal
 from toolbound.service.core import Submission, fingerprint
 from toolbound.service.failures import RETRY_AFTER, unavailable
 

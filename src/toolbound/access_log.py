@@ -1,16 +1,21 @@
 """The access log: one line per HTTP request, as ASGI middleware (logger ``toolbound.access``).
 
-Each line names the request id, the principal and its tenant, the method, the route
-(its template, ``/v1/invocations/{invocation_id}``, where the router matched one), the
-status, the duration in milliseconds, and the invocation the request was about. The
-request id is the caller's ``X-Request-Id`` when it is a plain token, else a new one;
-the response carries it back in ``X-Request-Id``.
+The HTTP service and the MCP surfaces served over HTTP (``mcp-serve --http``, the
+gateway) log through it. Each line names the request id, the principal and its
+tenant, the method, the route (its template, ``/v1/invocations/{invocation_id}``,
+where the router matched one), the status, the duration in milliseconds, and the
+invocation the request was about; an MCP request adds its JSON-RPC method (``rpc``)
+and, for ``tools/call``, the tool's name. The request id is the caller's
+``X-Request-Id`` when it is a plain token, else a new one; the response carries it
+back in ``X-Request-Id``.
 
 Nothing else of the request is read: no header but ``X-Request-Id``, no query string,
 no body, so no key, secret or argument value reaches the log. Who called is noted by
-the code that authenticates (:func:`note_principal`, through a context variable set
-for the request); the invocation is read from the route's path parameters, or from
-the proposal answer's top-level ``invocation_id``.
+the code that authenticates (:func:`note_principal`, :func:`note_caller`, through a
+context variable set for the request), and an MCP message's method and tool name by
+the endpoint that already parsed it (:func:`note_rpc`); the invocation is read from
+the route's path parameters, or from the proposal answer's top-level
+``invocation_id``.
 
 With ``toolbound.access`` not enabled for ``info`` the middleware hands the request on
 untouched: an application built without logging configured pays nothing.
@@ -32,7 +37,7 @@ if TYPE_CHECKING:
 
     from toolbound.config import Principal
 
-__all__ = ["AccessLog", "note_principal"]
+__all__ = ["AccessLog", "note_caller", "note_principal", "note_rpc"]
 
 LOGGER = logging.getLogger("toolbound.access")
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -46,6 +51,8 @@ class _Note:
 
     principal: str | None = None
     tenant: str | None = None
+    rpc: str | None = None
+    tool: str | None = None
 
 
 _NOTE: ContextVar[_Note | None] = ContextVar("toolbound_access_note", default=None)
@@ -53,9 +60,21 @@ _NOTE: ContextVar[_Note | None] = ContextVar("toolbound_access_note", default=No
 
 def note_principal(principal: Principal) -> None:
     """Record who the current request authenticated as (a no-op outside the access log)."""
+    note_caller(principal.name, principal.tenant)
+
+
+def note_caller(name: str, tenant: str) -> None:
+    """Record the name and tenant the current request runs as (a no-op outside the log)."""
     note = _NOTE.get()
     if note is not None:
-        note.principal, note.tenant = principal.name, principal.tenant
+        note.principal, note.tenant = name, tenant
+
+
+def note_rpc(method: str, tool: str | None = None) -> None:
+    """Record an MCP request's JSON-RPC method and the tool a ``tools/call`` names."""
+    note = _NOTE.get()
+    if note is not None:
+        note.rpc, note.tool = method, tool
 
 
 class AccessLog:
@@ -146,6 +165,9 @@ def _log(scope: Scope, note: _Note, answer: _Answer, request_id: str, seconds: f
         "duration_ms": round(seconds * 1000, 2),
         "invocation_id": invocation,
     }
+    if note.rpc is not None:
+        fields["rpc"] = note.rpc
+        fields["tool"] = note.tool
     LOGGER.info(
         "%s %s %s", fields["method"], fields["route"], fields["status"], extra={"fields": fields}
     )
