@@ -40,6 +40,7 @@ try:
     from agents import Agent, FunctionTool, MaxTurnsExceeded, RunConfig, Runner
     from agents.items import ModelResponse, ToolCallOutputItem
     from agents.models.interface import Model
+    from agents.run import DEFAULT_MAX_TURNS
     from agents.tool import default_tool_error_function
     from agents.usage import Usage
     from openai.types.responses import (
@@ -258,12 +259,14 @@ class AgentsSDKDefaults:
     ) -> tuple[tuple[str, str], dict[str, Observation]]:
         calls = [c for t in model.turns for c in t]
         agent: Agent[Any] = Agent(name="kit", model=model, tools=list(self.tools))
-        limit = {} if max_turns is None else {"max_turns": max_turns}
+        limit = DEFAULT_MAX_TURNS if max_turns is None else max_turns
         end = ("finished", "")
         interrupted: set[str] = set()
         items: list[Any] = []
         try:
-            result = run_cancellable(Runner.run(agent, "go", run_config=_RUN, **limit), cancel)
+            result = run_cancellable(
+                Runner.run(agent, "go", run_config=_RUN, max_turns=limit), cancel
+            )
             interrupted = {str(getattr(i.raw_item, "call_id", "")) for i in result.interruptions}
             items = list(result.new_items)
         except Cancelled:
