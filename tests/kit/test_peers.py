@@ -178,3 +178,12 @@ def test_mcp_has_no_turn_loop_or_trace_and_says_so():
         result = result_of(MCPServerGuarded, case_id)
         assert result.verdict == "not_applicable"
         assert result.reasons == (reason,)
+
+
+def test_the_agents_sdk_trace_keeps_arguments_and_output_but_no_call_id():
+    """Its function spans hold the raw arguments and the output, never the tool call's id."""
+    from tool_runtime_conformance.adapters.openai_agents_sdk import AgentsSDKGuarded
+
+    result = result_of(AgentsSDKGuarded, "r14-message-to-model-traced")
+    assert result.verdict == "fail"
+    assert result.reasons == ("the trace does not name the call(s) ['c1']",)

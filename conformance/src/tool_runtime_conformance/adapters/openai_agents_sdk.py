@@ -16,6 +16,10 @@ one ``Runner.run`` over scripted responses, bounded by ``max_turns`` (the guarde
 sets it from the case's model-call budget; the defaults row keeps the SDK's 10). The
 SDK counts model turns only: a tool-call budget is not applicable. Streams are not
 driven: interleaved deltas and cut-off calls are not applicable.
+
+The trace is the SDK's own tracing (on by default), read as its docs show through a
+``TracingProcessor`` installed with ``set_trace_processors`` (replacing the exporter
+to OpenAI), with ``trace_include_sensitive_data``: every ended span's ``export()``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,15 @@ from tool_runtime_conformance.adapter import (
 from tool_runtime_conformance.adapters._cancel import Cancelled, run_cancellable
 
 try:
-    from agents import Agent, FunctionTool, MaxTurnsExceeded, RunConfig, Runner
+    from agents import (
+        Agent,
+        FunctionTool,
+        MaxTurnsExceeded,
+        RunConfig,
+        Runner,
+        TracingProcessor,
+        set_trace_processors,
+    )
     from agents.items import ModelResponse, ToolCallOutputItem
     from agents.models.interface import Model
     from agents.run import DEFAULT_MAX_TURNS
@@ -64,7 +76,35 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentsSDKDefaults", "AgentsSDKGuarded"]
 
-_RUN = RunConfig(tracing_disabled=True)
+_RUN = RunConfig(trace_include_sensitive_data=True)
+
+
+class _Collector(TracingProcessor):
+    """Keeps every span as it ends, in order; traces themselves add no detail."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, object]] = []
+
+    def on_trace_start(self, trace: Any) -> None:  # noqa: ANN401 - the SDK's Trace
+        """Nothing to keep yet."""
+
+    def on_trace_end(self, trace: Any) -> None:  # noqa: ANN401
+        """Nothing more to keep."""
+
+    def on_span_start(self, span: Any) -> None:  # noqa: ANN401 - the SDK's Span
+        """Kept when it ends, complete."""
+
+    def on_span_end(self, span: Any) -> None:  # noqa: ANN401
+        """Keep the span as the SDK exports it."""
+        exported = span.export()
+        if exported is not None:
+            self.events.append(exported)
+
+    def shutdown(self) -> None:
+        """Nothing to flush."""
+
+    def force_flush(self) -> None:
+        """Nothing to flush."""
 
 
 class _OneCall(Model):
@@ -162,6 +202,8 @@ class AgentsSDKDefaults:
         """One ``FunctionTool`` per kit tool."""
         confirm = {g.capability for g in setup.grants if g.confirm} if self.guarded else set()
         self.tools = [self._tool(s, t, ask=s.capability in confirm) for s, t in setup.tools]
+        self.collector = _Collector()
+        set_trace_processors([self.collector])
 
     def _tool(self, spec: ToolDef, tool: KitTool, *, ask: bool) -> FunctionTool:
         validator = Draft202012Validator(spec.input_schema, format_checker=FormatChecker())
@@ -315,6 +357,10 @@ class AgentsSDKDefaults:
             # a rejection is sent as an ordinary output; the tool never ran (the world says so)
             return Observation(kind="refused", text=seen.text, detail="rejected")
         return seen
+
+    def trace(self) -> Sequence[Mapping[str, object]]:
+        """Every span the SDK's tracing ended so far, as it exports them."""
+        return list(self.collector.events)
 
     def close(self) -> None:
         """Nothing to release."""
