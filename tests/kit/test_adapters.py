@@ -6,6 +6,7 @@ import pytest
 from tool_runtime_conformance import bundled_cases, run_case, run_cases
 from tool_runtime_conformance.adapters.naive import NaiveRuntime
 from tool_runtime_conformance.adapters.toolbound_library import ToolboundRuntime
+from tool_runtime_conformance.runner import MISSING
 
 # Cases toolbound fails today, each with what it does instead (reported, never dropped).
 TOOLBOUND_FAILS: dict[str, str] = {}
@@ -29,6 +30,14 @@ NAIVE_PASSES = {
     "r10-retry-after-refusal",
     "r15-stream-cut-inside-a-number",
     "r15-deltas-reassembled",
+    "r6-path-inside-scope",
+    "r13-finishes-within-budget",
+    "r15-interleaved-deltas-kept-apart",
+    "r15-interleaved-same-tool",
+    "r15-escape-split-across-deltas",
+    "r16-results-pair-by-id",
+    "r16-writes-in-model-order",
+    "r16-writes-one-at-a-time",
 }
 
 
@@ -50,5 +59,8 @@ def test_the_naive_runtime_fails_every_case_that_needs_a_gate():
     results = run_cases(NaiveRuntime, bundled_cases())
     passed = {r.case.id for r in results if r.verdict == "pass"}
     assert passed == NAIVE_PASSES
-    assert all(r.verdict != "not_applicable" for r in results)
+    # It keeps no trace, and says so: every trace case is n.a. with that reason.
+    not_applicable = {r.case.id: r.reasons for r in results if r.verdict == "not_applicable"}
+    assert set(not_applicable) == {c.id for c in bundled_cases() if c.expect_trace}
+    assert all(reasons == (MISSING["trace"],) for reasons in not_applicable.values())
     assert all(r.reasons for r in results if r.verdict == "fail")

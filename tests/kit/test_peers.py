@@ -114,3 +114,76 @@ def test_a_peer_without_a_streaming_path_marks_a_cut_off_call_not_applicable():
     result = run_case(PydanticAIGuarded, case)
     assert result.verdict == "not_applicable"
     assert result.reasons == (CUT_OFF,)
+
+
+def result_of(factory, case_id):
+    return run_case(factory, next(c for c in bundled_cases() if c.id == case_id))
+
+
+def test_pydantic_ai_sequential_writes_and_usage_limits_where_defaults_have_none():
+    """Guarded: ``sequential`` keeps writes apart and ``UsageLimits`` ends the loop."""
+    for case_id in ("r16-writes-one-at-a-time", "r16-writes-in-model-order"):
+        assert verdict(PydanticAIGuarded, case_id) == "pass"
+        assert verdict(PydanticAIDefaults, case_id) == "fail"
+    stopped = result_of(PydanticAIGuarded, "r13-tool-call-budget")
+    assert stopped.verdict == "pass"
+    assert stopped.loop is not None
+    assert "tool_calls_limit" in stopped.loop.detail
+    ran_on = result_of(PydanticAIDefaults, "r13-tool-call-budget")
+    assert "the loop must be stopped, it finished" in ran_on.reasons
+
+
+def test_no_peer_stops_a_model_repeating_one_call():
+    """None of the peers' loops notices the same call coming back with the same result."""
+    from tool_runtime_conformance.adapters.langgraph_toolnode import LangGraphGuarded
+    from tool_runtime_conformance.adapters.openai_agents_sdk import AgentsSDKGuarded
+
+    for factory in (PydanticAIGuarded, AgentsSDKGuarded, LangGraphGuarded):
+        assert verdict(factory, "r13-repeated-call-stops") == "fail"
+
+
+def test_a_budget_a_framework_cannot_express_is_not_applicable():
+    """The Agents SDK and LangGraph count model turns or graph steps, never tool calls."""
+    from tool_runtime_conformance.adapters.langgraph_toolnode import (
+        NO_TOOL_CALL_BUDGET as LANGGRAPH,
+    )
+    from tool_runtime_conformance.adapters.langgraph_toolnode import LangGraphGuarded
+    from tool_runtime_conformance.adapters.openai_agents_sdk import (
+        NO_TOOL_CALL_BUDGET as AGENTS,
+    )
+    from tool_runtime_conformance.adapters.openai_agents_sdk import AgentsSDKGuarded
+
+    for factory, reason in ((AgentsSDKGuarded, AGENTS), (LangGraphGuarded, LANGGRAPH)):
+        result = result_of(factory, "r13-tool-call-budget")
+        assert result.verdict == "not_applicable"
+        assert result.reasons == (reason,)
+        assert verdict(factory, "r13-model-call-budget") == "pass"
+
+
+def test_mcp_has_no_turn_loop_or_trace_and_says_so():
+    """Each of the three is n.a. for an MCP server, with MCP's own reason."""
+    pytest.importorskip("mcp")
+    from tool_runtime_conformance.adapters.mcp_server import (
+        NO_LOOP,
+        NO_TRACE,
+        NO_TURN,
+        MCPServerGuarded,
+    )
+
+    for case_id, reason in (
+        ("r16-results-pair-by-id", NO_TURN),
+        ("r13-model-call-budget", NO_LOOP),
+        ("r14-message-to-model-traced", NO_TRACE),
+    ):
+        result = result_of(MCPServerGuarded, case_id)
+        assert result.verdict == "not_applicable"
+        assert result.reasons == (reason,)
+
+
+def test_the_agents_sdk_trace_keeps_arguments_and_output_but_no_call_id():
+    """Its function spans hold the raw arguments and the output, never the tool call's id."""
+    from tool_runtime_conformance.adapters.openai_agents_sdk import AgentsSDKGuarded
+
+    result = result_of(AgentsSDKGuarded, "r14-message-to-model-traced")
+    assert result.verdict == "fail"
+    assert result.reasons == ("the trace does not name the call(s) ['c1']",)

@@ -9,7 +9,16 @@ the verdicts (:mod:`tool_runtime_conformance.report`).
 
 from __future__ import annotations
 
-from tool_runtime_conformance.adapter import Adapter, NotApplicable, Observation, Setup
+from tool_runtime_conformance.adapter import (
+    Adapter,
+    LoopAdapter,
+    LoopObservation,
+    NotApplicable,
+    Observation,
+    Setup,
+    TracingAdapter,
+    TurnAdapter,
+)
 from tool_runtime_conformance.cases import Case, CaseFormatError, bundled_cases, load_path
 from tool_runtime_conformance.runner import CaseResult, marked_untrusted, run_case, run_cases
 from tool_runtime_conformance.world import KitTool, Refusal, ResponseLost
@@ -20,11 +29,15 @@ __all__ = [
     "CaseFormatError",
     "CaseResult",
     "KitTool",
+    "LoopAdapter",
+    "LoopObservation",
     "NotApplicable",
     "Observation",
     "Refusal",
     "ResponseLost",
     "Setup",
+    "TracingAdapter",
+    "TurnAdapter",
     "bundled_cases",
     "load_path",
     "marked_untrusted",

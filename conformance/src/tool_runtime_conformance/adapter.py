@@ -5,6 +5,12 @@ subject and grants, then driven step by step. Every step returns an
 :class:`Observation`: what the runtime did with the call and the exact text the model
 would receive. An adapter raises :class:`NotApplicable` (with the reason) when the
 runtime has no way to express a case, for instance no concept of a person's approval.
+
+Three capabilities are optional, each its own protocol: :class:`TurnAdapter` sends
+several calls in one model turn (R16, and interleaved deltas: R15), :class:`LoopAdapter`
+lets the runtime's own loop play scripted turns under its own limits (R13), and
+:class:`TracingAdapter` reads the runtime's trace (R14). A case that needs one an
+adapter lacks is not applicable for it, and the report says which capability is missing.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from tool_runtime_conformance.cases import GrantDef, Propose, SubjectDef, ToolDef
     from tool_runtime_conformance.world import KitTool
@@ -24,10 +30,15 @@ __all__ = [
     "Adapter",
     "AdapterFactory",
     "CommitReport",
+    "LoopAdapter",
+    "LoopEnd",
+    "LoopObservation",
     "NotApplicable",
     "Observation",
     "ObservedKind",
     "Setup",
+    "TracingAdapter",
+    "TurnAdapter",
 ]
 
 CommitReport: TypeAlias = Literal["committed", "not_committed", "unknown"]
@@ -114,4 +125,59 @@ class AdapterFactory(Protocol):
 
     def __call__(self) -> Adapter:
         """A fresh adapter."""
+        ...
+
+
+LoopEnd: TypeAlias = Literal["finished", "stopped", "failed"]
+"""``finished``: the model ended the loop with text; ``stopped``: the runtime ended it
+(a budget, no progress); ``failed``: the loop died with an error."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoopObservation:
+    """How a runtime's loop ended, and what it did with each call it answered."""
+
+    end: LoopEnd
+    calls: Mapping[str, Observation] = field(default_factory=dict)
+    """The calls the loop answered, by call id; calls it never reached are absent."""
+    detail: str = ""
+    """Why it ended, in the runtime's words (a budget's name, an exception)."""
+
+
+class TurnAdapter(Adapter, Protocol):
+    """An adapter that can send one model turn of several calls (R16)."""
+
+    def propose_turn(
+        self, calls: Sequence[Propose], cancel: threading.Event, *, interleaved: bool
+    ) -> Mapping[str, Observation]:
+        """The model proposes ``calls`` in one turn; what came back for each, by call id.
+
+        With ``interleaved``, the calls arrive as one stream whose argument deltas
+        alternate between them (R15).
+        """
+        ...
+
+
+class LoopAdapter(Adapter, Protocol):
+    """An adapter that can run its runtime's own loop over scripted model turns (R13)."""
+
+    def run_loop(
+        self, turns: Sequence[Sequence[Propose]], budgets: Mapping[str, int]
+    ) -> LoopObservation:
+        """Play ``turns`` as the model's, then a text answer, under ``budgets``.
+
+        ``budgets`` may hold ``model_calls`` and ``tool_calls``; the adapter sets them
+        in the runtime's own terms, or raises :class:`NotApplicable` when it has none.
+        """
+        ...
+
+
+class TracingAdapter(Adapter, Protocol):
+    """An adapter that can read what its runtime recorded (R14)."""
+
+    def trace(self) -> Sequence[Mapping[str, object]]:
+        """Every event recorded so far, oldest first, each as a JSON object.
+
+        Bytes the runtime kept are given as text (UTF-8, as the runtime renders them).
+        """
         ...

@@ -46,6 +46,9 @@ def as_json(adapter: Adapter, results: Sequence[CaseResult]) -> dict[str, object
                 "observed": {
                     c: {"kind": o.kind, "text": o.text} for c, o in r.observations.items()
                 },
+                **(
+                    {} if r.loop is None else {"loop": {"end": r.loop.end, "detail": r.loop.detail}}
+                ),
             }
             for r in results
         ],

@@ -4,7 +4,9 @@ A runtime under test registers :class:`KitTool` objects as its tools' implementa
 Each call is recorded twice: when the tool is *entered* (the runtime let it run) and
 when its *effect* happens (for a read, the read; for a write, the write). Records are
 attributed to the call the runner is driving when the tool is entered, so an effect
-that lands late (after a timeout or a cancel) still counts against its call.
+that lands late (after a timeout or a cancel) still counts against its call. When one
+step carries several calls (a turn, a loop), each entry is attributed to the first
+pending call of that tool whose arguments it received, in the model's order.
 
 Faults make a tool misbehave the way real ones do:
 
@@ -21,11 +23,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import abc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from tool_runtime_conformance.cases import Case, SetFault, ToolDef
 
@@ -65,8 +68,39 @@ class World:
         self.current_call = ""
         self._faults: dict[str, SetFault] = {}
         self._running = 0
+        self._writing = 0
+        self.most_writes_at_once = 0
+        """The most write calls that were inside their tools at the same moment (R16)."""
+        self._pending: list[tuple[str, str, object]] = []
         self._lock = threading.Condition()
         self.tools = {t.name: KitTool(self, t) for t in case.tools}
+
+    def expect(self, calls: Iterable[tuple[str, str, object]]) -> None:
+        """The calls one step carries, as ``(call_id, tool, parsed arguments)``."""
+        with self._lock:
+            self._pending = list(calls)
+
+    def attribute(self, tool: str, arguments: object) -> str:
+        """The call an entry into ``tool`` with ``arguments`` belongs to."""
+        with self._lock:
+            pending = self._pending
+            match = next((p for p in pending if p[1] == tool and p[2] == arguments), None)
+            match = match or next((p for p in pending if p[1] == tool), None)
+            if match is None:
+                return self.current_call
+            pending.remove(match)
+            return match[0]
+
+    def effect_order(self) -> list[str]:
+        """The calls in the order their effects happened."""
+        with self._lock:
+            return [r.call_id for r in self.records if r.what == "effect"]
+
+    def writing(self, delta: int) -> None:
+        """Count a write call in (+1) or out (-1)."""
+        with self._lock:
+            self._writing += delta
+            self.most_writes_at_once = max(self.most_writes_at_once, self._writing)
 
     def set_fault(self, step: SetFault) -> None:
         """Apply a ``fault`` step."""
@@ -134,7 +168,7 @@ class KitTool:
             await asyncio.sleep(self._after(fault))
             return self._result(fault)
         finally:
-            self.world.running(-1)
+            self._leave()
 
     def _run(
         self,
@@ -149,16 +183,24 @@ class KitTool:
             sleep(self._after(fault))
             return self._result(fault)
         finally:
-            self.world.running(-1)
+            self._leave()
 
     def _enter(self, arguments: Mapping[str, object]) -> tuple[str, SetFault | None]:
         world = self.world
-        call_id = world.current_call
+        plain = dict(arguments) if isinstance(arguments, abc.Mapping) else arguments
+        call_id = world.attribute(self.spec.name, plain)
         world.running(+1)
+        if self.spec.writes:
+            world.writing(+1)
         world.record(
             Record(call_id=call_id, tool=self.spec.name, what="entered", arguments=arguments)
         )
         return call_id, world.fault_of(self.spec.name)
+
+    def _leave(self) -> None:
+        if self.spec.writes:
+            self.world.writing(-1)
+        self.world.running(-1)
 
     def _before(self, fault: SetFault | None) -> float:
         kind = None if fault is None else fault.fault

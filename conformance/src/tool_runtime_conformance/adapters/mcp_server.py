@@ -13,6 +13,8 @@ MCP carries a call's arguments as a JSON object, so the host parses the model's 
 first, as hosts do, with ``json.loads``; text that does not parse to an object cannot
 be sent at all, and the case is not applicable. MCP has no approval step, no grants
 and no idempotency key: the subject, the grants and a proposal's key reach nothing.
+It has no model turn, no agent loop and no trace a client can read either: those
+cases are not applicable, each with its reason.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import json
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from tool_runtime_conformance.adapter import CUT_OFF, NotApplicable, Observation
+from tool_runtime_conformance.adapter import CUT_OFF, LoopObservation, NotApplicable, Observation
 from tool_runtime_conformance.adapters._cancel import Cancelled, run_cancellable
 
 try:
@@ -36,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Callable, Coroutine, Mapping
+    from collections.abc import Callable, Coroutine, Mapping, Sequence
 
     from tool_runtime_conformance.adapter import Setup
     from tool_runtime_conformance.cases import Propose, ToolDef
@@ -101,6 +103,14 @@ def _function(spec: ToolDef, tool: KitTool, *, constrained: bool) -> Callable[..
     return call
 
 
+NO_TURN = (
+    "MCP has no model turn: a host sends each tools/call on its own, and the order and "
+    "overlap of several are the host's"
+)
+NO_LOOP = "MCP has no agent loop: the host runs the loop and sets its limits"
+NO_TRACE = "MCP gives a client no record of the calls a server ran"
+
+
 class MCPServerDefaults:
     """MCPServer tools written with plain types; the client waits as long as it takes."""
 
@@ -157,6 +167,28 @@ class MCPServerDefaults:
     def deny(self, call_id: str) -> Observation:
         """MCP has no approval step: nothing waits for a person."""
         return Observation(kind="failed", text="", detail=f"nothing waits for approval: {call_id}")
+
+    def propose_turn(
+        self,
+        calls: Sequence[Propose],  # noqa: ARG002
+        cancel: threading.Event,  # noqa: ARG002
+        *,
+        interleaved: bool,  # noqa: ARG002
+    ) -> Mapping[str, Observation]:
+        """MCP has no model turn: several calls' order and overlap are the host's choice."""
+        raise NotApplicable(NO_TURN)
+
+    def run_loop(
+        self,
+        turns: Sequence[Sequence[Propose]],  # noqa: ARG002
+        budgets: Mapping[str, int],  # noqa: ARG002
+    ) -> LoopObservation:
+        """MCP has no agent loop: the host runs the loop and bounds it."""
+        raise NotApplicable(NO_LOOP)
+
+    def trace(self) -> Sequence[Mapping[str, object]]:
+        """An MCP server keeps no record of calls that a client can read."""
+        raise NotApplicable(NO_TRACE)
 
     def close(self) -> None:
         """Each call opened and closed its own client session."""

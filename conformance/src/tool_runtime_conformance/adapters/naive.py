@@ -8,17 +8,20 @@ approval, no idempotency and no commit boundary, so the kit can show what is mis
 from __future__ import annotations
 
 import json
+import threading
 from typing import TYPE_CHECKING
 
-from tool_runtime_conformance.adapter import Observation
+from tool_runtime_conformance.adapter import LoopObservation, Observation
 
 if TYPE_CHECKING:
-    import threading
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from tool_runtime_conformance.adapter import Setup
     from tool_runtime_conformance.cases import Propose
     from tool_runtime_conformance.world import KitTool
+
+
+_NEVER = threading.Event()
 
 
 class NaiveRuntime:
@@ -48,6 +51,23 @@ class NaiveRuntime:
         except Exception as exc:  # noqa: BLE001 - the naive runtime reports every error alike
             return Observation(kind="failed", text=f"error: {exc}")
         return Observation(kind="ran", text=json.dumps(value))
+
+    def propose_turn(
+        self, calls: Sequence[Propose], cancel: threading.Event, *, interleaved: bool
+    ) -> Mapping[str, Observation]:
+        """Optional (R16): several calls in one turn, run one after the other."""
+        del interleaved  # the naive runtime only sees the joined arguments
+        return {call.call_id: self.propose(call, cancel) for call in calls}
+
+    def run_loop(
+        self, turns: Sequence[Sequence[Propose]], budgets: Mapping[str, int]
+    ) -> LoopObservation:
+        """Optional (R13): a loop with no limits of its own, over until the model is done."""
+        del budgets  # nothing here counts calls
+        calls = [call for turn in turns for call in turn]
+        return LoopObservation(
+            end="finished", calls=self.propose_turn(calls, _NEVER, interleaved=False)
+        )
 
     def approve(self, call_id: str, shown: str) -> Observation:  # noqa: ARG002
         """Nothing ever waits for a person here."""

@@ -10,6 +10,16 @@ stops with an interruption; ``RunState.approve``/``reject`` resume it), the tool
 ``on_invoke_tool``. The SDK has no grants and no idempotency key.
 
 The model's text is the ``function_call_output`` the SDK sends back for the call.
+
+A turn of several calls is one model response with several function calls; a loop is
+one ``Runner.run`` over scripted responses, bounded by ``max_turns`` (the guarded row
+sets it from the case's model-call budget; the defaults row keeps the SDK's 10). The
+SDK counts model turns only: a tool-call budget is not applicable. Streams are not
+driven: interleaved deltas and cut-off calls are not applicable.
+
+The trace is the SDK's own tracing (on by default), read as its docs show through a
+``TracingProcessor`` installed with ``set_trace_processors`` (replacing the exporter
+to OpenAI), with ``trace_include_sensitive_data``: every ended span's ``export()``.
 """
 
 from __future__ import annotations
@@ -21,13 +31,28 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
-from tool_runtime_conformance.adapter import CUT_OFF, NotApplicable, Observation, ObservedKind
+from tool_runtime_conformance.adapter import (
+    CUT_OFF,
+    LoopObservation,
+    NotApplicable,
+    Observation,
+    ObservedKind,
+)
 from tool_runtime_conformance.adapters._cancel import Cancelled, run_cancellable
 
 try:
-    from agents import Agent, FunctionTool, RunConfig, Runner
-    from agents.items import ModelResponse
+    from agents import (
+        Agent,
+        FunctionTool,
+        MaxTurnsExceeded,
+        RunConfig,
+        Runner,
+        TracingProcessor,
+        set_trace_processors,
+    )
+    from agents.items import ModelResponse, ToolCallOutputItem
     from agents.models.interface import Model
+    from agents.run import DEFAULT_MAX_TURNS
     from agents.tool import default_tool_error_function
     from agents.usage import Usage
     from openai.types.responses import (
@@ -41,7 +66,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from agents.tool_context import ToolContext
 
@@ -51,7 +76,35 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentsSDKDefaults", "AgentsSDKGuarded"]
 
-_RUN = RunConfig(tracing_disabled=True)
+_RUN = RunConfig(trace_include_sensitive_data=True)
+
+
+class _Collector(TracingProcessor):
+    """Keeps every span as it ends, in order; traces themselves add no detail."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, object]] = []
+
+    def on_trace_start(self, trace: Any) -> None:  # noqa: ANN401 - the SDK's Trace
+        """Nothing to keep yet."""
+
+    def on_trace_end(self, trace: Any) -> None:  # noqa: ANN401
+        """Nothing more to keep."""
+
+    def on_span_start(self, span: Any) -> None:  # noqa: ANN401 - the SDK's Span
+        """Kept when it ends, complete."""
+
+    def on_span_end(self, span: Any) -> None:  # noqa: ANN401
+        """Keep the span as the SDK exports it."""
+        exported = span.export()
+        if exported is not None:
+            self.events.append(exported)
+
+    def shutdown(self) -> None:
+        """Nothing to flush."""
+
+    def force_flush(self) -> None:
+        """Nothing to flush."""
 
 
 class _OneCall(Model):
@@ -86,6 +139,54 @@ class _OneCall(Model):
         raise NotImplementedError
 
 
+INTERLEAVED = (
+    "this adapter drives the Agents SDK's non-streaming path, where deltas interleaved "
+    "between calls cannot be expressed"
+)
+NO_TOOL_CALL_BUDGET = (
+    "the Agents SDK bounds a run by max_turns, model turns only; it has no tool-call budget"
+)
+
+
+def _function_call(proposal: Propose) -> ResponseFunctionToolCall:
+    if not proposal.complete:
+        raise NotApplicable(CUT_OFF)
+    return ResponseFunctionToolCall(
+        type="function_call",
+        id=f"fc_{proposal.call_id}",
+        call_id=proposal.call_id,
+        name=proposal.tool,
+        arguments=proposal.arguments.decode("utf-8", "replace"),
+        status="completed",
+    )
+
+
+class _Script(Model):
+    """A model that plays several responses of function calls, then a final message."""
+
+    def __init__(self, turns: Sequence[Sequence[ResponseFunctionToolCall]]) -> None:
+        self.turns = [list(t) for t in turns]
+        self.outputs: dict[str, str] = {}
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:  # noqa: ANN401
+        """The next scripted response; every output sent so far is kept by call id."""
+        items = kwargs["input"] if "input" in kwargs else args[1]
+        for i in items if isinstance(items, list) else []:
+            if isinstance(i, dict) and i.get("type") == "function_call_output":
+                self.outputs[str(i.get("call_id"))] = str(i["output"])
+        if self.turns:
+            return ModelResponse(output=list(self.turns.pop(0)), usage=Usage(), response_id=None)
+        text = ResponseOutputText(type="output_text", text="done", annotations=[])
+        done = ResponseOutputMessage(
+            type="message", id="msg", role="assistant", status="completed", content=[text]
+        )
+        return ModelResponse(output=[done], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # noqa: ANN401
+        """Not used: the kit runs without streaming."""
+        raise NotImplementedError
+
+
 class AgentsSDKDefaults:
     """Custom ``FunctionTool``s that parse their argument string, nothing switched on."""
 
@@ -101,6 +202,8 @@ class AgentsSDKDefaults:
         """One ``FunctionTool`` per kit tool."""
         confirm = {g.capability for g in setup.grants if g.confirm} if self.guarded else set()
         self.tools = [self._tool(s, t, ask=s.capability in confirm) for s, t in setup.tools]
+        self.collector = _Collector()
+        set_trace_processors([self.collector])
 
     def _tool(self, spec: ToolDef, tool: KitTool, *, ask: bool) -> FunctionTool:
         validator = Draft202012Validator(spec.input_schema, format_checker=FormatChecker())
@@ -169,6 +272,70 @@ class AgentsSDKDefaults:
         kind: ObservedKind = "failed" if call_id in self.failed else "ran"
         return Observation(kind=kind, text=model.output, detail=self.failed.get(call_id, ""))
 
+    def propose_turn(
+        self, calls: Sequence[Propose], cancel: threading.Event, *, interleaved: bool
+    ) -> Mapping[str, Observation]:
+        """One model response with a function call per proposal; the SDK runs them."""
+        if interleaved:
+            raise NotApplicable(INTERLEAVED)
+        model = _Script([[_function_call(c) for c in calls]])
+        _end, seen = self._script_run(model, cancel, max_turns=None)
+        return {c.call_id: seen[c.call_id] for c in calls}
+
+    def run_loop(
+        self, turns: Sequence[Sequence[Propose]], budgets: Mapping[str, int]
+    ) -> LoopObservation:
+        """One ``Runner.run`` over the scripted responses, ``max_turns`` from the budget."""
+        if "tool_calls" in budgets:
+            raise NotApplicable(NO_TOOL_CALL_BUDGET)
+        model = _Script([[_function_call(c) for c in t] for t in turns])
+        limit = budgets.get("model_calls") if self.guarded else None
+        import threading  # noqa: PLC0415 - a loop is never cancelled here
+
+        end, seen = self._script_run(model, threading.Event(), max_turns=limit)
+        answered = {k: v for k, v in seen.items() if v.kind != "failed" or v.text}
+        return LoopObservation(end=end[0], calls=answered, detail=end[1])  # type: ignore[arg-type]
+
+    def _script_run(
+        self, model: _Script, cancel: threading.Event, *, max_turns: int | None
+    ) -> tuple[tuple[str, str], dict[str, Observation]]:
+        calls = [c for t in model.turns for c in t]
+        agent: Agent[Any] = Agent(name="kit", model=model, tools=list(self.tools))
+        limit = DEFAULT_MAX_TURNS if max_turns is None else max_turns
+        end = ("finished", "")
+        interrupted: set[str] = set()
+        items: list[Any] = []
+        try:
+            result = run_cancellable(
+                Runner.run(agent, "go", run_config=_RUN, max_turns=limit), cancel
+            )
+            interrupted = {str(getattr(i.raw_item, "call_id", "")) for i in result.interruptions}
+            items = list(result.new_items)
+        except Cancelled:
+            end = ("failed", "cancelled")
+        except MaxTurnsExceeded as exc:
+            end = ("stopped", repr(exc))
+            items = [] if exc.run_data is None else list(exc.run_data.new_items)
+        except Exception as exc:  # noqa: BLE001 - the run died; the model is told nothing more
+            end = ("failed", repr(exc))
+        # Outputs the run made but no model call was given yet (the run paused or ended).
+        for item in items:
+            if isinstance(item, ToolCallOutputItem) and item.call_id is not None:
+                raw = item.raw_item
+                output = raw.get("output") if isinstance(raw, dict) else item.output
+                model.outputs.setdefault(item.call_id, str(output))
+        seen: dict[str, Observation] = {}
+        for call in calls:
+            text = model.outputs.get(call.call_id)
+            if call.call_id in interrupted:
+                seen[call.call_id] = Observation(kind="asked", text="")
+            elif text is None:
+                seen[call.call_id] = Observation(kind="failed", text="", detail=end[1])
+            else:
+                kind: ObservedKind = "failed" if call.call_id in self.failed else "ran"
+                seen[call.call_id] = Observation(kind=kind, text=text)
+        return end, seen
+
     def approve(self, call_id: str, shown: str) -> Observation:  # noqa: ARG002
         """Approve the interruption: the SDK binds it to the call item, not to what was shown."""
         return self._decide(call_id, approved=True)
@@ -190,6 +357,10 @@ class AgentsSDKDefaults:
             # a rejection is sent as an ordinary output; the tool never ran (the world says so)
             return Observation(kind="refused", text=seen.text, detail="rejected")
         return seen
+
+    def trace(self) -> Sequence[Mapping[str, object]]:
+        """Every span the SDK's tracing ended so far, as it exports them."""
+        return list(self.collector.events)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -4,12 +4,19 @@ Two rows. :class:`PydanticAIDefaults` registers each tool with ``Tool.from_schem
 the docs show and nothing more. :class:`PydanticAIGuarded` switches on what Pydantic AI
 offers: ``requires_approval`` (an ``ApprovalRequiredToolset``) for tools the grants mark
 for confirmation, an ``args_validator`` checking the arguments against the tool's JSON
-Schema (``from_schema`` alone does not validate), the tool's ``timeout``, and a
-``prepare`` that hides a tool whose capability the subject does not hold.
+Schema (``from_schema`` alone does not validate), the tool's ``timeout``, a
+``prepare`` that hides a tool whose capability the subject does not hold, and
+``sequential`` for writes, so that two never overlap.
 
 The model's text is what the ``FunctionModel`` receives for the call: the tool return
 (``model_response_str``) or the retry prompt (``model_response``). Pydantic AI has no
 idempotency key: a proposal's key is not passed anywhere.
+
+A turn of several calls is one ``ModelResponse`` with several ``ToolCallPart`` parts; a
+loop is one agent run over scripted responses, bounded in the guarded row by
+``UsageLimits`` (``request_limit``, ``tool_calls_limit``) and in the defaults row by
+Pydantic AI's own default (50 requests). Streams are not driven: a turn whose deltas
+interleave, or a call cut off, is not applicable.
 """
 
 from __future__ import annotations
@@ -21,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
-from tool_runtime_conformance.adapter import CUT_OFF, NotApplicable, Observation, ObservedKind
+from tool_runtime_conformance.adapter import (
+    CUT_OFF,
+    LoopObservation,
+    NotApplicable,
+    Observation,
+    ObservedKind,
+)
 from tool_runtime_conformance.adapters._cancel import Cancelled, run_cancellable
 
 try:
@@ -32,6 +45,10 @@ try:
         ModelRetry,
         Tool,
         ToolDenied,
+        UnexpectedModelBehavior,
+        UsageLimitExceeded,
+        UsageLimits,
+        capture_run_messages,
     )
     from pydantic_ai.messages import (
         ModelMessage,
@@ -49,7 +66,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 if TYPE_CHECKING:
     import threading
-    from collections.abc import Coroutine, Mapping
+    from collections.abc import Coroutine, Mapping, Sequence
 
     from pydantic_ai import RunContext
     from pydantic_ai.tools import ToolDefinition
@@ -79,6 +96,48 @@ class _OneCall:
             return ModelResponse(parts=[self.call])
         self.seen.extend(back)
         return ModelResponse(parts=[TextPart("done")])
+
+
+INTERLEAVED = (
+    "this adapter drives Pydantic AI's non-streaming path, where deltas interleaved "
+    "between calls cannot be expressed"
+)
+
+
+@dataclass
+class _Script:
+    """A FunctionModel that plays several responses of calls, then answers with text."""
+
+    turns: list[list[ToolCallPart]]
+
+    def __call__(self, _messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
+        if self.turns:
+            return ModelResponse(parts=list(self.turns.pop(0)))
+        return ModelResponse(parts=[TextPart("done")])
+
+
+def _answers(messages: Sequence[ModelMessage]) -> dict[str, Observation]:
+    """What the model was sent for each call, by call id: the last answer wins."""
+    seen: dict[str, Observation] = {}
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, RetryPromptPart) and part.tool_call_id:
+                seen[part.tool_call_id] = Observation(kind="refused", text=part.model_response())
+            elif isinstance(part, ToolReturnPart):
+                seen[part.tool_call_id] = Observation(
+                    kind=_OUTCOMES[part.outcome],
+                    text=part.model_response_str(),
+                    detail=part.outcome,
+                )
+    return seen
+
+
+def _part(call: Propose) -> ToolCallPart:
+    if not call.complete:
+        raise NotApplicable(CUT_OFF)
+    return ToolCallPart(
+        call.tool, call.arguments.decode("utf-8", "replace"), tool_call_id=call.call_id
+    )
 
 
 def _function(tool: KitTool) -> Any:  # noqa: ANN401 - Pydantic AI takes any callable
@@ -129,6 +188,7 @@ class PydanticAIDefaults:
             description=spec.description,
             json_schema=dict(spec.input_schema),
             args_validator=_schema_check(spec) if self.guarded else None,
+            sequential=self.guarded and spec.writes,
         )
         if self.guarded:
             made.timeout = spec.timeout_seconds
@@ -179,6 +239,59 @@ class PydanticAIDefaults:
             self.waiting[call_id] = (model, result.all_messages())
             return Observation(kind="asked", text="")
         return _observed(model)
+
+    def propose_turn(
+        self, calls: Sequence[Propose], cancel: threading.Event, *, interleaved: bool
+    ) -> Mapping[str, Observation]:
+        """One model response with every call's ``ToolCallPart``; Pydantic AI runs them."""
+        if interleaved:
+            raise NotApplicable(INTERLEAVED)
+        script = _Script([[_part(c) for c in calls]])
+        end, seen = self._script_run(script, cancel, UsageLimits())
+        died = Observation(kind="failed", text="", detail=end[1])
+        return {c.call_id: seen.get(c.call_id, died) for c in calls}
+
+    def run_loop(
+        self, turns: Sequence[Sequence[Propose]], budgets: Mapping[str, int]
+    ) -> LoopObservation:
+        """One agent run over the scripted responses, under ``UsageLimits`` when guarded."""
+        script = _Script([[_part(c) for c in t] for t in turns])
+        limits = (
+            UsageLimits(
+                request_limit=budgets.get("model_calls", 50),
+                tool_calls_limit=budgets.get("tool_calls"),
+            )
+            if self.guarded
+            else UsageLimits()
+        )
+        end, seen = self._script_run(script, _never(), limits)
+        return LoopObservation(end=end[0], calls=seen, detail=end[1])  # type: ignore[arg-type]
+
+    def _script_run(
+        self, script: _Script, cancel: threading.Event, limits: UsageLimits
+    ) -> tuple[tuple[str, str], dict[str, Observation]]:
+        agent = self._agent(script)  # type: ignore[arg-type]
+
+        async def run() -> tuple[tuple[str, str], list[ModelMessage], object]:
+            with capture_run_messages() as messages:
+                try:
+                    result = await agent.run("go", usage_limits=limits)
+                except (UsageLimitExceeded, UnexpectedModelBehavior) as exc:
+                    # its own limits: usage, and a tool's retries used up
+                    return ("stopped", str(exc)), messages, None
+                except Exception as exc:  # noqa: BLE001 - the run died
+                    return ("failed", repr(exc)), messages, None
+            return ("finished", ""), result.all_messages(), result.output
+
+        try:
+            end, messages, output = run_cancellable(run(), cancel)
+        except Cancelled:
+            return ("failed", "cancelled"), {}
+        seen = _answers(messages)
+        if isinstance(output, DeferredToolRequests):
+            for call in output.approvals:
+                seen[call.tool_call_id] = Observation(kind="asked", text="")
+        return end, seen
 
     def approve(self, call_id: str, shown: str) -> Observation:  # noqa: ARG002
         """Approve by call id: Pydantic AI binds an approval to the id, not to what was shown."""
