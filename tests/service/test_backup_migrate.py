@@ -242,6 +242,7 @@ def test_migrate_check_lists_an_older_store_s_steps_then_migrate_applies_them(
 # -- PostgreSQL -------------------------------------------------------------------
 
 _databases = itertools.count()
+PASSWORD = "s3cret-pw"  # noqa: S105 - a test's, for a server that does not ask for it
 
 
 @pytest.fixture
@@ -250,7 +251,8 @@ def pg_config(pg_cluster, pg_admin, tmp_path, monkeypatch):
     name = f"ops_{os.getpid()}_{next(_databases)}"
     pg_admin.execute(f'CREATE DATABASE "{name}"'.encode())
     monkeypatch.setenv("PATH", f"{pg_cluster.bindir}{os.pathsep}{os.environ['PATH']}")
-    url = f"postgresql://{pg_cluster.user}@{pg_cluster.host}:{pg_cluster.port}/{name}"
+    # The cluster trusts loopback: the password is there to be kept out of every output.
+    url = f"postgresql://{pg_cluster.user}:{PASSWORD}@{pg_cluster.host}:{pg_cluster.port}/{name}"
     path = tmp_path / "toolbound.toml"
     path.write_text(config_text(url, confirm_writes=False))
     yield path
@@ -267,9 +269,11 @@ def test_postgres_backup_and_restore_through_pg_dump(pg_config, effects_path, tm
         shown = CliRunner().invoke(_cli, ["backup", "--config", str(pg_config), str(folder)])
         assert shown.exit_code == 0
         assert "pg_dump --format=custom" in shown.output
+        assert PASSWORD not in shown.output
         assert not folder.exists()  # only printed
         code, manifest = _cli_json("backup", "--config", str(pg_config), str(folder), "--run")
         assert code == 0, manifest
+        assert PASSWORD not in json.dumps(manifest)
         assert manifest["store"] == "postgres"
         assert manifest["ledger_schema"] == SCHEMA_VERSION
         assert (folder / "toolbound.dump").stat().st_size == manifest["files"][0]["bytes"]
@@ -301,7 +305,7 @@ def test_postgres_migrate_refuses_a_newer_ledger(pg_config, pg_cluster):
     import psycopg
 
     assert CliRunner().invoke(_cli, ["migrate", "--config", str(pg_config)]).exit_code == 0
-    name = pg_config.read_text().split("/")[3].split('"')[0]
+    name = pg_config.read_text().split("/")[3].split('"')[0]  # the URL's database
     with psycopg.connect(pg_cluster.conninfo(name), autocommit=True) as conn:
         conn.execute(
             "INSERT INTO toolbound_schema_version VALUES (%s, 'newer', now())",
