@@ -7,11 +7,13 @@ URL, registries by name, telemetry — comes from :mod:`toolbound.wiring`.
 Each command needs one extra, and says which when it is missing (exit status 2)::
 
     reconcile, check-config, trace, unknown, demo,
-    hash-key, revoke-sessions                         toolbound[cli]
+    hash-key, revoke-sessions, backup, restore,
+    migrate                                           toolbound[cli]
     serve                                             toolbound[service]
     mcp-serve, mcp-gateway                            toolbound[mcp]
 
-A ``postgresql://`` store needs ``toolbound[postgres]`` as well.
+A ``postgresql://`` store needs ``toolbound[postgres]`` as well. ``backup``, ``restore``
+and ``migrate`` are :mod:`toolbound.cli_ops`'s.
 
 The commands that read (``check-config``, ``trace``, ``unknown``, and the gateway's
 ``tools``, ``review`` and ``pending``) take ``--json`` for scripts; docs/cli.md gives
@@ -559,6 +561,7 @@ def _json_text(value: object) -> str:
 
 
 if _MISSING is None:
+    from toolbound.cli_ops import backup, migrate, restore
     from toolbound.mcp.cli import mcp_gateway, mcp_serve
 
     for _command in (mcp_gateway, mcp_serve):
@@ -566,3 +569,5 @@ if _MISSING is None:
 
     _cli.add_command(mcp_gateway)
     _cli.add_command(mcp_serve)
+    for _command in (backup, restore, migrate):
+        _cli.add_command(_command)

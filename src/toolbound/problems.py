@@ -926,6 +926,13 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("LedgerError", "JournalError"),
     ),
     _c(
+        "store_in_use",
+        None,
+        "R19",
+        "a restore refused: a running process has the store open",
+        raised_as=("LedgerError",),
+    ),
+    _c(
         "not_holder",
         None,
         "R8",

@@ -7,6 +7,7 @@ module turns them into objects, one way for all of them::
     open_ledger(url)          an existing ledger: sqlite:///PATH or postgresql://…
     ledger_for(url, timeouts) a service's ledger: ``memory`` too, the SQLite directory made
     journal_for(url, timeouts) the journal beside that ledger (:mod:`toolbound.journal`)
+    journal_path(ledger)      where that journal's SQLite file is, for a ledger's file
     journal_recorder(config, surface)  a trace sink keeping each call in that journal
     load_registry(spec)       the Registry that ``MODULE:FUNCTION`` builds
     policy_for(config, clock, tools)  the grants, and the ``[provenance]`` flow rules beside them
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "journal_for",
+    "journal_path",
     "journal_recorder",
     "ledger_for",
     "load_registry",
@@ -98,14 +100,19 @@ def journal_for(url: str, timeouts: StoreTimeouts | None = None) -> Journal:
         return open_journal(f"sqlite:///{path}", **bounds)
     if url.startswith("sqlite:///"):
         _make_folder(url)
-        # Beside the ledger's file, not in it: the ledger syncs every write (FULL),
-        # the journal only needs to survive the process.
-        ledger = Path(url.removeprefix("sqlite:///"))
-        name = ledger.with_name(ledger.stem + ".service.db")
+        name = journal_path(Path(url.removeprefix("sqlite:///")))
         return open_journal(f"sqlite:///{name}", **bounds)
     if timeouts is None or not url.startswith(("postgresql://", "postgres://")):
         return open_journal(url)
     return PostgresJournal(bounded_conninfo(url, timeouts), timeout=timeouts.pool)
+
+
+def journal_path(ledger: Path) -> Path:
+    """The journal's SQLite file for a ledger kept in ``ledger``: beside it, not in it.
+
+    The ledger syncs every write (FULL); the journal only needs to survive the process.
+    """
+    return ledger.with_name(ledger.stem + ".service.db")
 
 
 def bounded_conninfo(url: str, timeouts: StoreTimeouts) -> str:

@@ -9,6 +9,7 @@ with :func:`extend_schema` before the journal is opened.
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Protocol
 
 from toolbound._jsontext import compact
@@ -27,7 +28,9 @@ __all__ = [
     "dumps",
     "extend_schema",
     "migrate_traces",
+    "plan",
     "refuse_newer",
+    "stored_format",
 ]
 
 
@@ -193,11 +196,70 @@ def create(cur: Cursor, present: Callable[[Cursor], set[str]], mark: str) -> Non
         cur.execute("INSERT INTO toolbound_journal_migrations (name) VALUES ('trace_events')")
 
 
-def refuse_newer(cur: Cursor) -> None:
-    """Raise ``unsupported_schema`` if the database holds records of a newer format."""
+def plan(cur: Cursor, names: set[str], columns: set[str]) -> list[str]:
+    """What :func:`create` would do to this database, each step as its statement or in words.
+
+    ``names`` are the tables and indexes the database holds, ``columns`` those of
+    ``toolbound_service_calls``. Only reads; raises ``unsupported_schema`` as
+    :func:`create` does for a database in a newer format. An empty list: nothing to do.
+    """
+    if "toolbound_journal_migrations" in names:
+        refuse_newer(cur)
+    steps = [s for s in SCHEMA if _created(s) not in names]
+    missing = [(c, kind) for c, kind in COLUMN_MIGRATIONS if c not in columns]
+    steps += [f"ALTER TABLE toolbound_service_calls ADD COLUMN {c} {kind}" for c, kind in missing]
+    if missing and "toolbound_service_calls" in names:
+        unfinished = _count(cur, f"SELECT count(*) FROM toolbound_service_calls WHERE {UNFINISHED}")  # noqa: S608 - fixed SQL
+        if unfinished:
+            steps.append(
+                f"give the {unfinished} call(s) an older process left unfinished an expired lease"
+            )
+    for statement in _LATE_INDEXES:
+        dropped = statement.removeprefix("DROP INDEX IF EXISTS ")
+        if dropped in names if dropped != statement else _created(statement) not in names:
+            steps.append(statement)
+    if "toolbound_service_calls" in names and not _traces_moved(cur, names):
+        kept = _count(
+            cur, """SELECT count(*) FROM toolbound_service_calls WHERE body LIKE '%"trace":%'"""
+        )
+        steps.append(
+            f"move the traces kept in {kept} call body(ies) into toolbound_call_events (once)"
+        )
+    return steps
+
+
+def stored_format(cur: Cursor) -> int:
+    """The newest record format the database is marked with (``FORMAT`` when unmarked)."""
     cur.execute("SELECT name FROM toolbound_journal_migrations WHERE name LIKE 'format-%'")
     found = [str(name).removeprefix("format-") for (name,) in cur.fetchall()]
-    newest = max((int(n) for n in found if n.isdecimal()), default=FORMAT)
+    return max((int(n) for n in found if n.isdecimal()), default=FORMAT)
+
+
+def _traces_moved(cur: Cursor, names: set[str]) -> bool:
+    if "toolbound_journal_migrations" not in names:
+        return False
+    cur.execute("SELECT name FROM toolbound_journal_migrations WHERE name = 'trace_events'")
+    return cur.fetchone() is not None
+
+
+def _count(cur: Cursor, sql: str) -> int:
+    cur.execute(sql)
+    row = cur.fetchone()
+    return int(str(row[0])) if row else 0
+
+
+_CREATED = re.compile(r"CREATE (?:TABLE|INDEX) IF NOT EXISTS (\w+)")
+
+
+def _created(statement: str) -> str:
+    """The table or index a ``CREATE … IF NOT EXISTS`` statement makes ("" for another)."""
+    found = _CREATED.search(statement)
+    return found.group(1) if found else ""
+
+
+def refuse_newer(cur: Cursor) -> None:
+    """Raise ``unsupported_schema`` if the database holds records of a newer format."""
+    newest = stored_format(cur)
     if newest > FORMAT:
         msg = (
             f"the journal holds records in format {newest}, written by a newer toolbound;"
