@@ -8,13 +8,15 @@ Each command needs one extra, and says which when it is missing (exit status 2):
 
     reconcile, check-config, trace, unknown, demo,
     hash-key, revoke-sessions                         toolbound[cli]
+    pending, decide, edit                             toolbound[cli,http]
     serve                                             toolbound[service]
     mcp-serve, mcp-gateway                            toolbound[mcp]
 
 A ``postgresql://`` store needs ``toolbound[postgres]`` as well.
 
-The commands that read (``check-config``, ``trace``, ``unknown``, and the gateway's
-``tools``, ``review`` and ``pending``) take ``--json`` for scripts; docs/cli.md gives
+The commands that read (``check-config``, ``trace``, ``unknown``, ``pending``, and the
+gateway's ``tools``, ``review`` and ``pending``) take ``--json`` for scripts, and so do
+the inbox's ``decide`` and ``edit`` (:mod:`toolbound.cli_inbox`); docs/cli.md gives
 each document's shape and the exit statuses, the same for every command.
 """
 
@@ -58,6 +60,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "cli": ("click", "rich"),
     "service": ("starlette", "uvicorn", "jinja2", "multipart", "itsdangerous", "opentelemetry"),
     "mcp": ("mcp", "httpx"),
+    "http": ("httpx",),
     "postgres": ("psycopg", "psycopg_pool"),
 }
 """The modules each extra brings, as the commands look for them."""
@@ -457,16 +460,16 @@ def _key_hints(config_path: str) -> list[str]:
     ]
 
 
-def _requiring_mcp(
-    name: str, callback: Callable[..., object] | None
+def _requiring(
+    extra: str, name: str, callback: Callable[..., object] | None
 ) -> Callable[..., object] | None:
-    """``callback``, after the check that the MCP extra is there."""
+    """``callback``, after the check that ``extra`` is there."""
     if callback is None:
         return None
 
     @functools.wraps(callback)
     def checked(*args: object, **kwargs: object) -> object:
-        needs("mcp", f"toolbound {name}")
+        needs(extra, f"toolbound {name}")
         return callback(*args, **kwargs)
 
     return checked
@@ -559,10 +562,10 @@ def _json_text(value: object) -> str:
 
 
 if _MISSING is None:
+    from toolbound.cli_inbox import decide, edit, pending
     from toolbound.mcp.cli import mcp_gateway, mcp_serve
 
-    for _command in (mcp_gateway, mcp_serve):
-        _command.callback = _requiring_mcp(_command.name or "mcp", _command.callback)
-
-    _cli.add_command(mcp_gateway)
-    _cli.add_command(mcp_serve)
+    for _extra, _commands in (("mcp", (mcp_gateway, mcp_serve)), ("http", (pending, decide, edit))):
+        for _command in _commands:
+            _command.callback = _requiring(_extra, _command.name or _extra, _command.callback)
+            _cli.add_command(_command)
