@@ -210,6 +210,9 @@ def _service(url: str, key_env: str, timeout: float, *, as_json: bool) -> Iterat
         ServiceUnreachableError,
     )
 
+    if not url.startswith(("http://", "https://")):
+        msg = f"{url!r} is not an http:// or https:// URL"
+        raise click.BadParameter(msg, param_hint="--url")
     key = os.environ.get(key_env, "").strip()
     if not key:
         msg = f"set ${key_env} to your API key (it is never taken from the command line)"
@@ -261,7 +264,8 @@ def _report(answer: Mapping[str, object], what: str, *, approved: bool, as_json:
         out.print(Text(f"digest {answer.get('digest')}"))
     problem = answer.get("problem")
     if isinstance(problem, dict) and problem.get("code"):
-        out.print(Text(f"problem {problem.get('code')}: {problem.get('detail', '')}"))
+        said = problem.get("message") or problem.get("detail") or ""
+        out.print(Text(f"problem {problem.get('code')}: {said}"))
     message = answer.get("message")
     if isinstance(message, dict):
         out.print(Text(f"to the model {message.get('content', '')}"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -243,7 +244,9 @@ def test_an_edit_the_schema_refuses_is_not_a_success(server):
     )
     assert done.returncode == DID_NOT_SUCCEED, done.stdout + done.stderr
     assert ": rejected" in done.stdout.splitlines()[0]
-    assert "problem " in done.stdout
+    problems = [line for line in done.stdout.splitlines() if line.startswith("problem ")]
+    assert len(problems) == 1
+    assert re.fullmatch(r"problem [a-z_]+: \S.*", problems[0]), problems
 
 
 def test_edit_without_approve_is_a_usage_error_and_changes_nothing(server):
@@ -270,7 +273,9 @@ def test_usage_errors_exit_2(server):
         "decide", "inv", "--approve", "--digest", "d", "--reason", "r", url=server.url
     )
     no_key = toolbound("pending", url=server.url, who=None)
-    assert (neither.returncode, reason.returncode, no_key.returncode) == (2, 2, 2)
+    no_scheme = toolbound("pending", url=server.url.removeprefix("http://"))
+    codes = (neither.returncode, reason.returncode, no_key.returncode, no_scheme.returncode)
+    assert codes == (2, 2, 2, 2)
     assert "--approve or --deny" in neither.stderr
     assert "$TOOLBOUND_API_KEY" in no_key.stderr
 
