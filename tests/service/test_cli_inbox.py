@@ -11,14 +11,23 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from servers import Server, free_port
 from service_config import KEYS, config_text
 from service_pack import EFFECTS_ENV
 
-from toolbound.cli_inbox import DID_NOT_SUCCEED, decision_status
-from toolbound.client import CallAnswer, Client
+from toolbound._output import command_console
+from toolbound.cli_inbox import (
+    DID_NOT_SUCCEED,
+    REFUSED,
+    UNREACHABLE,
+    _pending_fields,
+    _print_pending,
+    decision_status,
+)
+from toolbound.client import CallAnswer, Client, Invocation
 
 LONG = "a note longer than any terminal, " * 5 + "the end"  # 172 characters, under 200
 PENDING_FIELDS = {
@@ -297,3 +306,42 @@ def test_an_answer_handed_over_to_another_surface_is_done():
     assert decision_status({"status": "observed"}, approved=True) == 0
     assert decision_status({"status": "failed"}, approved=True) == DID_NOT_SUCCEED
     assert decision_status({"status": "rejected"}, approved=False) == 0
+
+
+def test_a_call_parked_elsewhere_shows_its_surface_and_where_to_decide_it(capsys):
+    """The service's `surface` and `decidable`, when it sends them, are shown and kept."""
+    sent = {
+        "invocation_id": "inv-gw",
+        "tool": "git.git_commit",
+        "subject": "agent-1",
+        "status": "awaiting_confirmation",
+        "digest": "sha256:" + "a" * 64,
+        "surface": "mcp-gateway",
+        "decidable": False,
+        "confirmation": {
+            "subject": {"id": "agent-1", "tenant": "acme"},
+            "arguments": {"message": "fix"},
+            "reason": "a person confirms commits",
+            "requested_at": "2026-12-05T08:00:00+00:00",
+            "expires_at": "2026-12-05T08:15:00+00:00",
+        },
+    }
+    row = _pending_fields(Invocation.of(sent))
+    assert set(row) == PENDING_FIELDS
+    assert (row["surface"], row["decidable"], row["tenant"]) == ("mcp-gateway", False, "acme")
+    _print_pending(command_console(), row)  # stdout is not a terminal here: a pipe's console
+    printed = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines() if line)
+    assert printed["surface"] == "mcp-gateway"
+    assert printed["decidable"].startswith("no: decide it where it was parked (mcp-gateway)")
+    assert printed["digest"] == "sha256:" + "a" * 64
+
+
+def test_the_exit_statuses_are_one_table_in_the_docs():
+    """docs/cli.md has one row per status, 0 to 4, and the inbox's statuses are those rows."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    rows = {int(m[1]): m[2] for m in re.finditer(r"^\| (\d) \| (.*)$", page, re.MULTILINE)}
+    assert sorted(rows) == [0, 1, 2, 3, 4]
+    assert (REFUSED, DID_NOT_SUCCEED, UNREACHABLE) == (1, 3, 4)
+    for status in (REFUSED, DID_NOT_SUCCEED, UNREACHABLE):
+        assert "`decide`" in rows[status], status
+    assert "did not answer" in rows[UNREACHABLE]
