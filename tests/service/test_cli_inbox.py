@@ -63,13 +63,17 @@ def effects(server) -> list[str]:
 
 
 def toolbound(
-    *args: str, url: str, who: str | None = "ana", stdin: str | None = None
+    *args: str,
+    url: str,
+    who: str | None = "ana",
+    stdin: str | None = None,
+    key_env: str = "TOOLBOUND_API_KEY",
 ) -> subprocess.CompletedProcess[str]:
     """``toolbound ARGS`` in its own process, stdout and stderr pipes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLBOUND_")}
     env["TOOLBOUND_URL"] = url
     if who is not None:
-        env["TOOLBOUND_API_KEY"] = KEYS[who]
+        env[key_env] = KEYS[who]
     return subprocess.run(  # noqa: S603 - our own interpreter and arguments
         [sys.executable, "-c", "from toolbound.cli import main; main()", *args],
         env=env,
@@ -236,6 +240,28 @@ def test_edit_json_from_a_file_names_the_new_call_and_its_digest(tmp_path, serve
     assert answer["invocation_id"] != parked.invocation_id
     assert answer["digest"] != parked.digest
     assert effects(server).count("from a file, corrected") == 1
+
+
+def test_edit_reads_the_arguments_on_stdin_with_a_key_from_another_variable(server):
+    """`--arguments @-` and `--api-key-env NAME`: the text from stdin, the key from $NAME."""
+    parked = park(server, "from stdin")
+    done = toolbound(
+        "edit",
+        parked.invocation_id,
+        "--digest",
+        str(parked.digest),
+        "--arguments",
+        "@-",
+        "--approve",
+        "--api-key-env",
+        "APPROVER_KEY",
+        url=server.url,
+        stdin='{"text": "from stdin, corrected"}',
+        key_env="APPROVER_KEY",
+    )
+    assert done.returncode == 0, done.stderr
+    assert effects(server).count("from stdin, corrected") == 1
+    assert KEYS["ana"] not in done.stdout + done.stderr
 
 
 def test_an_edit_the_schema_refuses_is_not_a_success(server):
