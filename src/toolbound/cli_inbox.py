@@ -34,7 +34,9 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from toolbound._errors import Rejection
 from toolbound._output import command_console, emit_json
+from toolbound.gates.parse import ParseLimits, parse_arguments
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -193,6 +195,7 @@ def edit(
         msg = "an edit approves the corrected call: add --approve to run it as approved by you"
         raise click.UsageError(msg)
     text = _argument_text(arguments)
+    _check_parses(text)
     with _service(url, key_env, timeout, as_json=as_json) as client:
         answer = client.edit(invocation_id, digest=digest, arguments=text)
     what = f"edited {invocation_id} → {answer.invocation_id}"
@@ -297,6 +300,25 @@ def _argument_text(value: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         msg = f"cannot read {name}: {exc}"
         raise click.BadParameter(msg, param_hint="--arguments") from None
+
+
+def _check_parses(text: str) -> None:
+    """Refuse, before anything is sent, corrected arguments the parse gate would refuse.
+
+    The service takes the edit as the parked call's one decision before it parses the
+    corrected text: a typo would leave the parked call replaced by a rejected one. The
+    same strict parser here (no size or depth limit: the tool's are the service's to
+    apply) stops it at the command line, and the call still waits.
+    """
+    try:
+        parse_arguments(text.encode("utf-8", "surrogatepass"), _SYNTAX_ONLY)
+    except Rejection as refused:
+        problem = refused.problem
+        msg = f"{problem.code}: {problem.message} (nothing was sent; the call still waits)"
+        raise click.BadParameter(msg, param_hint="--arguments") from None
+
+
+_SYNTAX_ONLY = ParseLimits(max_bytes=1 << 62, max_depth=1 << 16)
 
 
 def _pending_fields(call: Invocation) -> dict[str, object]:

@@ -301,6 +301,29 @@ def test_edit_without_approve_is_a_usage_error_and_changes_nothing(server):
     assert status_of(server, parked.invocation_id) == "awaiting_confirmation"
 
 
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [('{"text": "buy oat milk"', "truncated"), ('{"text": "a", "text": "b"}', "duplicate_key")],
+)
+def test_corrected_arguments_the_parser_refuses_are_never_sent(server, arguments, code):
+    """A typo in --arguments: exit 2 with the parse gate's code; the parked call still waits."""
+    parked = park(server, f"typo {code}")
+    done = toolbound(
+        "edit",
+        parked.invocation_id,
+        "--digest",
+        str(parked.digest),
+        "--arguments",
+        arguments,
+        "--approve",
+        url=server.url,
+    )
+    assert done.returncode == 2
+    assert code in done.stderr
+    assert "the call still waits" in done.stderr
+    assert status_of(server, parked.invocation_id) == "awaiting_confirmation"
+
+
 def test_usage_errors_exit_2(server):
     """Neither --approve nor --deny, a reason with an approval, or no key: exit 2."""
     neither = toolbound("decide", "inv", "--digest", "d", url=server.url)
