@@ -9,19 +9,23 @@ Each command needs one extra, and says which when it is missing (exit status 2):
     reconcile, check-config, trace, unknown, demo,
     hash-key, revoke-sessions, backup, restore,
     migrate                                           toolbound[cli]
+    pending, decide, edit                             toolbound[cli,http]
     serve                                             toolbound[service]
     mcp-serve, mcp-gateway                            toolbound[mcp]
 
 A ``postgresql://`` store needs ``toolbound[postgres]`` as well. ``backup``, ``restore``
 and ``migrate`` are :mod:`toolbound.cli_ops`'s.
 
-The commands that read (``check-config``, ``trace``, ``unknown``, and the gateway's
-``tools``, ``review`` and ``pending``) take ``--json`` for scripts; docs/cli.md gives
-each document's shape and the exit statuses, the same for every command.
+The commands that read (``check-config``, ``trace``, ``unknown``, ``reconcile``,
+``pending``, and the gateway's ``tools``, ``review`` and ``pending``) take ``--json``
+for scripts, and so do the inbox's ``decide`` and ``edit`` (:mod:`toolbound.cli_inbox`);
+docs/cli.md gives each document's shape and the exit statuses, the same for every
+command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
 
     from toolbound._clock import Clock
     from toolbound.config import ConfigError, ServiceConfig
+    from toolbound.execution.reconcile import Reconciled
     from toolbound.journal import StoredCall
     from toolbound.ledger.store import LedgerRecord
     from toolbound.logs import Level
@@ -60,6 +65,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "cli": ("click", "rich"),
     "service": ("starlette", "uvicorn", "jinja2", "multipart", "itsdangerous", "opentelemetry"),
     "mcp": ("mcp", "httpx"),
+    "http": ("httpx",),
     "postgres": ("psycopg", "psycopg_pool"),
 }
 """The modules each extra brings, as the commands look for them."""
@@ -137,6 +143,7 @@ if _MISSING is None:
     )
     @click.option("--list", "list_only", is_flag=True, help="Only list unknown outcomes.")
     @click.option("--grace", default=30.0, show_default=True, help="Seconds past a deadline.")
+    @_JSON
     def reconcile(
         config_path: str | None,
         ledger_url: str | None,
@@ -144,21 +151,23 @@ if _MISSING is None:
         *,
         list_only: bool,
         grace: float,
+        as_json: bool,
     ) -> None:
         """Resolve outcome-unknown calls through their tools' query hooks.
 
         With ``--config`` the service's journal is settled with the ledger, call by
-        call, as the API and the console settle them.
+        call, as the API and the console settle them. Exits 1 while any call is left
+        unknown (``--list`` only lists, and exits 0).
         """
         from datetime import timedelta  # noqa: PLC0415
 
         from toolbound.execution.reconcile import Reconciler  # noqa: PLC0415
         from toolbound.service.records import settle_unknown  # noqa: PLC0415
 
-        console = Console()
+        out = command_console()
         journal = None
         if config_path is not None:
-            config = _config_or_exit(config_path, console)
+            config = _config_or_exit(config_path, command_console(stderr=as_json))
             ledger_url, registry = config.store_url, config.build_registry()
             journal = journal_for(config.store_url)
         elif ledger_url and tools:
@@ -172,24 +181,18 @@ if _MISSING is None:
                 ledger=ledger, registry=registry, grace=timedelta(seconds=grace)
             )
             if list_only:
-                records = reconciler.unresolved()
-                table = Table("invocation", "tool", "key", "since")
-                for r in records:
-                    table.add_row(r.invocation_id, r.tool, r.key.key, r.updated_at.isoformat())
-                console.print(table)
-                console.print(f"{len(records)} unknown outcome(s)")
+                _print_unknown(out, reconciler.unresolved(), as_json=as_json)
                 return
-            with console.status("reconciling…"):
+            # A spinner for a person at a terminal; nothing in a pipe or a JSON document.
+            spin = out.is_terminal and not as_json
+            busy = out.status("reconciling…") if spin else contextlib.nullcontext()
+            with busy:
                 results = [
                     settle_unknown(reconciler, journal, r.invocation_id)
                     for r in reconciler.unresolved()
                 ]
-            table = Table("invocation", "tool", "status", "evidence")
-            for done in results:
-                table.add_row(done.invocation_id, done.tool, done.status, str(dict(done.evidence)))
-            console.print(table)
             left = sum(done.status in {"unknown", "needs_person"} for done in results)
-            console.print(f"{len(results) - left} resolved, {left} still unknown")
+            _print_reconciled(out, results, left, as_json=as_json)
             sys.exit(1 if left else 0)
         finally:
             ledger.close()
@@ -348,16 +351,8 @@ if _MISSING is None:
             records = ledger.unresolved()
         finally:
             ledger.close()
-        rows = [_unknown_fields(r) for r in records]
-        if as_json:
-            emit_json({"unknown": rows})
-        else:
-            table = Table("invocation", "tool", "key", "tenant", "since", "deadline")
-            for row in rows:
-                table.add_row(*(Text(str(row[k])) for k in _UNKNOWN_COLUMNS))
-            out.print(table)
-            out.print(f"{len(rows)} unknown outcome(s)")
-        sys.exit(1 if rows else 0)
+        _print_unknown(out, records, as_json=as_json)
+        sys.exit(1 if records else 0)
 
     @_cli.command("hash-key")
     def hash_key_command() -> None:
@@ -459,16 +454,16 @@ def _key_hints(config_path: str) -> list[str]:
     ]
 
 
-def _requiring_mcp(
-    name: str, callback: Callable[..., object] | None
+def _requiring(
+    extra: str, name: str, callback: Callable[..., object] | None
 ) -> Callable[..., object] | None:
-    """``callback``, after the check that the MCP extra is there."""
+    """``callback``, after the check that ``extra`` is there."""
     if callback is None:
         return None
 
     @functools.wraps(callback)
     def checked(*args: object, **kwargs: object) -> object:
-        needs("mcp", f"toolbound {name}")
+        needs(extra, f"toolbound {name}")
         return callback(*args, **kwargs)
 
     return checked
@@ -541,6 +536,44 @@ def _print_trace(out: Console, call: StoredCall, events: list[dict[str, object]]
 _UNKNOWN_COLUMNS = ("invocation_id", "tool", "key", "tenant", "since", "deadline")
 
 
+def _print_unknown(out: Console, records: list[LedgerRecord], *, as_json: bool) -> None:
+    """``reconcile --list``: the unknown outcomes, as ``unknown`` prints them."""
+    rows = [_unknown_fields(r) for r in records]
+    if as_json:
+        emit_json({"unknown": rows})
+        return
+    table = Table("invocation", "tool", "key", "tenant", "since", "deadline")
+    for row in rows:
+        table.add_row(*(Text(str(row[k])) for k in _UNKNOWN_COLUMNS))
+    out.print(table)
+    out.print(f"{len(rows)} unknown outcome(s)")
+
+
+def _print_reconciled(out: Console, results: list[Reconciled], left: int, *, as_json: bool) -> None:
+    """What one reconcile pass found, call by call, and how many are left unknown."""
+    rows = [
+        {
+            "invocation_id": done.invocation_id,
+            "tool": done.tool,
+            "status": done.status,
+            "evidence": dict(done.evidence),
+        }
+        for done in results
+    ]
+    if as_json:
+        emit_json({"reconciled": rows, "resolved": len(rows) - left, "left": left})
+        return
+    table = Table("invocation", "tool", "status", "evidence")
+    table.columns[-1].overflow = "fold"
+    for row in rows:
+        table.add_row(
+            *(Text(str(row[k])) for k in ("invocation_id", "tool", "status")),
+            Text(_json_text(row["evidence"])),
+        )
+    out.print(table)
+    out.print(f"{len(rows) - left} resolved, {left} still unknown")
+
+
 def _unknown_fields(record: LedgerRecord) -> dict[str, object]:
     """One outcome-unknown call as ``unknown --json`` prints it."""
     return {
@@ -561,13 +594,13 @@ def _json_text(value: object) -> str:
 
 
 if _MISSING is None:
+    from toolbound.cli_inbox import decide, edit, pending
     from toolbound.cli_ops import backup, migrate, restore
     from toolbound.mcp.cli import mcp_gateway, mcp_serve
 
-    for _command in (mcp_gateway, mcp_serve):
-        _command.callback = _requiring_mcp(_command.name or "mcp", _command.callback)
-
-    _cli.add_command(mcp_gateway)
-    _cli.add_command(mcp_serve)
+    for _extra, _commands in (("mcp", (mcp_gateway, mcp_serve)), ("http", (pending, decide, edit))):
+        for _command in _commands:
+            _command.callback = _requiring(_extra, _command.name or _extra, _command.callback)
+            _cli.add_command(_command)
     for _command in (backup, restore, migrate):
         _cli.add_command(_command)

@@ -2,7 +2,8 @@
 
 ``pip install 'toolbound[http]'`` (httpx). An agent submits the proposals its model
 made, waits for a person's decision or the call's result, and reads traces; an
-approver or operator decides and reconciles, all with typed answers::
+approver or operator decides (or corrects the arguments and approves) and reconciles,
+all with typed answers::
 
     from toolbound.client import Client
 
@@ -20,8 +21,8 @@ pure function and an answer read by :func:`_read`, so the two cannot drift apart
 503 and 429 (after their ``Retry-After``), and 409 ``request_in_progress`` for a
 submission whose first attempt is still running. A submission keeps its
 ``Idempotency-Key`` on every attempt (made once, or the caller's), so the service runs
-it once and answers a retry with the first answer (``replayed``). A decision or a
-reconciliation is sent again only when it never reached the service. Every other
+it once and answers a retry with the first answer (``replayed``). A decision, an edit
+or a reconciliation is sent again only when it never reached the service. Every other
 refusal raises :class:`ServiceError` at once, with the problem document's ``code``.
 
 **Waiting.** :meth:`Client.wait` asks the service to answer once the call is settled
@@ -217,13 +218,7 @@ def _submit(
     timezone: str | None,
     context: Mapping[str, object] | None,
 ) -> _Request:
-    if isinstance(arguments, bytes):
-        text = arguments.decode("utf-8")
-    elif isinstance(arguments, str):
-        text = arguments  # the model's bytes as it wrote them: the service parses them (R3)
-    else:
-        text = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
-    body: dict[str, object] = {"tool": tool, "arguments": text, "call_id": call_id}
+    body: dict[str, object] = {"tool": tool, "arguments": _text_of(arguments), "call_id": call_id}
     optional = {"model_call_id": model_call_id, "timezone": timezone, "context": context}
     body.update({k: v for k, v in optional.items() if v is not None})
     key = idempotency_key or f"{call_id}-{uuid.uuid4().hex}"
@@ -238,6 +233,27 @@ def _decide(invocation_id: str, *, digest: str, approve: bool, reason: str | Non
         body["reason"] = reason
     path = f"/v1/invocations/{_segment(invocation_id)}/decision"
     return _Request(method="POST", path=path, body=body, repeatable=False)
+
+
+def _edit(
+    invocation_id: str, *, digest: str, arguments: str | bytes | Mapping[str, object]
+) -> _Request:
+    body: dict[str, object] = {
+        "digest": digest,
+        "decision": "edit",
+        "arguments": _text_of(arguments),
+    }
+    path = f"/v1/invocations/{_segment(invocation_id)}/decision"
+    return _Request(method="POST", path=path, body=body, repeatable=False)
+
+
+def _text_of(arguments: str | bytes | Mapping[str, object]) -> str:
+    """Arguments as the JSON text the service parses: text as written, or an object's."""
+    if isinstance(arguments, bytes):
+        return arguments.decode("utf-8")
+    if isinstance(arguments, str):
+        return arguments  # the bytes as written: the service parses them strictly (R3)
+    return json.dumps(arguments, ensure_ascii=False, allow_nan=False)
 
 
 def _reconcile(
@@ -436,6 +452,25 @@ class Client:
         request = _decide(invocation_id, digest=digest, approve=approve, reason=reason)
         return CallAnswer.of(_read(self._send(request)))
 
+    def edit(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        arguments: str | bytes | Mapping[str, object],
+    ) -> CallAnswer:
+        """Correct a parked call's arguments, and approve the corrected call (R7).
+
+        Needs the approver role; ``digest`` is the one the person reviewed. The
+        corrected ``arguments`` (JSON text as written, or an object) are a new call in
+        the parked one's place, through every gate again: the answer is the new call's
+        outcome (its own ``invocation_id`` and digest). Like a decision, it is sent
+        again only when it never reached the service; a repeat that did would be
+        refused ``not_pending``, never run twice.
+        """
+        request = _edit(invocation_id, digest=digest, arguments=arguments)
+        return CallAnswer.of(_read(self._send(request)))
+
     def unknown(self) -> list[Mapping[str, object]]:
         """The tenant's calls whose outcome is unknown (operator role)."""
         body = _read(self._send(_get("/v1/unknown")))
@@ -569,6 +604,17 @@ class AsyncClient:
     ) -> CallAnswer:
         """:meth:`Client.decide`."""
         request = _decide(invocation_id, digest=digest, approve=approve, reason=reason)
+        return CallAnswer.of(_read(await self._send(request)))
+
+    async def edit(
+        self,
+        invocation_id: str,
+        *,
+        digest: str,
+        arguments: str | bytes | Mapping[str, object],
+    ) -> CallAnswer:
+        """:meth:`Client.edit`."""
+        request = _edit(invocation_id, digest=digest, arguments=arguments)
         return CallAnswer.of(_read(await self._send(request)))
 
     async def unknown(self) -> list[Mapping[str, object]]:

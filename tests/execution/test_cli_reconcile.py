@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,13 +16,14 @@ from toolbound.ledger.sqlite import SQLiteLedger
 HERE = Path(__file__).parent
 
 
-def cli(*args: str, effects: Path) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, effects: Path, columns: str | None = "200") -> subprocess.CompletedProcess[str]:
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "COLUMNS"},
         "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
         "TOOLBOUND_TEST_EFFECTS": str(effects),
-        "COLUMNS": "200",
     }
+    if columns is not None:
+        env["COLUMNS"] = columns
     return subprocess.run(  # noqa: S603 - our own command line
         [sys.executable, "-c", "from toolbound.cli import main; main()", *args],
         capture_output=True,
@@ -101,3 +103,36 @@ def test_bad_ledger_url_is_a_clear_error(tmp_path):
     )
     assert out.returncode != 0
     assert "unsupported ledger URL" in out.stderr
+
+
+def test_reconcile_json_lists_then_resolves_for_a_script(tmp_path):
+    """`--json`: the unknown outcomes as `unknown --json` prints them, then what each became."""
+    ledger_db, effects_db, _ = crash(tmp_path, "after_effect")
+    time.sleep(1.1)
+    args = ("reconcile", "--ledger", f"sqlite:///{ledger_db}", "--tools", "cli_tools:tools")
+    listed = cli(*args, "--list", "--grace", "0", "--json", effects=effects_db)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)["unknown"]
+    assert row["key"] == KEY.key
+    resolved = cli(*args, "--grace", "0", "--json", effects=effects_db)
+    assert resolved.returncode == 0, resolved.stderr
+    document = json.loads(resolved.stdout)
+    assert (document["resolved"], document["left"]) == (1, 0)
+    (done,) = document["reconciled"]
+    assert done["invocation_id"] == row["invocation_id"]
+    assert done["status"] == "committed"
+    assert isinstance(done["evidence"], dict)
+
+
+def test_reconcile_piped_keeps_each_call_on_one_line(tmp_path):
+    """No terminal and no COLUMNS: a row is one line, whatever its width."""
+    ledger_db, effects_db, _ = crash(tmp_path, "after_effect")
+    time.sleep(1.1)
+    args = ("reconcile", "--ledger", f"sqlite:///{ledger_db}", "--tools", "cli_tools:tools")
+    listed = cli(*args, "--list", "--grace", "0", effects=effects_db, columns=None)
+    invocation = json.loads(
+        cli(*args, "--list", "--grace", "0", "--json", effects=effects_db).stdout
+    )["unknown"][0]
+    row = next(line for line in listed.stdout.splitlines() if invocation["invocation_id"] in line)
+    assert invocation["key"] in row
+    assert invocation["deadline"] in row

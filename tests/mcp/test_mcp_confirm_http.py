@@ -31,6 +31,7 @@ from mcp_support import (
     sha,
     write_config,
 )
+from node_support import free_port
 
 from toolbound.mcp.cli import mcp_gateway
 
@@ -305,3 +306,18 @@ def test_the_cli_lists_and_decides_parked_calls_of_a_running_gateway(
     assert json.loads(seen["empty"].output) == {"confirmations": []}
     assert appended(state) == ["from the command line"]
     assert append_calls(state) == 1
+
+
+def test_the_cli_exits_4_when_the_gateway_does_not_answer(tmp_path: Path, state: Path) -> None:
+    """Nothing listens at --url: `pending` and `confirm` say where they looked, and exit 4."""
+    config = confirming(tmp_path, state)
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    for args in (("pending",), ("confirm", "inv-1", "--digest", "sha256:0")):
+        done = CliRunner().invoke(
+            mcp_gateway,
+            ["--config", str(config.service.source), *args, "--url", url],
+            env={"TOOLBOUND_TOKEN": TOKENS["ops"]},
+        )
+        assert done.exit_code == 4, done.output
+        assert f"cannot reach the gateway at {url.removesuffix('/mcp')}" in done.output
+    assert append_calls(state) == 0

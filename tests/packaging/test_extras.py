@@ -46,6 +46,8 @@ def run_without(
         ("service", ("serve", "--config", EXAMPLE)),
         ("mcp", ("mcp-gateway", "--config", EXAMPLE, "tools")),
         ("mcp", ("mcp-serve", "--config", EXAMPLE, "--tools", "toolbound.packs.example:registry")),
+        ("http", ("pending",)),
+        ("http", ("decide", "inv", "--approve", "--digest", "sha256:0")),
     ],
 )
 def test_a_command_without_its_extra_names_the_extra_to_install(extra, argv):

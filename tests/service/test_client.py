@@ -160,6 +160,53 @@ def test_the_async_client_denies_with_a_reason_and_reads_the_trace(server):
     assert "no thanks" not in effects(server)
 
 
+def test_an_edit_runs_the_corrected_arguments_in_the_parked_call_s_place(server):
+    """R7: the approver corrects the arguments; the new call runs once, the shown one never."""
+    with client(server) as agent, client(server, "ana") as ana:
+        parked = agent.submit("notes.add", {"text": "buy milk"}, call_id="edit-1")
+        done = ana.edit(
+            parked.invocation_id, digest=str(parked.digest), arguments='{"text": "buy oat milk"}'
+        )
+        shown = ana.invocation(parked.invocation_id)
+        with pytest.raises(ServiceError) as again:
+            ana.edit(parked.invocation_id, digest=str(parked.digest), arguments={"text": "x"})
+    assert done.status == "observed"
+    assert done.invocation_id != parked.invocation_id
+    assert done.digest != parked.digest
+    assert json.loads(done.message)["data"] == {"saved": "buy oat milk"}
+    assert (shown.status, shown.decision, shown.approver) == ("cancelled", "edited", "ana")
+    assert again.value.code == "not_pending"
+    assert effects(server).count("buy oat milk") == 1
+    assert "buy milk" not in effects(server)
+
+
+def test_the_async_client_edits_with_an_object_and_a_refused_edit_is_typed(server):
+    """AsyncClient.edit: an object is sent as its JSON text; an agent may not edit (403)."""
+
+    async def scenario() -> tuple[CallAnswer, ServiceError]:
+        async with (
+            AsyncClient(server.url, api_key=KEYS["agent"]) as agent,
+            AsyncClient(server.url, api_key=KEYS["ana"]) as ana,
+        ):
+            parked = await agent.submit("notes.add", {"text": "draft"}, call_id="edit-2")
+            try:
+                await agent.edit(parked.invocation_id, digest=str(parked.digest), arguments={})
+            except ServiceError as exc:
+                refused = exc
+            else:  # pragma: no cover - the assertion below reports it
+                pytest.fail("an agent's edit was accepted")
+            done = await ana.edit(
+                parked.invocation_id, digest=str(parked.digest), arguments={"text": "final"}
+            )
+            return done, refused
+
+    done, refused = asyncio.run(scenario())
+    assert refused.status == 403
+    assert done.status == "observed"
+    assert effects(server).count("final") == 1
+    assert "draft" not in effects(server)
+
+
 def test_wait_gives_up_after_its_timeout(server):
     """A call nobody decides: wait raises TimeoutError once its time is up."""
     with client(server) as agent:

@@ -56,6 +56,7 @@ _HINT = "the MCP commands need the 'mcp' extra: pip install 'toolbound[mcp]'"
 _TOKEN_ENV = "TOOLBOUND_TOKEN"  # noqa: S105 - the name of a variable, not a token
 _REFUSED = 1  # the gateway refused (or could not be asked)
 _DID_NOT_RUN = 3  # approved, but the call did not succeed
+_UNREACHABLE = 4  # no answer from the gateway (docs/cli.md: one table of statuses)
 _T = TypeVar("_T")
 
 
@@ -421,7 +422,8 @@ def pending_command(
 ) -> None:
     """List the calls of your tenant waiting for a person, as a running gateway holds them.
 
-    Exits 1 when the gateway refuses (no approver role, unknown token) or cannot be reached.
+    Exits 1 when the gateway refuses (no approver role, unknown token), 4 when it does
+    not answer.
     """
     answer = _ask_gateway(config, "GET", "/confirmations", url=url, token_env=token_env)
     if as_json:
@@ -474,7 +476,8 @@ def confirm_command(
     """Approve (it runs now, once) or --deny one parked call, by the digest you reviewed.
 
     Exits 1 when the gateway refuses the decision (another digest, not waiting, not an
-    approver, your own call under four-eyes), 3 when an approved call did not succeed.
+    approver, your own call under four-eyes), 3 when an approved call did not succeed,
+    4 when the gateway does not answer (``pending`` shows whether the call still waits).
     """
     decision = "deny" if deny else "approve"
     outcome = _ask_gateway(
@@ -507,7 +510,7 @@ def _ask_gateway(
     token_env: str,
     body: dict[str, object] | None = None,
 ) -> dict[str, Any]:
-    """One request to a running gateway's confirmation endpoints; a refusal exits 1."""
+    """One request to a running gateway's confirmation endpoints; a refusal exits 1, no answer 4."""
     try:
         import httpx  # noqa: PLC0415 - only these commands talk HTTP
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -529,8 +532,8 @@ def _ask_gateway(
             timeout=timeout,
         )
     except httpx.HTTPError as exc:
-        msg = f"cannot reach the gateway at {base}: {exc}"
-        raise click.ClickException(msg) from None
+        click.echo(f"Error: cannot reach the gateway at {base}: {exc}", err=True)
+        sys.exit(_UNREACHABLE)
     try:
         answer = response.json()
     except ValueError:
