@@ -243,7 +243,6 @@ TYPE_CYCLES = [
         "toolbound.streams.limits",
         "toolbound.streams.sse",
     },
-    {"toolbound._state", "toolbound.trace"},
     {"toolbound.mcp.telemetry", "toolbound.mcp.upstream"},
     {"toolbound.pipeline.confirm", "toolbound.pipeline.runtime"},
     {"toolbound.service.core", "toolbound.service.decisions"},

@@ -29,8 +29,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import Clock, SystemClock
+from toolbound._lifecycle import Lifecycle
 from toolbound._model import Result
-from toolbound._state import Lifecycle, State
+from toolbound._state import State
 from toolbound.ledger.rules import owner_may_act_until
 from toolbound.ledger.store import LedgerError, NotYetError
 from toolbound.trace import Trace
