@@ -18,9 +18,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from toolbound._errors import Problem
+    from toolbound._labels import DataClassName, RoleName
     from toolbound.execution.reconcile import QueryAnswer, UnknownCall
-    from toolbound.provenance.classes import DataClassName
-    from toolbound.provenance.roles import RoleName
 
 __all__ = [
     "Action",
