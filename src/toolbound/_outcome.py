@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from toolbound._confirmation import ConfirmationRequest
     from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, Result
+    from toolbound._projection import HumanProjection, ModelProjection
     from toolbound._state import State
-    from toolbound.results.encode import HumanProjection, ModelProjection
     from toolbound.trace import Trace
 
 __all__ = [
