@@ -2,7 +2,10 @@
 
 The graph is read from the source with ``ast``: top-level and function-level imports
 count, imports under ``if TYPE_CHECKING:`` do not (they never run), relative imports
-are resolved, and an import of a name resolves to the deepest module it names.
+are resolved, and an import of a name resolves to the deepest module it names. A
+second graph counts the imports under ``TYPE_CHECKING`` too: the names a module's
+types need. On it the ground modules import nothing above them, and the cycles that
+remain are pinned by name.
 """
 
 from __future__ import annotations
@@ -37,13 +40,18 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imported_names(tree: ast.AST, module: str, *, is_package: bool) -> set[str]:
-    """Every dotted name an import in ``tree`` may refer to (module, or module.name)."""
+def _imported_names(
+    tree: ast.AST, module: str, *, is_package: bool, types: bool = False
+) -> set[str]:
+    """Every dotted name an import in ``tree`` may refer to (module, or module.name).
+
+    With ``types``, the imports under ``if TYPE_CHECKING:`` count as well.
+    """
     names: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if not types and isinstance(child, ast.If) and _is_type_checking(child):
                 for other in child.orelse:
                     visit(other)
                 continue
@@ -65,14 +73,18 @@ def _imported_names(tree: ast.AST, module: str, *, is_package: bool) -> set[str]
     return names
 
 
-def _import_graph() -> dict[str, set[str]]:
-    """Module → the package's modules it imports (the package root itself left out)."""
+def _import_graph(*, types: bool = False) -> dict[str, set[str]]:
+    """Module → the package's modules it imports (the package root itself left out).
+
+    With ``types``, the imports only type checkers see count too.
+    """
     paths = {_module_name(p): p for p in sorted((SRC / PACKAGE).rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for module, path in paths.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         deps: set[str] = set()
-        for imported in _imported_names(tree, module, is_package=path.name == "__init__.py"):
+        is_package = path.name == "__init__.py"
+        for imported in _imported_names(tree, module, is_package=is_package, types=types):
             name = imported
             while name and name not in paths:
                 name = name.rpartition(".")[0]
@@ -137,6 +149,11 @@ def graph() -> dict[str, set[str]]:
     return _import_graph()
 
 
+@pytest.fixture(scope="module")
+def type_graph() -> dict[str, set[str]]:
+    return _import_graph(types=True)
+
+
 def test_graph_sees_function_level_imports_and_skips_type_checking(graph):
     """The graph counts an import inside a function and ignores one under TYPE_CHECKING."""
     tree = ast.parse(
@@ -178,6 +195,62 @@ def test_core_imports_no_surface(graph):
         f"{m} → {d}" for m in core for d in graph[m] if any(_within(d, s) for s in SURFACES)
     )
     assert bad == []
+
+
+# The ground: the private modules at the package's top level, and the trace. They hold
+# the model, outcomes, states and errors every layer names, so they import nothing
+# above them, not even for types.
+GROUND_ALSO = (f"{PACKAGE}.trace",)
+
+# The cycles of the type graph that remain, each by its modules. Only ever shrinks: a
+# change may break a cycle or take modules out of one, never add a cycle or a member.
+TYPE_CYCLES = [
+    {"toolbound.mcp.telemetry", "toolbound.mcp.upstream"},
+    {"toolbound.pipeline.confirm", "toolbound.pipeline.runtime"},
+    {"toolbound.service.core", "toolbound.service.decisions"},
+]
+
+
+def _ground(graph: dict[str, set[str]]) -> set[str]:
+    top = {m for m in graph if m.count(".") == 1 and m.rpartition(".")[2].startswith("_")}
+    return top | {m for m in GROUND_ALSO if m in graph}
+
+
+def test_type_graph_counts_type_checking_imports(graph, type_graph):
+    """The type graph holds the runtime graph and the imports under TYPE_CHECKING."""
+    tree = ast.parse("if TYPE_CHECKING:\n    from toolbound.cli import main\n")
+    names = _imported_names(tree, "toolbound.service.core", is_package=False, types=True)
+    assert "toolbound.cli.main" in names
+    assert all(graph[m] <= type_graph[m] for m in graph)
+    assert "toolbound._errors" in type_graph["toolbound._model"] - graph["toolbound._model"]
+
+
+def test_ground_imports_nothing_above_it(type_graph):
+    """The ground modules import only each other, counting the imports for types."""
+    ground = _ground(type_graph)
+    assert {"toolbound._model", "toolbound._outcome", "toolbound._state", "toolbound.trace"} <= (
+        ground
+    )
+    upward = sorted(f"{m} → {d}" for m in ground for d in type_graph[m] if d not in ground)
+    assert upward == []
+
+
+def test_ground_has_no_type_import_cycle(type_graph):
+    """Inside the ground, too, no module reaches itself through its imports for types."""
+    ground = _ground(type_graph)
+    within = {m: type_graph[m] & ground for m in ground}
+    cycles = _cycles(within)
+    assert not cycles, "\n".join(_explain(within, c) for c in cycles)
+
+
+def test_type_import_cycles_only_shrink(type_graph):
+    """No new cycle of type imports, none grows, and the pinned list is what remains."""
+    found = [set(c) for c in _cycles(type_graph)]
+    grown = [c for c in found if not any(c <= pinned for pinned in TYPE_CYCLES)]
+    assert not grown, "\n".join(_explain(type_graph, sorted(c)) for c in grown)
+    assert sorted(map(sorted, found)) == sorted(map(sorted, TYPE_CYCLES)), (
+        "a pinned cycle shrank or is gone: pin what remains"
+    )
 
 
 MAX_CLASS_LINES = 450

@@ -175,7 +175,7 @@ def row_nothing_after_terminal(h: Harness) -> None:
     assert set(kinds[last_transition + 1 :]) <= {"tool_message"}
     events = len(out.trace)
     from toolbound._errors import IllegalTransition
-    from toolbound._state import Lifecycle
+    from toolbound._lifecycle import Lifecycle
 
     life = Lifecycle(out.trace, start=out.state)
     with pytest.raises(IllegalTransition):

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from toolbound import FixedClock
 from toolbound._errors import IllegalTransition
-from toolbound._state import REJECTED, TERMINAL, TRANSITIONS, Lifecycle, State
+from toolbound._lifecycle import Lifecycle
+from toolbound._state import REJECTED, TERMINAL, TRANSITIONS, State
 from toolbound.trace import Trace
 
 S = State

@@ -18,9 +18,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from toolbound._errors import Problem
-    from toolbound.execution.reconcile import QueryAnswer, UnknownCall
-    from toolbound.provenance.classes import DataClassName
-    from toolbound.provenance.roles import RoleName
+    from toolbound._labels import DataClassName, RoleName
 
 __all__ = [
     "Action",
@@ -34,9 +32,13 @@ __all__ = [
     "NormalizationContext",
     "Normalizer",
     "Proposal",
+    "QueryAnswer",
     "QueryHook",
     "ReadBack",
     "ReadBackHook",
+    "RemoteCommitted",
+    "RemoteNotCommitted",
+    "RemoteUnknown",
     "Resource",
     "ResourceExtractor",
     "Result",
@@ -44,6 +46,7 @@ __all__ = [
     "Subject",
     "TargetCheck",
     "ToolSpec",
+    "UnknownCall",
 ]
 
 JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
@@ -118,6 +121,47 @@ ResourceExtractor: TypeAlias = "Callable[[JSONObject], Sequence[Resource]]"
 TargetCheck: TypeAlias = "Callable[[Invocation], Problem | None]"
 """Checked just before execution: the target exists and any ``expected_version``
 precondition still holds (a stale one is ``version_conflict``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnknownCall:
+    """What a ``query`` hook is told about a call whose outcome is unknown."""
+
+    invocation_id: str
+    tool: str
+    idempotency_key: str
+    arguments: JSONObject = field(hash=False)
+    subject: Mapping[str, str | None] = field(hash=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteCommitted:
+    """The remote side has the effect: here is what it says."""
+
+    kind: Literal["committed"] = "committed"
+    value: JSONValue = field(default=None, hash=False)
+    external_resource_id: str | None = None
+    evidence: Mapping[str, object] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteNotCommitted:
+    """The remote side has no trace of the call: it did not happen."""
+
+    kind: Literal["not_committed"] = "not_committed"
+    evidence: Mapping[str, object] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteUnknown:
+    """The remote side cannot say (yet)."""
+
+    kind: Literal["unknown"] = "unknown"
+    evidence: Mapping[str, object] = field(default_factory=dict, hash=False)
+
+
+QueryAnswer = RemoteCommitted | RemoteNotCommitted | RemoteUnknown
+"""What a ``query`` hook answers: committed, not committed, or cannot say."""
 
 QueryHook: TypeAlias = "Callable[[UnknownCall], QueryAnswer]"
 """Asks the remote side what happened to an idempotency key (R8, R9): used to

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Literal
 from toolbound._frozen import quick_init
 
 if TYPE_CHECKING:
+    from toolbound._confirmation import ConfirmationRequest
     from toolbound._errors import Problem
     from toolbound._model import CommitStatus, Invocation, Result
+    from toolbound._projection import HumanProjection, ModelProjection
     from toolbound._state import State
-    from toolbound.gates.confirm import ConfirmationRequest
-    from toolbound.results.encode import HumanProjection, ModelProjection
     from toolbound.trace import Trace
 
 __all__ = [

@@ -7,21 +7,16 @@ Main path::
 A call waiting for a person sits in AWAITING_CONFIRMATION, between AUTHORIZED and
 PREPARED. Side terminals are listed in :data:`TERMINAL`. OUTCOME_UNKNOWN is left only
 by reconciliation with recorded evidence (to COMMITTED or FAILED_BEFORE_COMMIT).
-Every change of state goes through :meth:`Lifecycle.advance`, which refuses any edge
-not in :data:`TRANSITIONS` (leaving the state unchanged) and appends one trace event.
+Every change of state goes through :meth:`~toolbound._lifecycle.Lifecycle.advance`,
+which refuses any edge not in :data:`TRANSITIONS` (leaving the state unchanged) and
+appends one trace event.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING
 
-from toolbound._errors import IllegalTransition
-
-if TYPE_CHECKING:
-    from toolbound.trace import Trace
-
-__all__ = ["OUTCOME_KIND", "REJECTED", "TERMINAL", "TRANSITIONS", "Lifecycle", "State"]
+__all__ = ["OUTCOME_KIND", "REJECTED", "TERMINAL", "TRANSITIONS", "State"]
 
 
 class State(enum.Enum):
@@ -119,29 +114,3 @@ OUTCOME_KIND: dict[State, str] = {
     S.CANCELLED_BEFORE_COMMIT: "cancelled",
 }
 """The outcome kind a call that reached a state is answered with (COMMITTED goes on)."""
-
-
-class Lifecycle:
-    """The state of one call and its path so far, bound to its trace."""
-
-    __slots__ = ("path", "state", "trace")
-
-    def __init__(self, trace: Trace, start: State = State.PROPOSED) -> None:
-        self.trace = trace
-        self.state = start
-        self.path: list[State] = [start]
-
-    def advance(self, to: State, /, **data: object) -> None:
-        """Move to ``to`` and record it; raise :class:`IllegalTransition` otherwise."""
-        previous = self.state
-        if to not in TRANSITIONS[previous]:
-            msg = f"illegal transition {previous.name} → {to.name}"
-            raise IllegalTransition(msg)
-        self.trace.add("transition", to, {"previous": previous, **data})
-        self.state = to
-        self.path.append(to)
-
-    @property
-    def terminal(self) -> bool:
-        """Whether no further transition is possible."""
-        return self.state in TERMINAL

@@ -35,22 +35,28 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import TYPE_CHECKING, Final
 
 from toolbound._errors import SpecError
 from toolbound._model import Resource, ToolSpec
 from toolbound.define import docstring_params
-from toolbound.registry import Library, check_spec
-from toolbound.results.content import Embedded, MessageRole, Text, contents_json
+from toolbound.registry import (
+    Library,
+    Message,
+    PromptArgument,
+    PromptSpec,
+    ResourceSpec,
+    TemplateSpec,
+    check_spec,
+)
+from toolbound.results.content import Embedded, Text, contents_json
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from toolbound._model import JSONObject, JSONValue
     from toolbound.execution.tool import AsyncToolFunction, ToolContext, ToolFunction
-    from toolbound.registry import Registry
-    from toolbound.results.content import Block
+    from toolbound.registry import Completer, ReadValue
 
 __all__ = [
     "READ_TOOL_PREFIX",
@@ -70,9 +76,6 @@ __all__ = [
 READ_TOOL_PREFIX: Final = "resources.read."
 """A resource read runs as the read tool ``resources.read.<name>`` (trace, metrics)."""
 
-ReadValue: TypeAlias = "str | bytes | Embedded | Sequence[Embedded]"
-Completer: TypeAlias = "Callable[[str], Iterable[str]]"
-"""The values an argument may take that start as the client has typed so far."""
 
 _URI_SCHEMA: Final[dict[str, object]] = {
     "type": "object",
@@ -81,90 +84,6 @@ _URI_SCHEMA: Final[dict[str, object]] = {
     "additionalProperties": False,
 }
 _VARIABLE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Message:
-    """One message of a prompt: who says it and one content block."""
-
-    role: MessageRole = "user"
-    content: Block
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PromptArgument:
-    """One argument of a prompt (always a string, as MCP defines them)."""
-
-    name: str
-    description: str | None = None
-    required: bool = True
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResourceSpec:
-    """A resource at a fixed URI, and the function that reads it."""
-
-    uri: str
-    name: str
-    description: str
-    read: Callable[[], ReadValue | Awaitable[ReadValue]]
-    mime_type: str | None = None
-    capabilities: tuple[str, ...] = ()
-    timeout: float = 10.0
-
-    def register(self, registry: Registry) -> None:
-        """Add this resource to ``registry``'s library."""
-        registry.library.add_resource(self)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TemplateSpec:
-    """Resources at URIs that match an RFC 6570 level-1 template (``{var}`` a path segment)."""
-
-    uri_template: str
-    name: str
-    description: str
-    read: Callable[..., ReadValue | Awaitable[ReadValue]]
-    """Called with each template variable as a keyword argument."""
-    mime_type: str | None = None
-    capabilities: tuple[str, ...] = ()
-    complete: Mapping[str, Completer] = field(default_factory=dict, hash=False)
-    timeout: float = 10.0
-
-    def match(self, uri: str) -> dict[str, str] | None:
-        """The variables of ``uri`` when it matches this template, else ``None``."""
-        found = _pattern(self.uri_template).fullmatch(uri)
-        return None if found is None else found.groupdict()
-
-    def register(self, registry: Registry) -> None:
-        """Add this template to ``registry``'s library."""
-        registry.library.add_template(self)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PromptSpec:
-    """A prompt: its arguments and the function that renders its messages."""
-
-    name: str
-    description: str
-    arguments: tuple[PromptArgument, ...]
-    render: Callable[..., str | Sequence[Message] | Awaitable[str | Sequence[Message]]]
-    """Called with the given arguments as keyword arguments."""
-    capabilities: tuple[str, ...] = ()
-    complete: Mapping[str, Completer] = field(default_factory=dict, hash=False)
-
-    def register(self, registry: Registry) -> None:
-        """Add this prompt to ``registry``'s library."""
-        registry.library.add_prompt(self)
-
-    def missing(self, given: Mapping[str, str]) -> list[str]:
-        """The required arguments ``given`` lacks."""
-        return [a.name for a in self.arguments if a.required and a.name not in given]
-
-    def unknown(self, given: Mapping[str, str]) -> list[str]:
-        """The arguments in ``given`` this prompt does not declare."""
-        names = {a.name for a in self.arguments}
-        return sorted(n for n in given if n not in names)
 
 
 # -- declaring -----------------------------------------------------------------------------
@@ -400,14 +319,3 @@ def _completes(complete: Mapping[str, Completer], names: set[str], where: str) -
     if unknown:
         msg = f"{where}: complete= names {unknown}, which are not its arguments"
         raise SpecError(msg)
-
-
-def _pattern(template: str) -> re.Pattern[str]:
-    """An RFC 6570 level-1 template as a pattern: each ``{var}`` one path segment or more."""
-    parts = re.split(r"(\{[^}]*\})", template)
-    return re.compile(
-        "".join(
-            f"(?P<{p[1:-1]}>[^/]+)" if p.startswith("{") and p.endswith("}") else re.escape(p)
-            for p in parts
-        )
-    )

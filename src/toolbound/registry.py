@@ -3,7 +3,9 @@
 A :class:`Registry` holds every known ``(name, version)`` with its implementation.
 Registration is where a bad spec fails: names, limits and both schemas are checked
 (each schema against its dialect's meta-schema) and compiled once. A request never
-sees the registry, only a :class:`ToolSet` cut from it.
+sees the registry, only a :class:`ToolSet` cut from it. Beside the tools, a registry's
+:class:`Library` holds the resources, resource templates and prompts a pack declares
+with :mod:`toolbound.library`.
 """
 
 from __future__ import annotations
@@ -11,20 +13,33 @@ from __future__ import annotations
 import inspect
 import re
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
 
 from toolbound._errors import SpecError
 from toolbound.gates.validate import CompiledSchema
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
     from toolbound._model import ToolSpec
     from toolbound.execution.tool import AsyncToolFunction, ToolFunction
-    from toolbound.library import PromptSpec, ResourceSpec, TemplateSpec
+    from toolbound.results.content import Block, Embedded, MessageRole
 
-__all__ = ["Library", "RegisteredTool", "Registry", "ToolSet", "check_spec"]
+__all__ = [
+    "Completer",
+    "Library",
+    "Message",
+    "PromptArgument",
+    "PromptSpec",
+    "ReadValue",
+    "RegisteredTool",
+    "Registry",
+    "ResourceSpec",
+    "TemplateSpec",
+    "ToolSet",
+    "check_spec",
+]
 
 # Dots name families (orders.get); providers accept at most 64 of [A-Za-z0-9_-],
 # adapters map dots where a provider needs it.
@@ -143,6 +158,97 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+# -- the library's entries (declared with toolbound.library) ---------------------------
+
+ReadValue: TypeAlias = "str | bytes | Embedded | Sequence[Embedded]"
+Completer: TypeAlias = "Callable[[str], Iterable[str]]"
+"""The values an argument may take that start as the client has typed so far."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """One message of a prompt: who says it and one content block."""
+
+    role: MessageRole = "user"
+    content: Block
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptArgument:
+    """One argument of a prompt (always a string, as MCP defines them)."""
+
+    name: str
+    description: str | None = None
+    required: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourceSpec:
+    """A resource at a fixed URI, and the function that reads it."""
+
+    uri: str
+    name: str
+    description: str
+    read: Callable[[], ReadValue | Awaitable[ReadValue]]
+    mime_type: str | None = None
+    capabilities: tuple[str, ...] = ()
+    timeout: float = 10.0
+
+    def register(self, registry: Registry) -> None:
+        """Add this resource to ``registry``'s library."""
+        registry.library.add_resource(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TemplateSpec:
+    """Resources at URIs that match an RFC 6570 level-1 template (``{var}`` a path segment)."""
+
+    uri_template: str
+    name: str
+    description: str
+    read: Callable[..., ReadValue | Awaitable[ReadValue]]
+    """Called with each template variable as a keyword argument."""
+    mime_type: str | None = None
+    capabilities: tuple[str, ...] = ()
+    complete: Mapping[str, Completer] = field(default_factory=dict, hash=False)
+    timeout: float = 10.0
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The variables of ``uri`` when it matches this template, else ``None``."""
+        found = _pattern(self.uri_template).fullmatch(uri)
+        return None if found is None else found.groupdict()
+
+    def register(self, registry: Registry) -> None:
+        """Add this template to ``registry``'s library."""
+        registry.library.add_template(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptSpec:
+    """A prompt: its arguments and the function that renders its messages."""
+
+    name: str
+    description: str
+    arguments: tuple[PromptArgument, ...]
+    render: Callable[..., str | Sequence[Message] | Awaitable[str | Sequence[Message]]]
+    """Called with the given arguments as keyword arguments."""
+    capabilities: tuple[str, ...] = ()
+    complete: Mapping[str, Completer] = field(default_factory=dict, hash=False)
+
+    def register(self, registry: Registry) -> None:
+        """Add this prompt to ``registry``'s library."""
+        registry.library.add_prompt(self)
+
+    def missing(self, given: Mapping[str, str]) -> list[str]:
+        """The required arguments ``given`` lacks."""
+        return [a.name for a in self.arguments if a.required and a.name not in given]
+
+    def unknown(self, given: Mapping[str, str]) -> list[str]:
+        """The arguments in ``given`` this prompt does not declare."""
+        names = {a.name for a in self.arguments}
+        return sorted(n for n in given if n not in names)
 
 
 class Library:
@@ -288,3 +394,14 @@ def check_spec(spec: ToolSpec) -> None:
     if problems:
         msg = f"{spec.name}@{spec.version}: " + "; ".join(problems)
         raise SpecError(msg)
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """An RFC 6570 level-1 template as a pattern: each ``{var}`` one path segment or more."""
+    parts = re.split(r"(\{[^}]*\})", template)
+    return re.compile(
+        "".join(
+            f"(?P<{p[1:-1]}>[^/]+)" if p.startswith("{") and p.endswith("}") else re.escape(p)
+            for p in parts
+        )
+    )

@@ -29,8 +29,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from toolbound._clock import Clock, SystemClock
-from toolbound._model import Result
-from toolbound._state import Lifecycle, State
+from toolbound._lifecycle import Lifecycle
+from toolbound._model import (
+    QueryAnswer,
+    RemoteCommitted,
+    RemoteNotCommitted,
+    RemoteUnknown,
+    Result,
+    UnknownCall,
+)
+from toolbound._state import State
 from toolbound.ledger.rules import owner_may_act_until
 from toolbound.ledger.store import LedgerError, NotYetError
 from toolbound.trace import Trace
@@ -38,7 +46,6 @@ from toolbound.trace import Trace
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from toolbound._model import JSONObject, JSONValue
     from toolbound.ledger.store import Ledger, LedgerRecord
     from toolbound.registry import Registry
 
@@ -51,46 +58,6 @@ __all__ = [
     "RemoteUnknown",
     "UnknownCall",
 ]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnknownCall:
-    """What a ``query`` hook is told about a call whose outcome is unknown."""
-
-    invocation_id: str
-    tool: str
-    idempotency_key: str
-    arguments: JSONObject = field(hash=False)
-    subject: Mapping[str, str | None] = field(hash=False)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RemoteCommitted:
-    """The remote side has the effect: here is what it says."""
-
-    kind: Literal["committed"] = "committed"
-    value: JSONValue = field(default=None, hash=False)
-    external_resource_id: str | None = None
-    evidence: Mapping[str, object] = field(default_factory=dict, hash=False)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RemoteNotCommitted:
-    """The remote side has no trace of the call: it did not happen."""
-
-    kind: Literal["not_committed"] = "not_committed"
-    evidence: Mapping[str, object] = field(default_factory=dict, hash=False)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RemoteUnknown:
-    """The remote side cannot say (yet)."""
-
-    kind: Literal["unknown"] = "unknown"
-    evidence: Mapping[str, object] = field(default_factory=dict, hash=False)
-
-
-QueryAnswer = RemoteCommitted | RemoteNotCommitted | RemoteUnknown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from toolbound._errors import Problem, Rejection
 from toolbound._ids import call_ids
+from toolbound._lifecycle import Lifecycle
 from toolbound._model import Invocation, NormalizationContext
-from toolbound._state import Lifecycle, State
+from toolbound._state import State
 from toolbound.gates.authorize import AuthzRequest, Deny, authorize
 from toolbound.gates.normalize import canonical_json, digest, normalize
 from toolbound.gates.parse import parse_arguments

@@ -9,7 +9,7 @@
 A stage takes the type its predecessor returns, so it cannot read a field that was
 never set: an :class:`Opened` call has no invocation, an :class:`Admitted` one has no
 ledger key, and only a :class:`Prepared` call has the attempt log execution appends to.
-The :class:`~toolbound._state.Lifecycle` (state path and trace) is the one mutable
+The :class:`~toolbound._lifecycle.Lifecycle` (state path and trace) is the one mutable
 part every stage shares: it only ever grows (R2, R14).
 """
 
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     import threading
     from datetime import datetime
 
+    from toolbound._lifecycle import Lifecycle
     from toolbound._model import Attempt, Invocation, Proposal, Subject, ToolSpec
-    from toolbound._state import Lifecycle
     from toolbound.gates.confirm import Confirmation, Edit
     from toolbound.ledger.store import LedgerKey
     from toolbound.provenance import Finding, FlowReport, Provenance

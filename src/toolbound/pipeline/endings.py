@@ -30,8 +30,8 @@ from toolbound.results.encode import HumanProjection, ModelProjection, dumps, mo
 
 if TYPE_CHECKING:
     from toolbound._errors import Problem
+    from toolbound._lifecycle import Lifecycle
     from toolbound._model import CommitStatus, Invocation, JSONObject, JSONValue
-    from toolbound._state import Lifecycle
     from toolbound.execution.executor import RawAttempt
     from toolbound.gates.confirm import ConfirmationRequest
     from toolbound.ledger.store import Phase

@@ -29,7 +29,9 @@ import functools
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final, Literal, get_args
+from typing import TYPE_CHECKING, Final, get_args
+
+from toolbound._labels import DataClassName
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -43,9 +45,6 @@ __all__ = [
     "luhn",
     "text_classes",
 ]
-
-DataClassName = Literal["identity_document", "payment_card", "credential", "health"]
-"""A kind of private data that leaves only when the user's words ask for it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -53,9 +53,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfigurationError
+from toolbound._findings import field_shape
 from toolbound.provenance.classes import asked_classes, field_class, luhn, text_classes
 from toolbound.provenance.intents import stems
-from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail, field_shape
+from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail
 from toolbound.provenance.normalize import analyse, fold, number, short_terms
 from toolbound.provenance.roles import system_fields
 

@@ -44,9 +44,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, get_args
 
 from toolbound._errors import SpecError
+from toolbound._labels import RoleName
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -54,10 +55,6 @@ if TYPE_CHECKING:
     from toolbound._model import ToolSpec
 
 __all__ = ["ROLES", "Role", "RoleName", "RolePlan", "infer_role", "plan", "system_fields"]
-
-RoleName = Literal["destination", "target", "secret", "content", "quantity", "none"]
-"""What one parameter does in a write (see the module docstring); ``none``, only
-declared, leaves a parameter to the grants."""
 
 ROLES: tuple[RoleName, ...] = get_args(RoleName)
 

@@ -13,17 +13,15 @@ observation stays the source of truth, and neither decides admission.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from toolbound._frozen import quick_init
 from toolbound._jsontext import compact
+from toolbound._projection import HumanProjection, ModelProjection
 from toolbound.results.redact import Cut
 
 if TYPE_CHECKING:
     from toolbound._errors import Problem
-    from toolbound._model import Attempt, CommitStatus, JSONObject, JSONValue
-    from toolbound.provenance.labels import Finding
+    from toolbound._model import CommitStatus, JSONObject, JSONValue
 
 __all__ = [
     "TRUST_MARK",
@@ -73,63 +71,6 @@ def _middle(tool: str) -> bytes:
 
 
 _HEAD_KEYS = 5  # type, call_id, tool, status, trust: no "empty" and "meaning"
-
-
-@quick_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ModelProjection:
-    """What goes back to the model for one call, byte for byte (``content``)."""
-
-    invocation_id: str
-    proposal_id: str
-    payload: JSONObject = field(hash=False)
-    content: bytes
-    is_error: bool
-    truncated: bool = False
-    cuts: tuple[Cut, ...] = ()
-
-    @property
-    def text(self) -> str:
-        """``content`` as text, for provider tool-message fields."""
-        return self.content.decode()
-
-
-@quick_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HumanProjection:
-    """The evidence a person reviews: the whole (secret-free) observation, structured."""
-
-    invocation_id: str
-    tool: str
-    state: str
-    commit_status: CommitStatus | None
-    arguments: JSONObject | None = field(default=None, hash=False)
-    digest: str | None = None
-    value: JSONValue = field(default=None, hash=False)
-    problem: Problem | None = None
-    external_resource_id: str | None = None
-    attempts: tuple[Attempt, ...] = ()
-    cuts: tuple[Cut, ...] = ()
-    evidence: tuple[Finding, ...] = ()
-    """What the policy matched when it asked for confirmation or refused: e.g. where
-    an argument value came from (:mod:`toolbound.provenance`)."""
-
-    def as_json(self) -> dict[str, object]:
-        """The projection as a JSON object."""
-        return {
-            "invocation_id": self.invocation_id,
-            "tool": self.tool,
-            "state": self.state,
-            "commit_status": self.commit_status,
-            "arguments": self.arguments,
-            "digest": self.digest,
-            "value": self.value,
-            "problem": None if self.problem is None else self.problem.as_json(),
-            "external_resource_id": self.external_resource_id,
-            "attempts": [a.as_json() for a in self.attempts],
-            "cuts": [c.as_json() for c in self.cuts],
-            "evidence": [f.as_json() for f in self.evidence],
-        }
 
 
 def model_result(

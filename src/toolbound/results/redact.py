@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
+
+from toolbound._projection import Cut
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -24,19 +26,6 @@ EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 PAYMENT_CARD = re.compile(r"\b(?:\d[ -]?){12,18}\d\b")
 
 _SHORTEST_SECRET = 4  # shorter values would redact ordinary words
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cut:
-    """Something removed from a projection: where, why, and how much."""
-
-    pointer: str
-    reason: Literal["redacted", "truncated"]
-    detail: str
-
-    def as_json(self) -> dict[str, object]:
-        """The cut as a JSON object."""
-        return {"pointer": self.pointer, "reason": self.reason, "detail": self.detail}
 
 
 @dataclass(frozen=True, slots=True)
