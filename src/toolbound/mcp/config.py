@@ -327,7 +327,7 @@ def parse_gateway_config(text: str, *, source: Path | None = None) -> GatewayCon
             )
     issues = [*shared_issues, *mine.issues]
     if issues or service is None:
-        raise ConfigError(issues, source=name)
+        raise ConfigError(issues, source=name, text=text)
     return GatewayConfig(service=service, gateway=settings, upstreams=upstreams)
 
 
