@@ -361,18 +361,28 @@ class WebhookConfig:
     """A ``[[webhook]]``: where the call events go, signed, and which of them.
 
     ``secret_env`` names the environment variable holding the signing secret (the
-    Standard Webhooks form, ``whsec_`` and base64); ``tenant`` limits it to one
-    tenant's calls (every tenant's otherwise); ``allow_destinations`` lists the internal
-    networks or hosts it may reach, as for HTTP tools (all refused otherwise).
+    Standard Webhooks form, ``whsec_`` and base64), or ``secret`` is the secret
+    itself (read from ``secret_file``); ``tenant`` limits it to one tenant's calls
+    (every tenant's otherwise); ``allow_destinations`` lists the internal networks or
+    hosts it may reach, as for HTTP tools (all refused otherwise).
     """
 
     name: str
     url: str
-    secret_env: str
+    secret_env: str | None = None
+    secret: str | None = field(default=None, repr=False)
     events: tuple[str, ...] = ("parked", "decided", "outcome_unknown", "reconciled")
     tenant: str | None = None
     allow_destinations: tuple[str, ...] = ()
     timeout: float = 10.0
+
+    def signing_secret(self) -> str:
+        """The secret deliveries are signed with; ``LookupError`` if there is none."""
+        found = self.secret or os.environ.get(self.secret_env or "", "")
+        if not found:
+            msg = f"the environment variable {self.secret_env} holds no signing secret"
+            raise LookupError(msg)
+        return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -464,6 +474,8 @@ class ServiceConfig:
     port: int = 8780
     four_eyes: bool = False
     console_secret_env: str | None = None
+    console_secret_value: str | None = field(default=None, repr=False)
+    """The console's secret itself, from ``[service] console_secret_file``."""
     console_trace_url: str | None = None
     """A tracing UI's page for a trace, with ``{trace_id}``: the console links to it."""
     tool_approvals: Path | None = None
@@ -499,6 +511,8 @@ class ServiceConfig:
         Unset, each process signs with a random secret of its own (a restart logs
         everyone out); replicas behind one address need the same secret.
         """
+        if self.console_secret_value is not None:
+            return self.console_secret_value.encode()
         if self.console_secret_env is None:
             return None
         value = os.environ.get(self.console_secret_env)
@@ -853,6 +867,7 @@ def _service_config(
         port=service.port,
         four_eyes=service.four_eyes,
         console_secret_env=service.console_secret_env,
+        console_secret_value=service.console_secret,
         console_trace_url=service.console_trace_url,
         tool_approvals=None
         if service.tool_approvals is None

@@ -259,15 +259,19 @@ def key(
     unset: str = "",
     snippet: bool = True,
     required: bool = False,
+    hidden: bool = False,
 ) -> Any:  # noqa: ANN401 - a pydantic FieldInfo, typed as the field
     """A key: its default, what it means, an example (TOML), and what unset means.
 
     ``snippet=False`` keeps the example out of the reference's TOML snippet (which
     must be valid as it stands). ``required`` documents a key as required whose
-    absence a later check reports (an HTTP tool's empty description).
+    absence a later check reports (an HTTP tool's empty description). A ``hidden``
+    value (a secret) is left out of the table's ``repr``.
     """
     extra: dict[str, JsonValue] = {"unset": unset, "snippet": snippet, "required": required}
-    return Field(default, description=about, examples=[example], json_schema_extra=extra)
+    return Field(
+        default, description=about, examples=[example], json_schema_extra=extra, repr=not hidden
+    )
 
 
 # -- the tables ---------------------------------------------------------------------------
@@ -484,10 +488,21 @@ class Webhook(Table):
     array = True
     name: Text = key(..., "the webhook's name, in logs and the deliveries' record", '"ops-desk"')
     url: Url = key(..., "where each event is POSTed", '"https://hooks.example.com/toolbound"')
-    secret_env: Annotated[str, Field(min_length=1), Doc("environment variable name")] = key(
-        ...,
-        "the environment variable holding the signing secret (`whsec_` and base64)",
+    secret_env: Annotated[Text | None, Doc("environment variable name")] = key(
+        None,
+        "the environment variable holding the signing secret (`whsec_` and base64), read "
+        "at each delivery; unless `secret_file` names a file holding it",
         '"TOOLBOUND_HOOK_SECRET"',
+        required=True,
+    )
+    secret: Annotated[Text | None, Doc("string (a secret)")] = key(
+        None,
+        "the signing secret itself, read when the file is loaded: write it as "
+        '`secret_file = "path"` (a mounted secret), never inline',
+        '"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"',
+        unset="`secret_env` names it",
+        snippet=False,
+        hidden=True,
     )
     events: Annotated[list[WebhookEvent], Doc("array of strings")] = key(
         ["parked", "decided", "outcome_unknown", "reconciled"],
@@ -506,6 +521,13 @@ class Webhook(Table):
         snippet=False,
     )
     timeout: Seconds = key(10.0, "seconds to wait for the receiver's answer", "5.0")
+
+    def faults(self) -> list[Fault]:
+        if (self.secret_env is None) == (self.secret is None):
+            return [
+                ("secret_env", "name the signing secret: secret_env or secret_file, one of them")
+            ]
+        return []
 
 
 class Principal(Table):
@@ -578,6 +600,14 @@ class Jwt(Table):
         '"TOOLBOUND_JWT_SECRET"',
         snippet=False,
     )
+    secret: Annotated[Text | None, Doc("string (a secret)")] = key(
+        None,
+        "for HS* algorithms only, instead of `secret_env`: the shared secret, read when "
+        'the file is loaded; write it as `secret_file = "path"`, never inline',
+        '"s3cret-s3cret-s3cret-s3cret-s3cret"',
+        snippet=False,
+        hidden=True,
+    )
     algorithms: Annotated[
         list[str],
         _check(lambda algs: set(algs) <= _ALGORITHMS, "an unknown or refused algorithm"),
@@ -628,20 +658,24 @@ class Jwt(Table):
         found: list[Fault] = []
         hmac = [a in HMAC_ALGORITHMS for a in self.algorithms]
         sources = [s for s in (self.jwks_url, self.jwks_file) if s is not None]
+        secrets = self.secret_env is not None or self.secret is not None
         if any(hmac) and not all(hmac):
             # One key trusted for both would let a public key sign as an HMAC secret.
             found.append(("algorithms", "do not mix HMAC (HS*) and public-key algorithms"))
-        elif all(hmac) and (self.secret_env is None or sources):
+        elif all(hmac) and ((self.secret_env is None) == (self.secret is None) or sources):
             found.append(
-                ("secret_env", "HS* algorithms take their secret from secret_env, and no JWKS")
+                (
+                    "secret_env",
+                    "HS* algorithms take one secret, secret_env or secret_file, and no JWKS",
+                )
             )
-        elif not all(hmac) and (self.secret_env is not None or len(sources) != 1):
+        elif not all(hmac) and (secrets or len(sources) != 1):
             found.append(
                 (
                     "jwks_url",
                     (
                         "name the issuer's public keys: exactly one of jwks_url or jwks_file "
-                        "(secret_env is for HS* algorithms only)"
+                        "(secret_env and secret_file are for HS* algorithms only)"
                     ),
                 )
             )
@@ -798,6 +832,15 @@ class Service(Table):
         '"TOOLBOUND_CONSOLE_SECRET"',
         unset="a random secret per process (a restart logs everyone out)",
     )
+    console_secret: Annotated[Text | None, Doc("string (a secret)")] = key(
+        None,
+        "the console's session-signing secret itself, instead of `console_secret_env`, "
+        'read when the file is loaded: write it as `console_secret_file = "path"`',
+        '"a-long-random-string-the-replicas-share"',
+        unset="`console_secret_env`, or a random secret per process",
+        snippet=False,
+        hidden=True,
+    )
     console_trace_url: Annotated[
         str | None,
         _check(
@@ -870,6 +913,13 @@ class Service(Table):
         "one is answered 408 `body_timeout`",
         "10",
     )
+
+    def faults(self) -> list[Fault]:
+        if self.console_secret_env is not None and self.console_secret is not None:
+            return [
+                ("console_secret_env", "set console_secret_env or console_secret_file, not both")
+            ]
+        return []
 
 
 class Budgets(Table):

@@ -196,3 +196,17 @@ def test_key_positions_step_over_strings_comments_and_multi_line_arrays():
     assert ("x",) not in found
     assert found[("t", 1)] == (12, 1)
     assert found[("t", 1, "u", "v")] == (13, 1)
+
+
+def test_the_console_secret_may_be_read_from_a_file(tmp_path):
+    """`console_secret_file`: the console signs with it; beside console_secret_env it is refused."""
+    (tmp_path / "console.secret").write_text("shared-by-every-replica\n")
+    text = PRINCIPAL + '[service]\nconsole_secret_file = "console.secret"\n'
+    config = parse_config(text, source=tmp_path / "t.toml")
+    assert config.console_secret() == b"shared-by-every-replica"
+    assert "shared-by-every-replica" not in repr(config)
+    (issue,) = _problems(
+        text + 'console_secret_env = "TB_CONSOLE"\n', source=tmp_path / "t.toml"
+    ).values()
+    assert issue.path == "service.console_secret_env"
+    assert "not both" in issue.message
