@@ -145,7 +145,10 @@ __all__ = [
     "parse_config",
     "placed",
     "read_config_text",
+    "relative",
+    "service_config",
     "toml_tables",
+    "validate_tables",
 ]
 
 Role = Literal["agent", "approver", "operator"]
@@ -629,12 +632,19 @@ def check_tables(
     For a program that reads more sections of the same file (the MCP gateway's
     ``[gateway]`` and ``[[upstream]]``) and reports all problems together.
     """
+    made, issues = validate_tables(raw, source=source)
+    return (None, issues) if made is None else (service_config(made, raw, source), [])
+
+
+def validate_tables(
+    raw: Mapping[str, object], *, source: Path | None = None
+) -> tuple[tables.FileTables | None, list[ConfigIssue]]:
+    """The whole file's tables, the gateway's included, or ``None`` and every issue."""
     sourced = tables.Sourced(None if source is None else source.resolve().parent)
     try:
-        made = tables.FileTables.model_validate(raw, context=sourced)
+        return tables.FileTables.model_validate(raw, context=sourced), []
     except ValidationError as exc:
         return None, [_issue(error, raw, sourced.secrets) for error in exc.errors()]
-    return _service_config(made, raw, source), []
 
 
 # ---------------------------------------------------------------------------
@@ -737,8 +747,8 @@ def _tables_at(loc: tuple[str | int, ...]) -> list[type[tables.Table]]:
         owner = next((m for m in current if part in m.model_fields), None)
         if owner is not None:
             current = _models(owner.model_fields[part].annotation)
-        else:
-            current = [m for m in current if m.kind_of == part]
+        else:  # a union's tag picks a variant; a table's own key (a tool name) keeps it
+            current = [m for m in current if m.kind_of == part] or current
     return current
 
 
@@ -841,9 +851,10 @@ def placed(issues: list[ConfigIssue], text: str) -> list[ConfigIssue]:
 # The validated tables as the configuration the service runs from.
 
 
-def _service_config(
+def service_config(
     made: tables.FileTables, raw: Mapping[str, object], source: Path | None
 ) -> ServiceConfig:
+    """The configuration the service runs from, made of the validated tables."""
     folder = None if source is None else source.resolve().parent
     service, store = made.service, made.store
     return ServiceConfig(
@@ -871,7 +882,7 @@ def _service_config(
         console_trace_url=service.console_trace_url,
         tool_approvals=None
         if service.tool_approvals is None
-        else _relative(service.tool_approvals, folder),
+        else relative(service.tool_approvals, folder),
         max_body_bytes=service.max_body_bytes,
         confirmation_ttl=timedelta(seconds=service.confirmation_ttl),
         lease=timedelta(seconds=service.lease),
@@ -913,7 +924,7 @@ def _service_config(
     )
 
 
-def _relative(name: str, folder: Path | None) -> Path:
+def relative(name: str, folder: Path | None) -> Path:
     """A file named relative to the configuration file's folder."""
     path = Path(name)
     return folder / path if folder is not None and not path.is_absolute() else path
@@ -939,7 +950,7 @@ def _issuer(jwt: tables.Jwt, folder: Path | None) -> JwtIssuer:
     values = jwt.model_dump()
     values["algorithms"] = tuple(jwt.algorithms)
     values["required_claims"] = tuple(jwt.required_claims)
-    values["jwks_file"] = None if jwt.jwks_file is None else _relative(jwt.jwks_file, folder)
+    values["jwks_file"] = None if jwt.jwks_file is None else relative(jwt.jwks_file, folder)
     return JwtIssuer(**values)
 
 

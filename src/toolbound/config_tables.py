@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -1165,8 +1166,164 @@ def _host_grants(data: dict[str, Any]) -> list[Fault]:
     return found
 
 
+# -- the MCP gateway's tables (toolbound.mcp.config builds its settings from them) ------
+
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+_MEBIBYTE = 1024 * 1024
+
+
+def _url(text: str) -> bool:
+    parts = urlsplit(text)
+    return parts.scheme in {"http", "https"} and bool(parts.netloc)
+
+
+def _bytes(value: object) -> object:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        msg = "must be a number of bytes (0 or more)"
+        raise ValueError(msg)
+    return value
+
+
+Bytes = Annotated[int, BeforeValidator(_bytes), Doc("integer ≥ 0 (bytes)")]
+Name = Annotated[str, _check(lambda n: _NAME.match(n) is not None, f"must match {_NAME.pattern}")]
+
+
+class ProtectedResource(Table):
+    """RFC 9728 metadata for the MCP endpoint, named in every 401."""
+
+    path = "gateway.protected_resource"
+    resource: Annotated[
+        str,
+        _check(lambda r: _url(r) and "#" not in r, "must be an http(s) URL without a fragment"),
+    ] = key(..., "the MCP URL as clients reach it", '"https://tools.example.com/mcp"')
+    authorization_servers: list[Annotated[str, _check(_url, "must be http(s) URLs")]] = key(
+        [], "where a client gets a token", '["https://auth.example.com"]'
+    )
+    scopes_supported: Texts = key([], "the scopes a token may carry", '["tools"]')
+    resource_name: Text | None = key(None, "a name for people", '"Company tools"')
+
+
+class Gateway(Table):
+    """The MCP gateway's own settings; see [the MCP guide](mcp.md#the-gateway)."""
+
+    path = "gateway"
+    name: Text = key("toolbound-gateway", "the server name downstream clients see", '"tools"')
+    stdio_principal: Text | None = key(
+        None, "who a stdio client is (a [[principal]] name)", '"local"'
+    )
+    confirm: Literal["elicitation", "console"] = key(
+        "elicitation", "how a person confirms: through the client, or the console", '"console"'
+    )
+    approvals: Text | None = key(
+        None, "the approved tool versions, relative to this file", '"gateway.approvals.json"'
+    )
+    http_path: Annotated[str, _check(lambda p: p.startswith("/"), "must start with '/'")] = key(
+        "/mcp", "where the streamable HTTP endpoint is", '"/tools/mcp"'
+    )
+    protected_resource: ProtectedResource | None = key(
+        None, "RFC 9728 metadata", '{ resource = "https://tools.example.com/mcp" }'
+    )
+    max_content_bytes: Bytes = key(
+        _MEBIBYTE, "mcp-serve: the most bytes one block of content may carry", "2048"
+    )
+
+
+class ResourceRule(Table):
+    """Which resource a call of one upstream tool touches: the argument at ``pointer``."""
+
+    path = "upstream.tools.resource"
+    kind: Text = key(..., "what kind of resource", '"repository"')
+    pointer: Annotated[Pointer, Field(min_length=1)] = key(..., "where it is", '"/repo_path"')
+    action: Action | None = key(None, "what the call does to it", '"modify"')
+
+
+class ToolRule(Table):
+    """What the gateway decides about one upstream tool (nothing comes from the upstream)."""
+
+    path = "upstream.tools"
+    effect: EffectClass = key("irreversible_write", "the effect class", '"read"')
+    capability: Text | None = key(None, "the capability a call needs", '"git:write"')
+    resource: ResourceRule | None = key(None, "the resource a call touches", "{}")
+    idempotency: Literal["native_key", "none"] = key(
+        "none", "whether the upstream dedupes by key", '"native_key"'
+    )
+    max_attempts: Count | None = key(None, "attempts the retry matrix may make", "1")
+    timeout: Seconds | None = key(None, "seconds per call", "30")
+    hidden: bool = key(False, "never listed nor called", "true")  # noqa: FBT003
+
+    @classmethod
+    def raw_faults(cls, data: dict[str, Any]) -> list[Fault]:
+        """A read takes no idempotency key, whatever else is wrong."""
+        if data.get("idempotency", "none") != "none" and data.get("effect") in {"pure", "read"}:
+            return [("idempotency", "only a write has an idempotency key")]
+        return []
+
+
+class Upstream(Table):
+    """One upstream MCP server: a command run over stdio, or a streamable HTTP URL."""
+
+    path = "upstream"
+    array = True
+    name: Name = key(..., "also the default prefix: tools become NAME.TOOL", '"git"')
+    prefix: (
+        Annotated[str, _check(lambda p: not p or _NAME.match(p), f"must match {_NAME.pattern}")]
+        | None
+    ) = key(None, "the prefix of its tools' names; empty keeps their own", '""')
+    command: Texts = key([], "the stdio server's command line", '["python", "-m", "server"]')
+    env: dict[str, str] = key({}, "the command's environment", '{ HOME = "/srv" }')
+    cwd: Text | None = key(None, "the command's folder, relative to this file", '"srv"')
+    url: Url | None = key(None, "the streamable HTTP server", '"http://127.0.0.1:9000/mcp"')
+    bearer_env: Text | None = key(None, "the variable holding its bearer token", '"TOKEN"')
+    timeout: Seconds = key(30.0, "seconds per call (the deadline)", "60")
+    attempt_timeout: Seconds | None = key(None, "seconds per attempt", "10")
+    new_tools: Literal["trust", "quarantine"] = key(
+        "trust", "pin a tool's first definition, or quarantine it", '"quarantine"'
+    )
+    strict_schemas: bool = key(True, "close object schemas", "false")  # noqa: FBT003
+    refresh_seconds: Seconds = key(60.0, "seconds between tool list refreshes", "30")
+    tools: dict[str, ToolRule] = key({}, "what the gateway decides per tool", "{}")
+    max_content_bytes: Bytes = key(_MEBIBYTE, "the most bytes of one block", "2048")
+    resources_capability: Text | None = key(None, "who may read its resources", '"git:res"')
+    prompts_capability: Text | None = key(None, "who may get its prompts", '"git:prompts"')
+    allow_sampling: bool = key(False, "relay its sampling to the caller", "true")  # noqa: FBT003
+    allow_elicitation: bool = key(False, "relay its elicitation", "true")  # noqa: FBT003
+
+    @classmethod
+    def raw_faults(cls, data: dict[str, Any]) -> list[Fault]:
+        """A stdio command or a URL, exactly one."""
+        if bool(data.get("command")) == (data.get("url") is not None):
+            return [("", "give exactly one of command (a stdio server) or url (streamable HTTP)")]
+        return []
+
+
+def _gateway_faults(data: dict[str, Any]) -> list[Fault]:
+    """Upstream names and prefixes used once; a stdio principal that is declared."""
+    found: list[Fault] = []
+    upstreams = _entries(data, "upstream")
+    for what in ("name", "prefix"):
+        seen: dict[str, int] = {}
+        for i, upstream in enumerate(upstreams):
+            value = (
+                upstream.get(what, upstream.get("name")) if what == "prefix" else upstream.get(what)
+            )
+            if not isinstance(value, str) or not value:
+                continue  # kept names: collisions are found when the tools are listed
+            if value in seen:
+                found.append(
+                    (("upstream", i, what), f"{value!r} is already used by upstream[{seen[value]}]")
+                )
+            seen.setdefault(value, i)
+    gateway = data.get("gateway")
+    stdio = gateway.get("stdio_principal") if isinstance(gateway, dict) else None
+    names = {p.get("name") for p in _entries(data, "principal")}
+    if isinstance(stdio, str) and stdio not in names:
+        found.append((("gateway", "stdio_principal"), f"no [[principal]] is named {stdio!r}"))
+    return found
+
+
 class FileTables(Table):
-    """The whole file. ``[gateway]`` and ``[[upstream]]`` are the MCP gateway's (its own checks)."""
+    """The whole file: the service's tables, and the gateway's [gateway] and [[upstream]]."""
 
     store: Store = Store()
     tools: Tools = Tools()
@@ -1180,8 +1337,8 @@ class FileTables(Table):
     provenance: Provenance = Provenance()
     telemetry: Telemetry = Telemetry()
     logging: Logging = Logging()
-    gateway: Any = None
-    upstream: Any = None
+    gateway: Gateway = Gateway()
+    upstream: list[Upstream] = []
 
     @classmethod
     def raw_faults(cls, data: dict[str, Any]) -> list[Fault]:
@@ -1209,7 +1366,7 @@ class FileTables(Table):
             "issuer",
             "{value!r} is trusted twice",
         )
-        return found + _host_grants(data)
+        return found + _host_grants(data) + _gateway_faults(data)
 
 
 TABLES: Final[tuple[type[Table], ...]] = (
