@@ -8,9 +8,9 @@ docstring. A key added to a model appears in the reference (``make docs`` writes
 it; a test fails while the committed page differs), and :func:`undescribed` names
 any key whose field still needs a description and an example.
 
-The MCP gateway's ``[gateway]`` and ``[[upstream]]`` tables have their own checker in
-:mod:`toolbound.mcp.config` (a surface, which this core module does not import); the
-page points to their guide.
+The MCP gateway's ``[gateway]`` and ``[[upstream]]`` tables are typed in the same
+module and checked with the rest of the file; the page points to their guide, which
+describes them with an annotated example.
 """
 
 from __future__ import annotations
@@ -122,9 +122,9 @@ def render_markdown() -> str:
     out += [
         "## The MCP gateway's tables",
         "",
-        "`toolbound mcp-gateway` reads `[gateway]` and `[[upstream]]` from the same file, with",
-        "a checker of its own (`toolbound.mcp.config`); they are described, with an annotated",
-        "example, in [the MCP guide](mcp.md#the-gateway).",
+        "`toolbound mcp-gateway` reads `[gateway]` and `[[upstream]]` from the same file;",
+        "`check-config` and the service check them with the rest of it. They are described,",
+        "with an annotated example, in [the MCP guide](mcp.md#the-gateway).",
     ]
     return "\n".join(out).rstrip("\n") + "\n"
 
