@@ -183,12 +183,15 @@ def test_a_documented_default_is_what_the_checker_uses(table, key):
 # domain-scoped grant; tests/execution/test_http_egress.py covers that combination.
 # An issuer takes one key source and one tenant: jwks_file, secret_env (with HS*
 # algorithms) and tenant replace the minimal file's jwks_url and tenant_claim, which
-# tests/service/test_identity.py covers.
+# tests/service/test_identity.py covers. A secret itself replaces the variable naming it
+# (webhook.secret, identity.jwt.secret): tests/service/test_config_locations.py covers them.
 ALONE = {
     "tools.http.host_argument",
     "identity.jwt.jwks_file",
     "identity.jwt.secret_env",
+    "identity.jwt.secret",
     "identity.jwt.tenant",
+    "webhook.secret",
 }
 
 

@@ -62,7 +62,7 @@ __all__ = ["EXTRAS", "main", "needs"]
 
 
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "cli": ("click", "rich"),
+    "cli": ("click", "rich", "pydantic"),
     "service": ("starlette", "uvicorn", "jinja2", "multipart", "itsdangerous", "opentelemetry"),
     "mcp": ("mcp", "httpx"),
     "http": ("httpx",),
@@ -424,8 +424,12 @@ def _print_issues(console: Console, exc: ConfigError) -> None:
     where = escape(exc.source or "configuration")
     console.print(f"[red]{where}: {len(exc.issues)} problem(s)[/]", soft_wrap=True)
     for issue in exc.issues:
+        at = f"{exc.source}:{issue.line}:{issue.column}: " if issue.line is not None else ""
+        differs = issue.where and issue.where != issue.path
+        also = f" [dim]({escape(issue.path)})[/]" if differs else ""
         console.print(
-            f"  [bold]{escape(issue.path or '(file)')}[/]: {escape(issue.message)}",
+            f"  {escape(at)}[bold]{escape(issue.where or issue.path or '(file)')}[/]: "
+            f"{escape(issue.message)}{also}",
             highlight=False,
             soft_wrap=True,
         )
@@ -481,9 +485,18 @@ def _load(path: str) -> ServiceConfig:
     return load_config(path)
 
 
-def _problems(exc: ConfigError) -> list[dict[str, str]]:
-    """Each problem as ``{"path", "message"}``, the key path empty for the file itself."""
-    return [{"path": issue.path, "message": issue.message} for issue in exc.issues]
+def _problems(exc: ConfigError) -> list[dict[str, str | int | None]]:
+    """Each problem: its key path (empty for the file itself), as the file reads, where, what."""
+    return [
+        {
+            "path": issue.path,
+            "where": issue.where or issue.path,
+            "line": issue.line,
+            "column": issue.column,
+            "message": issue.message,
+        }
+        for issue in exc.issues
+    ]
 
 
 def _call_fields(call: StoredCall) -> dict[str, object]:

@@ -76,6 +76,8 @@ registry, policy and store is :meth:`ServiceConfig.build_registry` and friends.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import importlib
 import inspect
 import os
@@ -84,11 +86,15 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args, get_origin
 
-from toolbound._errors import ConfigurationError, SchemaError, SpecError, ToolboundError
-from toolbound._model import Action, EffectClass, ToolSpec
-from toolbound.execution.egress import EgressPolicy, HostResource, destination_problem
+from pydantic import ValidationError
+
+from toolbound import config_tables as tables
+from toolbound._errors import ToolboundError
+from toolbound._toml_positions import key_positions, locate
+from toolbound.config_tables import WEBHOOK_EVENTS
+from toolbound.execution.egress import EgressPolicy
 from toolbound.gates.authorize import (
     DomainScope,
     Grant,
@@ -101,27 +107,18 @@ from toolbound.gates.authorize import (
     RateLimit,
     Scope,
 )
-from toolbound.identity import (
-    ASYMMETRIC_ALGORITHMS,
-    DEFAULT_ALGORITHMS,
-    HMAC_ALGORITHMS,
-    ROLES,
-    Identity,
-    JwtIssuer,
-    Principal,
-    TokenRefused,
-    hash_key,
-)
+from toolbound.identity import ROLES, Identity, JwtIssuer, Principal, TokenRefused, hash_key
 from toolbound.provenance import FlowPolicy, NoPrivateData, TrustedSource, guard_writes
-from toolbound.provenance.classes import NAMES as DATA_CLASS_NAMES
-from toolbound.provenance.roles import ROLES as PARAMETER_ROLES
-from toolbound.provenance.roles import plan
-from toolbound.registry import Registry, check_spec
+from toolbound.registry import Registry
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
+
+    from pydantic.fields import FieldInfo
+    from pydantic_core import ErrorDetails
 
     from toolbound._clock import Clock
+    from toolbound._model import Action, EffectClass
     from toolbound.provenance import FlowRule
     from toolbound.provenance.classes import DataClassName
     from toolbound.provenance.roles import RoleName
@@ -146,35 +143,28 @@ __all__ = [
     "hash_key",
     "load_config",
     "parse_config",
+    "placed",
     "read_config_text",
+    "relative",
+    "service_config",
     "toml_tables",
+    "validate_tables",
 ]
 
 Role = Literal["agent", "approver", "operator"]
-WEBHOOK_EVENTS: Final = ("parked", "decided", "finished", "outcome_unknown", "reconciled")
-"""What a ``[[webhook]]`` may be told of: the journal's notices (``Journal.notices``)."""
-_EFFECTS: frozenset[str] = frozenset(
-    {"pure", "read", "reversible_write", "irreversible_write", "open_world"}
-)
-_ACTIONS: frozenset[str] = frozenset({"read", "create", "modify", "delete"})
-_SHA256_HEX = re.compile("[0-9a-f]{64}")
 _MAX_BODY_BYTES = 4 << 20  # as large as the proposal envelope the service parses
 _CONFIRMATION_TTL = timedelta(minutes=15)
 _LEASE = timedelta(seconds=30)
-_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
-_METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
-_EXPORTERS: frozenset[str] = frozenset({"none", "console", "otlp"})
-_LOG_LEVELS: frozenset[str] = frozenset({"debug", "info", "warning", "error"})
-_LOG_FORMATS: frozenset[str] = frozenset({"text", "json"})
-_PRESETS: frozenset[str] = frozenset({"none", "guard_writes"})
-_RULE_KINDS: frozenset[str] = frozenset({"trusted_source", "no_private_data"})
-_OTHERWISE: frozenset[str] = frozenset({"confirm", "refuse"})
+_IO_THREADS = 32
+_MAX_CONNECTIONS = 1000
+_KEEP_ALIVE = 5.0
+_BODY_TIMEOUT = 30.0
+_HEADER_TIMEOUT = 10.0
 
 
 # ---------------------------------------------------------------------------
-# The file's tables and keys. The checker accepts exactly these keys, and the
-# configuration reference (docs/configuration.md) is generated from this table by
-# toolbound.config_reference, which adds what each key means and an example.
+# The file's tables and keys, as the reference lists them: read off the typed
+# tables of toolbound.config_tables, which the checker validates against.
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,27 +189,13 @@ class ConfigTable:
     keys: tuple[ConfigKey, ...]
     array: bool = False
     kind: str | None = None  # the `kind` value that selects this variant (scopes, limits)
+    note: str = ""
+    model: type[tables.Table] | None = field(default=None, compare=False, repr=False)
 
     def allowed(self) -> frozenset[str]:
         """The keys the checker accepts here (a variant's ``kind`` included)."""
         names = frozenset(key.name for key in self.keys)
         return names | {"kind"} if self.kind is not None else names
-
-
-_SECONDS = "number > 0 (seconds)"
-_IO_THREADS = 32
-_MAX_CONNECTIONS = 1000
-_KEEP_ALIVE = 5.0
-_BODY_TIMEOUT = 30.0
-_HEADER_TIMEOUT = 10.0
-_CONNECT_TIMEOUT = 5.0
-_STATEMENT_TIMEOUT = 10.0
-_POOL_TIMEOUT = 1.0
-
-
-def _num(value: float) -> str:
-    """A default number as TOML writes it."""
-    return str(int(value)) if value == int(value) else str(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -233,255 +209,125 @@ class StoreTimeouts:
     server is down before it is answered 503.
     """
 
-    connect: float = _CONNECT_TIMEOUT
-    statement: float = _STATEMENT_TIMEOUT
-    pool: float = _POOL_TIMEOUT
+    connect: float = 5.0
+    statement: float = 10.0
+    pool: float = 1.0
 
 
-_COUNT = "integer ≥ 1"
-_STRINGS = "array of strings"
-
-TABLES: tuple[ConfigTable, ...] = (
-    ConfigTable(
-        path="store",
-        keys=(
-            ConfigKey("url", "string", '"sqlite:///toolbound.db"'),
-            ConfigKey("connect_timeout", _SECONDS, _num(_CONNECT_TIMEOUT)),
-            ConfigKey("statement_timeout", _SECONDS, _num(_STATEMENT_TIMEOUT)),
-            ConfigKey("pool_timeout", _SECONDS, _num(_POOL_TIMEOUT)),
-        ),
-    ),
-    ConfigTable(
-        path="tools",
-        keys=(ConfigKey("packs", _STRINGS, "[]"), ConfigKey("http", "array of tables", "[]")),
-    ),
-    ConfigTable(
-        path="tools.http",
-        array=True,
-        keys=(
-            ConfigKey("name", "string", required=True),
-            ConfigKey("version", "string", '"1"'),
-            ConfigKey("description", "string", required=True),  # check_spec refuses ""
-            # Unset, an endpoint is taken for the most conservative class.
-            ConfigKey("effect", "string", '"irreversible_write"', choices=_EFFECTS),
-            ConfigKey("method", "string", '"POST"', choices=_METHODS),
-            ConfigKey("url", "http(s) URL", required=True),
-            ConfigKey("input_schema", "table (JSON Schema)", required=True),
-            ConfigKey("output_schema", "table (JSON Schema)"),
-            ConfigKey("capabilities", _STRINGS, "[]"),
-            ConfigKey("timeout", _SECONDS, "10.0"),
-            ConfigKey("max_attempts", _COUNT, "1"),
-            ConfigKey("bearer_secret", "secret name"),
-            ConfigKey("host_argument", "argument name"),
-            ConfigKey("allow_destinations", _STRINGS, "[]"),
-            ConfigKey("reads_untrusted", "boolean", "true"),
-            ConfigKey("reads_private", "boolean", "true"),
-            ConfigKey(
-                "roles", "table of JSON pointer → role", "{}", choices=frozenset(PARAMETER_ROLES)
-            ),
-            ConfigKey("intents", _STRINGS, "[]"),
-            ConfigKey(
-                "data_classes",
-                "table of JSON pointer → data class",
-                "{}",
-                choices=frozenset(DATA_CLASS_NAMES),
-            ),
-        ),
-    ),
-    ConfigTable(
-        path="webhook",
-        array=True,
-        keys=(
-            ConfigKey("name", "string", required=True),
-            ConfigKey("url", "http(s) URL", required=True),
-            ConfigKey("secret_env", "environment variable name", required=True),
-            ConfigKey(
-                "events",
-                _STRINGS,
-                '["parked", "decided", "outcome_unknown", "reconciled"]',
-                choices=frozenset(WEBHOOK_EVENTS),
-            ),
-            ConfigKey("tenant", "string"),
-            ConfigKey("allow_destinations", _STRINGS, "[]"),
-            ConfigKey("timeout", _SECONDS, "10.0"),
-        ),
-    ),
-    ConfigTable(
-        path="principal",
-        array=True,
-        keys=(
-            ConfigKey("name", "string", required=True),
-            ConfigKey("key_sha256", "64 lowercase hex digits", required=True),
-            ConfigKey("subject", "string", required=True),
-            ConfigKey("tenant", "string", required=True),
-            ConfigKey("roles", _STRINGS, "[]", choices=ROLES),
-        ),
-    ),
-    ConfigTable(path="identity", keys=(ConfigKey("jwt", "array of tables", "[]"),)),
-    ConfigTable(
-        path="identity.jwt",
-        array=True,
-        keys=(
-            ConfigKey("issuer", "string", required=True),
-            ConfigKey("audience", "string", required=True),
-            ConfigKey("jwks_url", "http(s) URL"),
-            ConfigKey("jwks_file", "path"),
-            ConfigKey("secret_env", "environment variable name"),
-            ConfigKey(
-                "algorithms",
-                _STRINGS,
-                "[" + ", ".join(f'"{a}"' for a in DEFAULT_ALGORITHMS) + "]",
-                choices=ASYMMETRIC_ALGORITHMS | HMAC_ALGORITHMS,
-            ),
-            ConfigKey("clock_skew", "number ≥ 0 (seconds)", "60"),
-            ConfigKey("required_claims", _STRINGS, "[]"),
-            ConfigKey("subject_claim", "string", '"sub"'),
-            ConfigKey("tenant_claim", "string"),
-            ConfigKey("tenant", "string"),
-            ConfigKey("roles_claim", "string", '"roles"'),
-            ConfigKey("role_map", "table of role names", "{}"),
-            ConfigKey("jwks_ttl", _SECONDS, "300"),
-            ConfigKey("jwks_refresh_interval", "number ≥ 0 (seconds)", "30"),
-        ),
-    ),
-    ConfigTable(
-        path="grant",
-        array=True,
-        keys=(
-            ConfigKey("subject", "string", required=True),
-            ConfigKey("tenant", "string", required=True),
-            ConfigKey("session", "string"),
-            ConfigKey("capability", "string", required=True),
-            ConfigKey("actions", _STRINGS, required=True, choices=_ACTIONS),
-            ConfigKey("confirm", "boolean", "false"),
-            ConfigKey("scope", "inline table"),
-            ConfigKey("limits", "array of inline tables", "[]"),
-        ),
-    ),
-    ConfigTable(path="grant.scope", kind="owner", keys=()),
-    ConfigTable(
-        path="grant.scope", kind="path", keys=(ConfigKey("root", "absolute path", required=True),)
-    ),
-    ConfigTable(
-        path="grant.scope",
-        kind="domain",
-        keys=(
-            ConfigKey("domains", _STRINGS, required=True),
-            ConfigKey("allow_subdomains", "boolean", "false"),
-        ),
-    ),
-    ConfigTable(path="grant.scope", kind="id", keys=(ConfigKey("ids", _STRINGS, required=True),)),
-    ConfigTable(
-        path="grant.limits",
-        kind="number",
-        keys=(
-            ConfigKey("pointer", "JSON pointer", required=True),
-            ConfigKey("minimum", "number"),
-            ConfigKey("maximum", "number"),
-        ),
-    ),
-    ConfigTable(
-        path="grant.limits",
-        kind="rate",
-        keys=(
-            ConfigKey("max_calls", _COUNT, "1"),
-            ConfigKey("per_seconds", _SECONDS, required=True),
-        ),
-    ),
-    ConfigTable(
-        path="service",
-        keys=(
-            ConfigKey("host", "string", '"127.0.0.1"'),
-            ConfigKey("port", "integer, 0 to 65535", "8780"),
-            ConfigKey("four_eyes", "boolean", "false"),
-            ConfigKey("console_secret_env", "environment variable name"),
-            ConfigKey("console_trace_url", "http(s) URL with {trace_id}"),
-            ConfigKey("tool_approvals", "path (relative to this file)"),
-            ConfigKey("max_body_bytes", _COUNT, str(_MAX_BODY_BYTES)),
-            ConfigKey("confirmation_ttl", _SECONDS, str(int(_CONFIRMATION_TTL.total_seconds()))),
-            ConfigKey("lease", _SECONDS, str(int(_LEASE.total_seconds()))),
-            ConfigKey("io_threads", _COUNT, str(_IO_THREADS)),
-            ConfigKey("cookie_secure", "boolean", "false"),
-            ConfigKey("max_connections", _COUNT, str(_MAX_CONNECTIONS)),
-            ConfigKey("keep_alive", _SECONDS, _num(_KEEP_ALIVE)),
-            ConfigKey("header_timeout", _SECONDS, _num(_HEADER_TIMEOUT)),
-            ConfigKey("body_timeout", _SECONDS, _num(_BODY_TIMEOUT)),
-        ),
-    ),
-    ConfigTable(
-        path="budgets", keys=(ConfigKey("timeout", _SECONDS), ConfigKey("result_budget", _COUNT))
-    ),
-    ConfigTable(path="retention", keys=(ConfigKey("days", _COUNT, "30"),)),
-    ConfigTable(
-        path="provenance",
-        keys=(
-            ConfigKey("preset", "string", '"none"', choices=_PRESETS),
-            ConfigKey("trust", _STRINGS, "[]"),
-            ConfigKey("min_length", "table of role → integer ≥ 1", "{}"),
-            ConfigKey("rule", "array of tables", "[]"),
-        ),
-    ),
-    ConfigTable(
-        path="provenance.rule",
-        array=True,
-        keys=(
-            ConfigKey("tool", "string", required=True),
-            ConfigKey("parameter", "JSON pointer", '""'),
-            ConfigKey("kind", "string", required=True, choices=_RULE_KINDS),
-            ConfigKey("strict", "boolean", "true"),
-            ConfigKey("trust", _STRINGS, "[]"),
-            ConfigKey("otherwise", "string", '"confirm"', choices=_OTHERWISE),
-        ),
-    ),
-    ConfigTable(
-        path="telemetry",
-        keys=(
-            ConfigKey("exporter", "string", '"none"', choices=_EXPORTERS),
-            ConfigKey("endpoint", "URL"),
-            ConfigKey("service_name", "string", '"toolbound"'),
-            ConfigKey("metrics", "boolean", "true"),
-        ),
-    ),
-    ConfigTable(
-        path="logging",
-        keys=(
-            ConfigKey("level", "string", '"info"', choices=_LOG_LEVELS),
-            ConfigKey("format", "string", '"text"', choices=_LOG_FORMATS),
-        ),
-    ),
-)
+def _toml(value: object) -> str:
+    """A default as TOML writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float | int):
+        return str(int(value)) if value == int(value) else str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return (
+            "{}"
+            if not value
+            else "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+        )
+    return f'"{value}"'
 
 
-def _allowed(path: str, kind: str | None = None) -> frozenset[str]:
-    """The keys of the table at ``path`` (of ``kind``, for a variant)."""
-    return next(t.allowed() for t in TABLES if t.path == path and t.kind == kind)
+def _choices(annotation: object) -> frozenset[str]:
+    """The values a ``Literal`` somewhere in ``annotation`` allows."""
+    if get_origin(annotation) is Literal:
+        return frozenset(str(a) for a in get_args(annotation))
+    return frozenset(c for arg in get_args(annotation) for c in _choices(arg))
 
+
+def _doc(metadata: Iterable[object], annotation: object) -> tables.Doc | None:
+    """The :class:`~toolbound.config_tables.Doc` of a field, in or under its annotation."""
+    found = next((m for m in metadata if isinstance(m, tables.Doc)), None)
+    if found is not None or get_origin(annotation) is list:
+        return found
+    meta = getattr(annotation, "__metadata__", ())
+    return next((d for arg in (*get_args(annotation),) if (d := _doc(meta, arg))), None)
+
+
+def _key_of(name: str, info: FieldInfo) -> ConfigKey:
+    doc = _doc(info.metadata, info.annotation)
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    choices = doc.choices if doc is not None and doc.choices else _choices(info.annotation)
+    required = info.is_required() or bool(extra.get("required"))
+    default = info.get_default(call_default_factory=True)
+    return ConfigKey(
+        name,
+        doc.type if doc is not None else ("string" if choices else _TYPES.get(info.annotation, "")),
+        None if required or default is None else _toml(default),
+        required=required,
+        choices=choices,
+    )
+
+
+_TYPES: dict[object, str] = {str: "string", bool: "boolean", float: "number", int: "integer"}
+
+
+def _table_of(model: type[tables.Table]) -> ConfigTable:
+    fields = [(n, f) for n, f in model.model_fields.items() if model.kind_of is None or n != "kind"]
+    return ConfigTable(
+        path=model.path,
+        keys=tuple(_key_of(name, info) for name, info in fields),
+        array=model.array,
+        kind=model.kind_of,
+        note=" ".join(inspect.cleandoc(model.__doc__ or "").split()),
+        model=model,
+    )
+
+
+TABLES: tuple[ConfigTable, ...] = tuple(_table_of(model) for model in tables.TABLES)
+"""Every table and key the file may hold, in the reference's order."""
 
 # [gateway] and [[upstream]] belong to the MCP gateway (toolbound.mcp.config), which
 # reads the same file.
-_TOP = frozenset(t.path for t in TABLES if "." not in t.path) | {"gateway", "upstream"}
+_TOP = frozenset(tables.FileTables.model_fields)
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigIssue:
-    """One problem in a configuration file: where (a key path) and what."""
+    """One problem in a configuration file: where and what.
+
+    ``path`` is the key path scripts match on, indices from 0 (``grant[1].actions``);
+    ``where`` the same path as the file reads, entries counted from 1
+    (``[[grant]] #2.actions``); ``line`` and ``column`` where that key is written
+    (or the nearest table that is), when the text is known.
+    """
 
     path: str
     message: str
+    where: str = ""
+    line: int | None = None
+    column: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}" if self.path else self.message
+        at = f"{self.line}:{self.column}: " if self.line is not None else ""
+        entry = self.where.partition(".")[0] if "#" in self.where else ""
+        also = f" (in {entry})" if entry else ""
+        return f"{at}{self.path}: {self.message}{also}" if self.path else f"{at}{self.message}"
 
 
 class ConfigError(ToolboundError):
-    """A configuration file that cannot be used; ``issues`` lists every problem."""
+    """A configuration file that cannot be used; ``issues`` lists every problem.
 
-    def __init__(self, issues: list[ConfigIssue], *, source: str = "") -> None:
-        self.issues = tuple(issues)
+    Given the file's ``text``, each issue gets the line and column of its key.
+    """
+
+    def __init__(
+        self, issues: list[ConfigIssue], *, source: str = "", text: str | None = None
+    ) -> None:
+        self.issues = tuple(placed(issues, text) if text is not None else issues)
         self.source = source
+        lines = "\n".join(f"  - {self.locate(issue)}" for issue in self.issues)
         head = f"{source}: " if source else ""
-        lines = "\n".join(f"  - {issue}" for issue in issues)
-        super().__init__(f"{head}{len(issues)} problem(s) in the configuration\n{lines}")
+        super().__init__(f"{head}{len(self.issues)} problem(s) in the configuration\n{lines}")
+
+    def locate(self, issue: ConfigIssue) -> str:
+        """One issue as ``FILE:LINE:COLUMN: [[grant]] #2.actions: …`` (what is known of it)."""
+        if self.source and issue.line is not None:
+            return f"{self.source}:{issue}"
+        return str(issue)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -518,18 +364,28 @@ class WebhookConfig:
     """A ``[[webhook]]``: where the call events go, signed, and which of them.
 
     ``secret_env`` names the environment variable holding the signing secret (the
-    Standard Webhooks form, ``whsec_`` and base64); ``tenant`` limits it to one
-    tenant's calls (every tenant's otherwise); ``allow_destinations`` lists the internal
-    networks or hosts it may reach, as for HTTP tools (all refused otherwise).
+    Standard Webhooks form, ``whsec_`` and base64), or ``secret`` is the secret
+    itself (read from ``secret_file``); ``tenant`` limits it to one tenant's calls
+    (every tenant's otherwise); ``allow_destinations`` lists the internal networks or
+    hosts it may reach, as for HTTP tools (all refused otherwise).
     """
 
     name: str
     url: str
-    secret_env: str
+    secret_env: str | None = None
+    secret: str | None = field(default=None, repr=False)
     events: tuple[str, ...] = ("parked", "decided", "outcome_unknown", "reconciled")
     tenant: str | None = None
     allow_destinations: tuple[str, ...] = ()
     timeout: float = 10.0
+
+    def signing_secret(self) -> str:
+        """The secret deliveries are signed with; ``LookupError`` if there is none."""
+        found = self.secret or os.environ.get(self.secret_env or "", "")
+        if not found:
+            msg = f"the environment variable {self.secret_env} holds no signing secret"
+            raise LookupError(msg)
+        return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -621,6 +477,8 @@ class ServiceConfig:
     port: int = 8780
     four_eyes: bool = False
     console_secret_env: str | None = None
+    console_secret_value: str | None = field(default=None, repr=False)
+    """The console's secret itself, from ``[service] console_secret_file``."""
     console_trace_url: str | None = None
     """A tracing UI's page for a trace, with ``{trace_id}``: the console links to it."""
     tool_approvals: Path | None = None
@@ -656,6 +514,8 @@ class ServiceConfig:
         Unset, each process signs with a random secret of its own (a restart logs
         everyone out); replicas behind one address need the same secret.
         """
+        if self.console_secret_value is not None:
+            return self.console_secret_value.encode()
         if self.console_secret_env is None:
             return None
         value = os.environ.get(self.console_secret_env)
@@ -713,7 +573,7 @@ class ServiceConfig:
             from toolbound.execution.http import HttpTool  # noqa: PLC0415 - needs httpx
 
             registry.register(
-                _http_spec(http),
+                tables.spec_of(http),
                 HttpTool(
                     method=http.method,
                     url=http.url,
@@ -760,7 +620,7 @@ def parse_config(text: str, *, source: Path | None = None) -> ServiceConfig:
     raw = toml_tables(text, source=source)
     config, issues = check_tables(raw, source=source)
     if issues or config is None:
-        raise ConfigError(issues, source=name)
+        raise ConfigError(issues, source=name, text=text)
     return config
 
 
@@ -772,786 +632,326 @@ def check_tables(
     For a program that reads more sections of the same file (the MCP gateway's
     ``[gateway]`` and ``[[upstream]]``) and reports all problems together.
     """
-    checker = _Checker()
-    config = checker.config(raw, source)
-    return (None if checker.issues else config), checker.issues
+    made, issues = validate_tables(raw, source=source)
+    return (None, issues) if made is None else (service_config(made, raw, source), [])
+
+
+def validate_tables(
+    raw: Mapping[str, object], *, source: Path | None = None
+) -> tuple[tables.FileTables | None, list[ConfigIssue]]:
+    """The whole file's tables, the gateway's included, or ``None`` and every issue."""
+    sourced = tables.Sourced(None if source is None else source.resolve().parent)
+    try:
+        return tables.FileTables.model_validate(raw, context=sourced), []
+    except ValidationError as exc:
+        return None, [_issue(error, raw, sourced.secrets) for error in exc.errors()]
 
 
 # ---------------------------------------------------------------------------
-# Validation: collect every problem, then fail once.
+# A validation error in the file's words: its key path, and a message that says
+# what the key must be (never a value read from the environment or a file).
 
 
-class _Primitives:
-    """Collects every problem with its key path; reads typed values."""
-
-    def __init__(self) -> None:
-        self.issues: list[ConfigIssue] = []
-
-    def fail(self, path: str, message: str) -> None:
-        self.issues.append(ConfigIssue(path, message))
-
-    def table(self, raw: Mapping[str, object], key: str) -> Mapping[str, object]:
-        value = raw.get(key, {})
-        if not isinstance(value, dict):
-            self.fail(key, f"must be a table, got {_kind(value)}")
-            return {}
-        return cast("Mapping[str, object]", value)
-
-    def tables(self, raw: Mapping[str, object], key: str) -> list[Mapping[str, object]]:
-        value = raw.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
-            self.fail(key, f"must be an array of tables ([[{key}]]), got {_kind(value)}")
-            return []
-        return cast("list[Mapping[str, object]]", value)
-
-    def known(self, raw: Mapping[str, object], path: str, allowed: frozenset[str]) -> None:
-        for key in raw:
-            if key not in allowed:
-                where = f"{path}.{key}" if path else key
-                self.fail(where, f"unknown key (expected one of {', '.join(sorted(allowed))})")
-
-    def string(
-        self, raw: Mapping[str, object], path: str, key: str, *, default: str | None = None
-    ) -> str:
-        value = raw.get(key, default)
-        if not isinstance(value, str) or not value:
-            self.fail(f"{path}.{key}", _expected("a non-empty string", value))
-            return ""
-        return value
-
-    def strings(self, raw: Mapping[str, object], path: str, key: str) -> tuple[str, ...]:
-        value = raw.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            self.fail(f"{path}.{key}", _expected("an array of non-empty strings", value))
-            return ()
-        return tuple(cast("list[str]", value))
-
-    def number(
-        self, raw: Mapping[str, object], path: str, key: str, *, positive: bool = True
-    ) -> float | None:
-        value = raw.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            self.fail(f"{path}.{key}", _expected("a number", value))
-            return None
-        if positive and value <= 0:
-            self.fail(f"{path}.{key}", f"must be positive, got {value}")
-            return None
-        return float(value)
-
-    def integer(self, raw: Mapping[str, object], path: str, key: str, default: int) -> int:
-        value = raw.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            self.fail(f"{path}.{key}", _expected("a positive integer", value))
-            return default
-        return value
-
-    def flag(
-        self, raw: Mapping[str, object], path: str, key: str, *, default: bool = False
-    ) -> bool:
-        value = raw.get(key, default)
-        if not isinstance(value, bool):
-            self.fail(f"{path}.{key}", _expected("true or false", value))
-            return default
-        return value
-
-    def optional(self, raw: Mapping[str, object], path: str, key: str) -> str | None:
-        value = raw.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
-            self.fail(f"{path}.{key}", _expected("a non-empty string", value))
-            return None
-        return value
-
-    def unique_keys(self, principals: list[Principal | None]) -> None:
-        seen: dict[str, int] = {}
-        for i, p in enumerate(principals):
-            if p is None:
-                continue
-            if p.key_sha256 in seen:
-                self.fail(
-                    f"principal[{i}].key_sha256", f"the same key as principal[{seen[p.key_sha256]}]"
-                )
-            seen.setdefault(p.key_sha256, i)
+_WORDS: dict[str, str] = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "string_too_short": "must be a non-empty string",
+    "bool_type": "must be true or false",
+    "int_type": "must be an integer",
+    "float_type": "must be a number",
+    "list_type": "must be an array",
+    "dict_type": "must be a table",
+    "model_type": "must be a table",
+    "too_short": "must name at least one value",
+    "greater_than": "must be positive",
+    "greater_than_equal": "must be at least {ge} (a positive integer)",
+}
 
 
-class _ToolChecks(_Primitives):
-    """The ``[[tools.http]]`` endpoints and the grants that scope a chosen host."""
-
-    def http_tool(self, raw: Mapping[str, object], path: str) -> HttpToolConfig:
-        self.known(raw, path, _allowed("tools.http"))
-        # Unset, an endpoint is taken for the most conservative class.
-        effect = raw.get("effect", "irreversible_write")
-        if effect not in _EFFECTS:
-            self.fail(
-                f"{path}.effect", f"must be one of {', '.join(sorted(_EFFECTS))}, got {effect!r}"
-            )
-            effect = "irreversible_write"
-        method = str(raw.get("method", "POST")).upper()
-        if method not in _METHODS:
-            self.fail(f"{path}.method", f"unknown HTTP method {method!r}")
-        url = self.string(raw, path, "url")
-        schema = raw.get("input_schema")
-        if not isinstance(schema, dict):
-            self.fail(f"{path}.input_schema", "an HTTP tool needs an input_schema table")
-            schema = {}
-        host_argument, allow = self.http_destination(raw, path, url, schema)
-        out = raw.get("output_schema")
-        if out is not None and not isinstance(out, dict):
-            self.fail(f"{path}.output_schema", _expected("a table", out))
-            out = None
-        bearer = raw.get("bearer_secret")
-        if bearer is not None and not isinstance(bearer, str):
-            self.fail(f"{path}.bearer_secret", _expected("a secret name", bearer))
-            bearer = None
-        tool = HttpToolConfig(
-            name=self.string(raw, path, "name"),
-            version=str(raw.get("version", "1")),
-            description=str(raw.get("description", "")),
-            effect=cast("EffectClass", effect),
-            method=method,
-            url=url,
-            input_schema=schema,
-            output_schema=out,
-            capabilities=self.strings(raw, path, "capabilities"),
-            timeout=self.number(raw, path, "timeout") or 10.0,
-            max_attempts=self.integer(raw, path, "max_attempts", 1),
-            bearer_secret=bearer,
-            host_argument=host_argument,
-            allow_destinations=allow,
-            reads_untrusted=self.flag(raw, path, "reads_untrusted", default=True),
-            reads_private=self.flag(raw, path, "reads_private", default=True),
-            roles=self.roles(raw.get("roles", {}), f"{path}.roles"),
-            data_classes=self.data_classes(raw.get("data_classes", {}), f"{path}.data_classes"),
-            intents=self.strings(raw, path, "intents"),
-        )
-        if tool.name and schema:
-            try:
-                check_spec(_http_spec(tool))
-                plan(_http_spec(tool))
-            except (SpecError, SchemaError) as exc:
-                self.fail(path, str(exc))
-        return tool
-
-    def roles(self, raw: object, path: str) -> dict[str, RoleName]:
-        """``roles``: JSON pointers to parameter roles (``{ "/to" = "destination" }``)."""
-        if not isinstance(raw, dict):
-            self.fail(path, _expected("a table of JSON pointer → role", raw))
-            return {}
-        roles: dict[str, RoleName] = {}
-        for pointer, role in raw.items():
-            if not pointer.startswith("/"):
-                self.fail(f"{path}.{pointer}", "must be a JSON pointer such as '/to'")
-            elif role not in PARAMETER_ROLES:
-                self.fail(
-                    f"{path}.{pointer}",
-                    f"must be one of {', '.join(PARAMETER_ROLES)}, got {role!r}",
-                )
-            else:
-                roles[pointer] = cast("RoleName", role)
-        return roles
-
-    def data_classes(self, raw: object, path: str) -> dict[str, DataClassName]:
-        """``data_classes``: output JSON pointers to data classes (``{ "/ssn" = ... }``)."""
-        if not isinstance(raw, dict):
-            self.fail(path, _expected("a table of JSON pointer → data class", raw))
-            return {}
-        classes: dict[str, DataClassName] = {}
-        for pointer, name in raw.items():
-            if not pointer.startswith("/"):
-                self.fail(f"{path}.{pointer}", "must be a JSON pointer such as '/passport'")
-            elif name not in DATA_CLASS_NAMES:
-                self.fail(
-                    f"{path}.{pointer}",
-                    f"must be one of {', '.join(DATA_CLASS_NAMES)}, got {name!r}",
-                )
-            else:
-                classes[pointer] = cast("DataClassName", name)
-        return classes
-
-    def http_destination(
-        self, raw: Mapping[str, object], path: str, url: str, schema: Mapping[str, object]
-    ) -> tuple[str | None, tuple[str, ...]]:
-        """Where an HTTP tool may send requests: its host argument and allow-list."""
-        host_argument = raw.get("host_argument")
-        if host_argument is not None and (
-            not isinstance(host_argument, str) or not host_argument.isidentifier()
-        ):
-            self.fail(f"{path}.host_argument", _expected("an argument name", host_argument))
-            host_argument = None
-        if url and not url.startswith(("http://", "https://")):
-            self.fail(f"{path}.url", f"must be an http(s) URL, got {url!r}")
-        elif url and (problem := destination_problem(url, host_argument=host_argument)):
-            self.fail(f"{path}.url", problem)
-        required = schema.get("required")
-        if host_argument is not None and host_argument not in (
-            required if isinstance(required, list) else []
-        ):
-            self.fail(
-                f"{path}.host_argument",
-                f"{host_argument!r} must be a required argument of input_schema",
-            )
-        allow = self.strings(raw, path, "allow_destinations")
-        for i, entry in enumerate(allow):
-            try:
-                EgressPolicy(allow=(entry,))
-            except ConfigurationError as exc:
-                self.fail(f"{path}.allow_destinations[{i}]", str(exc))
-        return host_argument, allow
-
-    def host_grants(
-        self, tools: tuple[HttpToolConfig, ...], grants: list[Mapping[str, object]]
-    ) -> None:
-        """A host chosen by the model is checked by a domain scope on every grant of it (R6).
-
-        An unscoped grant (or one of another kind) of the tool's capability would admit
-        any host, so each must be a domain scope, and at least one must exist.
-        """
-        for i, tool in enumerate(tools):
-            if tool.host_argument is None:
-                continue
-            path = f"tools.http[{i}]"
-            if not tool.capabilities:
-                self.fail(
-                    f"{path}.capabilities",
-                    "a tool that takes its host from an argument needs a capability, "
-                    "granted with a domain scope",
-                )
-                continue
-            granting = [
-                (j, g) for j, g in enumerate(grants) if g.get("capability") in tool.capabilities
-            ]
-            if not granting:
-                self.fail(
-                    f"{path}.host_argument",
-                    f"no [[grant]] of {', '.join(tool.capabilities)} checks the host: add one "
-                    'with scope = { kind = "domain", domains = [...] }',
-                )
-            for j, grant in granting:
-                scope = grant.get("scope")
-                if not isinstance(scope, dict) or scope.get("kind") != "domain":
-                    self.fail(
-                        f"grant[{j}].scope",
-                        f"{tool.name} takes its host from the argument {tool.host_argument!r}: "
-                        f"a grant of {grant.get('capability')!r} needs a domain scope, "
-                        "or the model could send the request anywhere",
-                    )
+def _issue(error: ErrorDetails, raw: Mapping[str, object], secrets: set[str]) -> ConfigIssue:
+    kind = error["type"]
+    loc, item = _key_path(error["loc"], raw, values=kind == "literal_error")
+    if kind in {"union_tag_invalid", "union_tag_not_found"}:
+        loc = (*loc, "kind")
+    message = _message(error, loc)
+    shown = error.get("ctx", {}).get("tag", error["input"])
+    quiet = {"fault", "missing", "extra_forbidden", "union_tag_not_found"}
+    if kind not in quiet and not isinstance(shown, dict | list) and shown not in secrets:
+        message += f", got {shown!r}"
+    if item is not None:
+        message = f"item #{item + 1}: {message}"
+    if "[key]" in error["loc"]:
+        message = f"not a key of this {_field_type(error['loc'])}: {message}"
+    for secret in secrets:
+        message = message.replace(secret, "***")
+    return ConfigIssue(_dotted(loc), message, where=_readable(loc))
 
 
-class _IdentityChecks(_Primitives):
-    """Who may call: ``[[principal]]`` keys and ``[[identity.jwt]]`` issuers."""
-
-    def principal(self, raw: Mapping[str, object], path: str) -> Principal | None:
-        self.known(raw, path, _allowed("principal"))
-        key = raw.get("key_sha256")
-        if not isinstance(key, str) or _SHA256_HEX.fullmatch(key) is None:
-            self.fail(
-                f"{path}.key_sha256", "must be the 64 lowercase hex digits of the key's SHA-256"
-            )
-            key = ""
-        roles = self.strings(raw, path, "roles")
-        for role in roles:
-            if role not in ROLES:
-                self.fail(
-                    f"{path}.roles", f"unknown role {role!r} (expected {', '.join(sorted(ROLES))})"
-                )
-        name = self.string(raw, path, "name")
-        subject = self.string(raw, path, "subject")
-        tenant = self.string(raw, path, "tenant")
-        if not key:
-            return None
-        return Principal(
-            name=name, key_sha256=key, subject=subject, tenant=tenant, roles=frozenset(roles)
-        )
-
-    def jwt_issuer(  # noqa: C901 - one check per key, in table order
-        self, raw: Mapping[str, object], path: str, source: Path | None
-    ) -> JwtIssuer:
-        self.known(raw, path, _allowed("identity.jwt"))
-        issuer = self.string(raw, path, "issuer")
-        audience = self.string(raw, path, "audience")
-        url = self.optional(raw, path, "jwks_url")
-        if url is not None and not url.startswith(("https://", "http://")):
-            self.fail(f"{path}.jwks_url", f"must be an http(s) URL, got {url!r}")
-        file = self.optional(raw, path, "jwks_file")
-        jwks_file = None
-        if file is not None:
-            jwks_file = Path(file)
-            if not jwks_file.is_absolute() and source is not None:
-                jwks_file = source.resolve().parent / jwks_file
-        secret_env = self.optional(raw, path, "secret_env")
-        algorithms = self.strings(raw, path, "algorithms") or DEFAULT_ALGORITHMS
-        for alg in algorithms:
-            if alg not in ASYMMETRIC_ALGORITHMS | HMAC_ALGORITHMS:
-                self.fail(f"{path}.algorithms", f"unknown or refused algorithm {alg!r}")
-        hmac_only = all(alg in HMAC_ALGORITHMS for alg in algorithms)
-        sources = [k for k, v in (("jwks_url", url), ("jwks_file", file)) if v is not None]
-        if any(alg in HMAC_ALGORITHMS for alg in algorithms) and not hmac_only:
-            # One key trusted for both would let a public key sign as an HMAC secret.
-            self.fail(f"{path}.algorithms", "do not mix HMAC (HS*) and public-key algorithms")
-        elif hmac_only and (secret_env is None or sources):
-            self.fail(
-                f"{path}.secret_env",
-                "HS* algorithms take their secret from secret_env, and no JWKS",
-            )
-        elif not hmac_only and (secret_env is not None or len(sources) != 1):
-            self.fail(
-                f"{path}.jwks_url",
-                "name the issuer's public keys: exactly one of jwks_url or jwks_file "
-                "(secret_env is for HS* algorithms only)",
-            )
-        tenant_claim = self.optional(raw, path, "tenant_claim")
-        tenant = self.optional(raw, path, "tenant")
-        if (tenant_claim is None) == (tenant is None):
-            self.fail(f"{path}.tenant", "set exactly one of tenant_claim or tenant")
-        role_map = raw.get("role_map", {})
-        if not isinstance(role_map, dict) or not all(
-            isinstance(v, str) and v in ROLES for v in role_map.values()
-        ):
-            self.fail(
-                f"{path}.role_map",
-                f"must map the token's role names to {', '.join(sorted(ROLES))}",
-            )
-            role_map = {}
-        skew = self.number(raw, path, "clock_skew", positive=False)
-        interval = self.number(raw, path, "jwks_refresh_interval", positive=False)
-        for key, value in (("clock_skew", skew), ("jwks_refresh_interval", interval)):
-            if value is not None and value < 0:
-                self.fail(f"{path}.{key}", f"must not be negative, got {value}")
-        ttl = self.number(raw, path, "jwks_ttl")
-        return JwtIssuer(
-            issuer=issuer,
-            audience=audience,
-            jwks_url=url,
-            jwks_file=jwks_file,
-            secret_env=secret_env,
-            algorithms=tuple(algorithms),
-            clock_skew=60.0 if skew is None else skew,
-            required_claims=self.strings(raw, path, "required_claims"),
-            subject_claim=self.string(raw, path, "subject_claim", default="sub"),
-            tenant_claim=tenant_claim,
-            tenant=tenant,
-            roles_claim=self.string(raw, path, "roles_claim", default="roles"),
-            role_map=dict(cast("dict[str, str]", role_map)),
-            jwks_ttl=300.0 if ttl is None else ttl,
-            jwks_refresh_interval=30.0 if interval is None else interval,
-        )
+def _message(error: ErrorDetails, loc: tuple[str | int, ...]) -> str:  # noqa: PLR0911 - one per kind
+    """What the key must be, in the file's words."""
+    kind = error["type"]
+    ctx = error.get("ctx", {})
+    if kind == "fault":
+        return str(ctx["message"])
+    if kind in {"value_error", "assertion_error"}:
+        return str(ctx["error"])
+    if kind == "literal_error":
+        return f"must be {str(ctx['expected']).replace(chr(39), '')}"
+    if kind in {"union_tag_invalid", "union_tag_not_found"}:
+        tags = str(ctx.get("expected_tags", "")).replace("'", "")
+        return f"unknown {loc[-2]} kind (expected {tags})"
+    if kind == "extra_forbidden":
+        return _unknown(error["loc"], loc)
+    if kind == "missing":
+        return _missing(error["loc"])
+    return _WORDS.get(kind, error["msg"]).format(**ctx)
 
 
-class _ProvenanceChecks(_Primitives):
-    """``[provenance]`` and its ``[[provenance.rule]]`` tables."""
+def _key_path(
+    loc: tuple[str | int, ...], raw: Mapping[str, object], *, values: bool
+) -> tuple[tuple[str | int, ...], int | None]:
+    """Pydantic's ``loc`` as the file's key path (no union tags), and an array item's index.
 
-    def provenance(self, raw: Mapping[str, object]) -> ProvenanceConfig:
-        self.known(raw, "provenance", _allowed("provenance"))
-        preset = raw.get("preset", "none")
-        if preset not in _PRESETS:
-            self.fail("provenance.preset", f"must be none or guard_writes, got {preset!r}")
-            preset = "none"
-        lengths = raw.get("min_length", {})
-        min_length: dict[RoleName, int] = {}
-        if not isinstance(lengths, dict):
-            self.fail("provenance.min_length", _expected("a table of role → length", lengths))
-            lengths = {}
-        for role, length in lengths.items():
-            where = f"provenance.min_length.{role}"
-            if role not in PARAMETER_ROLES:
-                self.fail(where, f"not a role (expected one of {', '.join(PARAMETER_ROLES)})")
-            elif isinstance(length, bool) or not isinstance(length, int) or length < 1:
-                self.fail(where, _expected("a positive integer", length))
-            else:
-                min_length[cast("RoleName", role)] = length
-        rules = tuple(
-            self.flow_rule(t, f"provenance.rule[{i}]")
-            for i, t in enumerate(self.tables(raw, "rule"))
-        )
-        trust = self.strings(raw, "provenance", "trust")
-        for entry in trust:
-            tool, hashed, pointer = entry.partition("#")
-            if not tool or (hashed and not pointer.startswith("/")):
-                self.fail(
-                    "provenance.trust",
-                    f"{entry!r} must be a tool name or a tool's field such as 'crm.lookup#/id'",
-                )
-        return ProvenanceConfig(
-            preset=cast("Literal['none', 'guard_writes']", preset),
-            trust=trust,
-            min_length=min_length,
-            rules=rules,
-        )
-
-    def flow_rule(self, raw: Mapping[str, object], path: str) -> FlowRuleConfig:
-        self.known(raw, path, _allowed("provenance.rule"))
-        kind = raw.get("kind")
-        if kind not in _RULE_KINDS:
-            self.fail(f"{path}.kind", f"must be trusted_source or no_private_data, got {kind!r}")
-            kind = "trusted_source"
-        otherwise = raw.get("otherwise", "confirm")
-        if otherwise not in _OTHERWISE:
-            self.fail(f"{path}.otherwise", f"must be confirm or refuse, got {otherwise!r}")
-            otherwise = "confirm"
-        parameter = raw.get("parameter", "")
-        if not isinstance(parameter, str) or (parameter and not parameter.startswith("/")):
-            self.fail(
-                f"{path}.parameter", _expected("a JSON pointer such as '/to' (or '')", parameter)
-            )
-            parameter = ""
-        if kind == "no_private_data":
-            for key in ("strict", "trust"):
-                if key in raw:
-                    self.fail(f"{path}.{key}", "applies to trusted_source rules only")
-        return FlowRuleConfig(
-            tool=self.string(raw, path, "tool"),
-            parameter=parameter,
-            kind=cast("Literal['trusted_source', 'no_private_data']", kind),
-            strict=self.flag(raw, path, "strict", default=True),
-            trust=self.strings(raw, path, "trust"),
-            otherwise=cast("Literal['confirm', 'refuse']", otherwise),
-        )
+    With ``values``, a value that is not one of a list's choices (``roles = ["admin"]``)
+    is reported on its array, and the index returned.
+    """
+    node: object = raw
+    path: list[str | int] = []
+    for n, part in enumerate(loc):
+        last = n == len(loc) - 1
+        if isinstance(node, dict) and part == node.get("kind") and not (last and part in node):
+            continue  # the tag pydantic names a union's variant by
+        if part == "[key]":
+            continue
+        path.append(part)
+        node = _child(node, part)
+    if values and path and isinstance(path[-1], int) and not isinstance(node, dict):
+        return tuple(path[:-1]), path[-1]
+    return tuple(path), None
 
 
-class _Checker(_ToolChecks, _IdentityChecks, _ProvenanceChecks):
-    """The whole file: every section, then one configuration or the problems."""
+def _child(node: object, part: str | int) -> object:
+    if isinstance(node, dict):
+        return node.get(part)
+    if isinstance(node, list) and isinstance(part, int) and part < len(node):
+        return node[part]
+    return None
 
-    # -- sections ---------------------------------------------------------------
 
-    def trace_url(self, value: object) -> str | None:
-        """``[service] console_trace_url``: an http(s) URL with ``{trace_id}``."""
-        if value is None or (
-            isinstance(value, str)
-            and value.startswith(("https://", "http://"))
-            and "{trace_id}" in value
-        ):
-            return value
-        self.fail(
-            "service.console_trace_url", _expected("an http(s) URL containing {trace_id}", value)
-        )
+def _tables_at(loc: tuple[str | int, ...]) -> list[type[tables.Table]]:
+    """The tables pydantic's ``loc`` may lead to (its union tags pick a variant)."""
+    current: list[type[tables.Table]] = [tables.FileTables]
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        owner = next((m for m in current if part in m.model_fields), None)
+        if owner is not None:
+            current = _models(owner.model_fields[part].annotation)
+        else:  # a union's tag picks a variant; a table's own key (a tool name) keeps it
+            current = [m for m in current if m.kind_of == part] or current
+    return current
+
+
+def _field(loc: tuple[str | int, ...]) -> tuple[type[tables.Table], str] | None:
+    """The table and key pydantic's ``loc`` ends at."""
+    name = loc[-1] if loc else None
+    if not isinstance(name, str):
         return None
+    owner = next((m for m in _tables_at(loc[:-1]) if name in m.model_fields), None)
+    return None if owner is None else (owner, name)
 
-    def config(self, raw: Mapping[str, object], source: Path | None) -> ServiceConfig | None:
-        self.known(raw, "", _TOP)
-        store = self.table(raw, "store")
-        self.known(store, "store", _allowed("store"))
-        url = self.store_url(store, source)
-        timeouts = self.store_timeouts(store)
-        tools = self.table(raw, "tools")
-        self.known(tools, "tools", _allowed("tools"))
-        packs = self.strings(tools, "tools", "packs")
-        for i, pack in enumerate(packs):
-            module, _, func = pack.partition(":")
-            if not module or not func:
-                self.fail(f"tools.packs[{i}]", f"must be MODULE:FUNCTION, got {pack!r}")
-        http = tuple(
-            self.http_tool(t, f"tools.http[{i}]") for i, t in enumerate(self.tables(tools, "http"))
-        )
-        principals = [
-            self.principal(p, f"principal[{i}]")
-            for i, p in enumerate(self.tables(raw, "principal"))
-        ]
-        self.unique_keys(principals)
-        issuers = self.issuers(self.table(raw, "identity"), source)
-        grants = self.tables(raw, "grant")
-        for i, grant in enumerate(grants):
-            self.grant(grant, f"grant[{i}]")
-        self.host_grants(http, grants)
-        service = self.table(raw, "service")
-        self.known(service, "service", _allowed("service"))
-        max_body = self.integer(service, "service", "max_body_bytes", _MAX_BODY_BYTES)
-        ttl = self.number(service, "service", "confirmation_ttl")
-        lease = self.number(service, "service", "lease")
-        secret_env = service.get("console_secret_env")
-        if secret_env is not None and (not isinstance(secret_env, str) or not secret_env):
-            self.fail(
-                "service.console_secret_env", _expected("an environment variable name", secret_env)
-            )
-            secret_env = None
-        trace_url = self.trace_url(service.get("console_trace_url"))
-        approvals = self.file_path(service, "service.tool_approvals", source)
-        host = self.string(service, "service", "host", default="127.0.0.1")
-        port = service.get("port", 8780)
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:  # noqa: PLR2004
-            self.fail("service.port", _expected("a port number (0-65535)", port))
-            port = 8780
-        budgets = self.table(raw, "budgets")
-        self.known(budgets, "budgets", _allowed("budgets"))
-        retention = self.table(raw, "retention")
-        self.known(retention, "retention", _allowed("retention"))
-        days = self.integer(retention, "retention", "days", 30)
-        telemetry = self.telemetry(self.table(raw, "telemetry"))
-        logs = self.logging(self.table(raw, "logging"))
-        provenance = self.provenance(self.table(raw, "provenance"))
-        webhooks = self.webhooks(self.tables(raw, "webhook"))
-        result_budget = budgets.get("result_budget")
-        if result_budget is not None and (
-            isinstance(result_budget, bool)
-            or not isinstance(result_budget, int)
-            or result_budget < 1
-        ):
-            self.fail("budgets.result_budget", _expected("a positive integer", result_budget))
-            result_budget = None
-        if not principals and not issuers:
-            self.fail(
-                "principal",
-                "at least one [[principal]] or [[identity.jwt]] is needed: nobody could call",
-            )
-        if self.issues:
-            return None
-        return ServiceConfig(
-            source=source,
-            store_url=url,
-            packs=packs,
-            http_tools=http,
-            principals=tuple(p for p in principals if p is not None),
-            grants=tuple(grants),
-            identity=Identity(issuers),
-            host=host,
-            port=port,
-            four_eyes=self.flag(service, "service", "four_eyes"),
-            console_secret_env=secret_env,
-            console_trace_url=trace_url,
-            tool_approvals=approvals,
-            max_body_bytes=max_body,
-            confirmation_ttl=(_CONFIRMATION_TTL if ttl is None else timedelta(seconds=ttl)),
-            lease=_LEASE if lease is None else timedelta(seconds=lease),
-            store_timeouts=timeouts,
-            io_threads=self.integer(service, "service", "io_threads", _IO_THREADS),
-            cookie_secure=self.flag(service, "service", "cookie_secure"),
-            max_connections=self.integer(service, "service", "max_connections", _MAX_CONNECTIONS),
-            keep_alive=self.number(service, "service", "keep_alive") or _KEEP_ALIVE,
-            header_timeout=self.number(service, "service", "header_timeout") or _HEADER_TIMEOUT,
-            body_timeout=self.number(service, "service", "body_timeout") or _BODY_TIMEOUT,
-            timeout=self.number(budgets, "budgets", "timeout"),
-            result_budget=result_budget,
-            retention=timedelta(days=days),
-            telemetry=telemetry,
-            provenance=provenance,
-            webhooks=webhooks,
-            logging=logs,
-        )
 
-    def webhooks(self, tables: list[Mapping[str, object]]) -> tuple[WebhookConfig, ...]:
-        """The ``[[webhook]]`` destinations, each name once."""
-        found: list[WebhookConfig] = []
-        for i, raw in enumerate(tables):
-            path = f"webhook[{i}]"
-            self.known(raw, path, _allowed("webhook"))
-            name = self.string(raw, path, "name")
-            url = self.string(raw, path, "url")
-            if url and not url.startswith(("https://", "http://")):
-                self.fail(f"{path}.url", _expected("an http(s) URL", url))
-            events = self.strings(raw, path, "events") if "events" in raw else None
-            for event in events or ():
-                if event not in WEBHOOK_EVENTS:
-                    self.fail(
-                        f"{path}.events", f"unknown event {event!r} ({', '.join(WEBHOOK_EVENTS)})"
-                    )
-            tenant = raw.get("tenant")
-            if tenant is not None and (not isinstance(tenant, str) or not tenant):
-                self.fail(f"{path}.tenant", _expected("a tenant name", tenant))
-            if any(w.name == name for w in found):
-                self.fail(f"{path}.name", f"another [[webhook]] is named {name!r}")
-            found.append(
-                WebhookConfig(
-                    name=name,
-                    url=url,
-                    secret_env=self.string(raw, path, "secret_env"),
-                    **({"events": events} if events else {}),
-                    tenant=tenant if isinstance(tenant, str) and tenant else None,
-                    allow_destinations=self.strings(raw, path, "allow_destinations"),
-                    timeout=self.number(raw, path, "timeout") or 10.0,
-                )
-            )
-        return tuple(found)
+def _models(annotation: object) -> list[type[tables.Table]]:
+    if isinstance(annotation, type) and issubclass(annotation, tables.Table):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models(arg)]
 
-    def issuers(self, identity: Mapping[str, object], source: Path | None) -> list[JwtIssuer]:
-        """The ``[[identity.jwt]]`` issuers, each trusted once."""
-        self.known(identity, "identity", _allowed("identity"))
-        issuers = [
-            self.jwt_issuer(t, f"identity.jwt[{i}]", source)
-            for i, t in enumerate(self.tables(identity, "jwt"))
-        ]
-        for i, issuer in enumerate(issuers):
-            if any(other.issuer == issuer.issuer for other in issuers[:i]):
-                self.fail(f"identity.jwt[{i}].issuer", f"{issuer.issuer!r} is trusted twice")
-        return issuers
 
-    def file_path(self, raw: Mapping[str, object], path: str, source: Path | None) -> Path | None:
-        """A file named relative to the configuration file's folder (unset: ``None``)."""
-        value = raw.get(path.rpartition(".")[2])
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value:
-            self.fail(path, _expected("a path", value))
-            return None
-        found = Path(value)
-        if not found.is_absolute() and source is not None:
-            found = source.resolve().parent / found
-        return found
+def _unknown(loc: tuple[str | int, ...], path: tuple[str | int, ...]) -> str:
+    """An unknown key: the closest known key, if one is close, and every key allowed."""
+    found = _tables_at(loc[:-1])
+    if len(found) != 1:
+        return "unknown key"
+    allowed = sorted(found[0].model_fields)
+    close = difflib.get_close_matches(str(path[-1]), allowed, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown key{hint} (expected one of {', '.join(allowed)})"
 
-    def store_timeouts(self, store: Mapping[str, object]) -> StoreTimeouts:
-        default = StoreTimeouts()
-        return StoreTimeouts(
-            connect=self.number(store, "store", "connect_timeout") or default.connect,
-            statement=self.number(store, "store", "statement_timeout") or default.statement,
-            pool=self.number(store, "store", "pool_timeout") or default.pool,
-        )
 
-    def store_url(self, store: Mapping[str, object], source: Path | None) -> str:
-        url = store.get("url", "sqlite:///toolbound.db")
-        if not isinstance(url, str):
-            self.fail("store.url", _expected("a string", url))
-            return ""
-        if url == "memory":
-            return url
-        if url.startswith("sqlite:///"):
-            path = Path(url.removeprefix("sqlite:///"))
-            if not path.is_absolute() and source is not None:
-                path = (source.resolve().parent / path).resolve()
-            return f"sqlite:///{path}"
-        if url.startswith(("postgresql://", "postgres://")):
-            return url
-        self.fail("store.url", f"use memory, sqlite:///PATH or postgresql://…, got {url!r}")
-        return ""
+def _missing(loc: tuple[str | int, ...]) -> str:
+    found = _field(loc)
+    if found is None:
+        return "is required"
+    key_ = _key_of(found[1], found[0].model_fields[found[1]])
+    choices = f": {', '.join(sorted(key_.choices))}" if key_.choices else ""
+    return f"is required ({key_.type}{choices})"
 
-    def grant(self, raw: Mapping[str, object], path: str) -> None:
-        self.known(raw, path, _allowed("grant"))
-        for key in ("subject", "tenant", "capability"):
-            self.string(raw, path, key)
-        actions = self.strings(raw, path, "actions")
-        if not actions:
-            self.fail(f"{path}.actions", f"name at least one of {', '.join(sorted(_ACTIONS))}")
-        for action in actions:
-            if action not in _ACTIONS:
-                self.fail(
-                    f"{path}.actions",
-                    f"unknown action {action!r} (expected {', '.join(sorted(_ACTIONS))})",
-                )
-        self.flag(raw, path, "confirm")
-        scope = raw.get("scope")
-        if scope is not None:
-            self.scope(scope, f"{path}.scope")
-        limits = raw.get("limits", [])
-        if not isinstance(limits, list):
-            self.fail(f"{path}.limits", _expected("an array of tables", limits))
+
+def _field_type(loc: tuple[str | int, ...]) -> str:
+    """What the table a bad key was found in is (``table of role → integer``)."""
+    found = _field(loc[: loc.index("[key]") - 1])
+    return "table" if found is None else _key_of(found[1], found[0].model_fields[found[1]]).type
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    """``grant[1].limits[0].pointer``: the key path, indices from 0."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+_ARRAYS = frozenset(t.path for t in TABLES if t.array) | {"upstream"}
+_PARTS = re.compile(r"\[(\d+)\]|([^.\[\]]+)")
+
+
+def _readable(loc: tuple[str | int, ...]) -> str:
+    """``[[grant]] #2.limits #1.pointer``: the key path as the file reads, entries from 1."""
+    parts: list[str] = []
+    names: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            dotted = ".".join(names)
+            if dotted in _ARRAYS:
+                parts = [f"[[{dotted}]] #{part + 1}"]
+            elif parts:
+                parts[-1] += f" #{part + 1}"
         else:
-            for i, limit in enumerate(limits):
-                self.limit(limit, f"{path}.limits[{i}]")
+            names.append(part)
+            parts.append(part)
+    return ".".join(parts)
 
-    def scope(self, raw: object, path: str) -> None:
-        if not isinstance(raw, dict):
-            self.fail(path, _expected("a table with a kind", raw))
-            return
-        kind = raw.get("kind")
-        if kind == "owner":
-            self.known(raw, path, _allowed("grant.scope", "owner"))
-        elif kind == "path":
-            self.known(raw, path, _allowed("grant.scope", "path"))
-            root = self.string(raw, path, "root")
-            if root and not Path(root).is_absolute():
-                self.fail(f"{path}.root", f"must be an absolute path, got {root!r}")
-        elif kind == "domain":
-            self.known(raw, path, _allowed("grant.scope", "domain"))
-            self.strings(raw, path, "domains")
-            self.flag(raw, path, "allow_subdomains")
-        elif kind == "id":
-            self.known(raw, path, _allowed("grant.scope", "id"))
-            self.strings(raw, path, "ids")
-        else:
-            self.fail(
-                f"{path}.kind", f"unknown scope kind {kind!r} (expected owner, path, domain, id)"
+
+def _split(path: str) -> tuple[str | int, ...]:
+    return tuple(int(i) if i else name for i, name in _PARTS.findall(path))
+
+
+def placed(issues: list[ConfigIssue], text: str) -> list[ConfigIssue]:
+    """``issues`` with the line and column of each key in ``text``, in the file's order."""
+    try:
+        positions = key_positions(text)
+    except (IndexError, ValueError):  # a text tomllib refused: no positions
+        positions = {}
+    out: list[ConfigIssue] = []
+    for issue in issues:
+        loc = _split(issue.path)
+        at = locate(positions, loc)
+        out.append(
+            dataclasses.replace(
+                issue,
+                where=issue.where or _readable(loc),
+                line=at[0] if at else issue.line,
+                column=at[1] if at else issue.column,
             )
-
-    def limit(self, raw: object, path: str) -> None:
-        if not isinstance(raw, dict):
-            self.fail(path, _expected("a table with a kind", raw))
-            return
-        kind = raw.get("kind")
-        if kind == "number":
-            self.known(raw, path, _allowed("grant.limits", "number"))
-            pointer = self.string(raw, path, "pointer")
-            if pointer and not pointer.startswith("/"):
-                self.fail(
-                    f"{path}.pointer", f"must be a JSON pointer starting with '/', got {pointer!r}"
-                )
-            low = self.number(raw, path, "minimum", positive=False)
-            high = self.number(raw, path, "maximum", positive=False)
-            if low is None and high is None:
-                self.fail(path, "a number limit needs minimum, maximum or both")
-        elif kind == "rate":
-            self.known(raw, path, _allowed("grant.limits", "rate"))
-            self.integer(raw, path, "max_calls", 1)
-            if self.number(raw, path, "per_seconds") is None:
-                self.fail(f"{path}.per_seconds", "a rate limit needs a positive per_seconds")
-        else:
-            self.fail(f"{path}.kind", f"unknown limit kind {kind!r} (expected number, rate)")
-
-    def telemetry(self, raw: Mapping[str, object]) -> TelemetryConfig:
-        self.known(raw, "telemetry", _allowed("telemetry"))
-        exporter = raw.get("exporter", "none")
-        if exporter not in _EXPORTERS:
-            self.fail("telemetry.exporter", f"must be none, console or otlp, got {exporter!r}")
-            exporter = "none"
-        endpoint = raw.get("endpoint")
-        if endpoint is not None and not isinstance(endpoint, str):
-            self.fail("telemetry.endpoint", _expected("a URL", endpoint))
-            endpoint = None
-        metrics = raw.get("metrics", True)
-        if not isinstance(metrics, bool):
-            self.fail("telemetry.metrics", _expected("true or false", metrics))
-            metrics = True
-        return TelemetryConfig(
-            exporter=cast("Literal['none', 'console', 'otlp']", exporter),
-            endpoint=endpoint,
-            service_name=str(raw.get("service_name", "toolbound")),
-            metrics=metrics,
         )
-
-    def logging(self, raw: Mapping[str, object]) -> LoggingConfig:
-        self.known(raw, "logging", _allowed("logging"))
-        level = raw.get("level", "info")
-        if level not in _LOG_LEVELS:
-            self.fail("logging.level", f"must be debug, info, warning or error, got {level!r}")
-            level = "info"
-        form = raw.get("format", "text")
-        if form not in _LOG_FORMATS:
-            self.fail("logging.format", f"must be text or json, got {form!r}")
-            form = "text"
-        return LoggingConfig(
-            level=cast("Literal['debug', 'info', 'warning', 'error']", level),
-            format=cast("Literal['text', 'json']", form),
-        )
+    return sorted(out, key=lambda i: (i.line or 0, i.column or 0))
 
 
-def _http_spec(http: HttpToolConfig) -> ToolSpec:
-    return ToolSpec(
-        name=http.name,
-        version=http.version,
-        description=http.description,
-        input_schema=http.input_schema,
-        output_schema=http.output_schema,
-        effect=http.effect,
-        capabilities=http.capabilities,
-        timeout=http.timeout,
-        max_attempts=http.max_attempts,
-        idempotency="native_key" if http.effect not in {"pure", "read"} else "none",
-        secrets=(http.bearer_secret,) if http.bearer_secret else (),
-        reads_untrusted=http.reads_untrusted,
-        reads_private=http.reads_private,
-        roles=dict(http.roles),
-        data_classes=dict(http.data_classes),
-        intents=http.intents,
-        resources=(
-            None
-            if http.host_argument is None
-            else HostResource(http.host_argument, _host_action(http))
+# ---------------------------------------------------------------------------
+# The validated tables as the configuration the service runs from.
+
+
+def service_config(
+    made: tables.FileTables, raw: Mapping[str, object], source: Path | None
+) -> ServiceConfig:
+    """The configuration the service runs from, made of the validated tables."""
+    folder = None if source is None else source.resolve().parent
+    service, store = made.service, made.store
+    return ServiceConfig(
+        source=source,
+        store_url=_store_url(store.url, folder),
+        packs=tuple(made.tools.packs),
+        http_tools=tuple(_http_tool(t) for t in made.tools.http),
+        principals=tuple(
+            Principal(
+                name=p.name,
+                key_sha256=p.key_sha256,
+                subject=p.subject,
+                tenant=p.tenant,
+                roles=frozenset(p.roles),
+            )
+            for p in made.principal
         ),
+        grants=tuple(cast("list[Mapping[str, object]]", raw.get("grant", []))),
+        identity=Identity([_issuer(j, folder) for j in made.identity.jwt]),
+        host=service.host,
+        port=service.port,
+        four_eyes=service.four_eyes,
+        console_secret_env=service.console_secret_env,
+        console_secret_value=service.console_secret,
+        console_trace_url=service.console_trace_url,
+        tool_approvals=None
+        if service.tool_approvals is None
+        else relative(service.tool_approvals, folder),
+        max_body_bytes=service.max_body_bytes,
+        confirmation_ttl=timedelta(seconds=service.confirmation_ttl),
+        lease=timedelta(seconds=service.lease),
+        store_timeouts=StoreTimeouts(
+            connect=store.connect_timeout,
+            statement=store.statement_timeout,
+            pool=store.pool_timeout,
+        ),
+        io_threads=service.io_threads,
+        cookie_secure=service.cookie_secure,
+        max_connections=service.max_connections,
+        keep_alive=service.keep_alive,
+        header_timeout=service.header_timeout,
+        body_timeout=service.body_timeout,
+        timeout=made.budgets.timeout,
+        result_budget=made.budgets.result_budget,
+        retention=timedelta(days=made.retention.days),
+        telemetry=TelemetryConfig(**made.telemetry.model_dump()),
+        provenance=ProvenanceConfig(
+            preset=made.provenance.preset,
+            trust=tuple(made.provenance.trust),
+            min_length=dict(made.provenance.min_length),
+            rules=tuple(
+                FlowRuleConfig(**{**r.model_dump(), "trust": tuple(r.trust)})
+                for r in made.provenance.rule
+            ),
+        ),
+        webhooks=tuple(
+            WebhookConfig(
+                **{
+                    **w.model_dump(),
+                    "events": tuple(w.events),
+                    "allow_destinations": tuple(w.allow_destinations),
+                }
+            )
+            for w in made.webhook
+        ),
+        logging=LoggingConfig(**made.logging.model_dump()),
     )
 
 
-def _host_action(http: HttpToolConfig) -> Action:
-    """What a call does to the host it chooses: read for reads, else by method."""
-    if http.effect in {"pure", "read"}:
-        return "read"
-    return _METHOD_ACTIONS.get(http.method, "modify")
+def relative(name: str, folder: Path | None) -> Path:
+    """A file named relative to the configuration file's folder."""
+    path = Path(name)
+    return folder / path if folder is not None and not path.is_absolute() else path
+
+
+def _store_url(url: str, folder: Path | None) -> str:
+    if not url.startswith("sqlite:///"):
+        return url
+    path = Path(url.removeprefix("sqlite:///"))
+    if not path.is_absolute() and folder is not None:
+        path = (folder / path).resolve()
+    return f"sqlite:///{path}"
+
+
+def _http_tool(tool: tables.HttpTool) -> HttpToolConfig:
+    values = tool.model_dump()
+    for name in ("capabilities", "allow_destinations", "intents"):
+        values[name] = tuple(values[name])
+    return HttpToolConfig(**values)
+
+
+def _issuer(jwt: tables.Jwt, folder: Path | None) -> JwtIssuer:
+    values = jwt.model_dump()
+    values["algorithms"] = tuple(jwt.algorithms)
+    values["required_claims"] = tuple(jwt.required_claims)
+    values["jwks_file"] = None if jwt.jwks_file is None else relative(jwt.jwks_file, folder)
+    return JwtIssuer(**values)
 
 
 def _grant(raw: Mapping[str, object], clock: Clock) -> Grant:
@@ -1612,13 +1012,3 @@ def _load_pack(spec: str) -> Callable[[Registry], object]:
             [ConfigIssue("tools.packs", f"{spec} must be a function taking the Registry to fill")]
         )
     return cast("Callable[[Registry], object]", func)
-
-
-def _kind(value: object) -> str:
-    return {dict: "a table", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _expected(what: str, value: object) -> str:
-    return f"must be {what}, got {value!r}" if value is not None else f"must be {what}"

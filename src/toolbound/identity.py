@@ -154,6 +154,7 @@ class JwtIssuer:
     jwks_url: str | None = None
     jwks_file: Path | None = None
     secret_env: str | None = None  # HMAC only: the variable holding the shared secret
+    secret: str | None = field(default=None, repr=False)  # HMAC only: the secret itself
     algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
     clock_skew: float = 60.0
     required_claims: tuple[str, ...] = ()
@@ -369,7 +370,7 @@ class Identity:
 
         key: object
         if alg in HMAC_ALGORITHMS:
-            secret = os.environ.get(issuer.secret_env or "")
+            secret = issuer.secret or os.environ.get(issuer.secret_env or "")
             if not secret:
                 msg = f"the secret variable {issuer.secret_env} is unset"
                 raise TokenRefused(msg, code="identity_unavailable", status=503)
@@ -399,8 +400,8 @@ class Identity:
         """Each issuer's keys as a readiness check reports them (nothing is fetched)."""
         found: list[dict[str, object]] = []
         for issuer in self.issuers:
-            if issuer.secret_env is not None:
-                held = bool(os.environ.get(issuer.secret_env))
+            if issuer.secret is not None or issuer.secret_env is not None:
+                held = bool(issuer.secret or os.environ.get(issuer.secret_env or ""))
                 state: dict[str, object] = {"status": "ready" if held else "unavailable"}
             else:
                 with self._lock:

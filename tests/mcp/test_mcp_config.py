@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 from mcp_support import PRINCIPALS, TOKENS, grant
 
-from toolbound.config import ConfigError
+from toolbound.config import ConfigError, parse_config
 from toolbound.mcp import parse_gateway_config
 from toolbound.mcp.config import CONSERVATIVE_EFFECT
 
@@ -128,3 +128,23 @@ def test_mcp_serve_content_limit_defaults_to_one_mebibyte_and_is_checked(tmp_pat
     bad = set_.replace("2048", "-1")
     with pytest.raises(ConfigError, match=r"gateway\.max_content_bytes: must be a number"):
         parse_gateway_config(bad, source=tmp_path / "g.toml")
+
+
+def test_a_gateway_problem_has_its_line_and_the_closest_key(tmp_path: Path) -> None:
+    """[[upstream]] #1.tools.git_status.efect: where it is written, and `effect` suggested."""
+    text = PRINCIPALS + UPSTREAM.replace('effect = "read"', 'efect = "read"')
+    with pytest.raises(ConfigError) as raised:
+        parse_gateway_config(text, source=tmp_path / "g.toml")
+    (issue,) = raised.value.issues
+    assert issue.path == "upstream[0].tools.git_status.efect"
+    assert issue.where == "[[upstream]] #1.tools.git_status.efect"
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.startswith("efect"))
+    assert (issue.line, issue.column) == (line, 1)
+    assert "did you mean 'effect'?" in issue.message
+
+
+def test_the_service_s_loader_checks_the_gateway_s_tables_too(tmp_path: Path) -> None:
+    """One file means one thing: check-config and serve refuse a [gateway] mistake as well."""
+    with pytest.raises(ConfigError) as raised:
+        parse_config(PRINCIPALS + '\n[gateway]\nconfirm = "maybe"\n')
+    assert [i.path for i in raised.value.issues] == ["gateway.confirm"]

@@ -87,3 +87,20 @@ def test_serve_names_the_console_and_the_demo_keys():
     hints = _key_hints(EXAMPLE)
     assert any("demo-approver-key" in h for h in hints)
     assert len(hints) == 3
+
+
+def test_the_core_library_does_not_import_pydantic():
+    """Only loading a configuration file needs pydantic: importing the library does not."""
+    code = (
+        "import sys, toolbound, toolbound.define, toolbound.loop, toolbound.registry; "
+        "print('pydantic' in sys.modules)"
+    )
+    done = subprocess.run(  # noqa: S603 - this interpreter, fixed arguments
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -219,3 +219,18 @@ def test_tokens_alone_may_be_the_callers():
     assert config.principals == ()
     assert [i.issuer for i in config.identity.issuers] == [ISSUER]
     assert config.identity.issuers[0].audience == AUDIENCE
+
+
+def test_an_hmac_secret_may_be_read_from_a_file(tmp_path, effects_path, monkeypatch):
+    """`secret_file` instead of `secret_env`: the same tokens verify, other secrets do not."""
+    monkeypatch.delenv("TB_JWT_SECRET", raising=False)
+    secret = "s3cret-from-a-file-s3cret-from-a-file"  # noqa: S105 - a test value
+    (tmp_path / "jwt.secret").write_text(secret + "\n")
+    service = serve(tmp_path, identity_table('secret_file = "jwt.secret"', algorithms='["HS256"]'))
+    assert secret not in repr(service.config)
+    with TestClient(create_app(service, console=False)) as client:
+        good = propose(client, hmac_token(secret.encode(), **AGENT), "k1")
+        bad = propose(client, hmac_token(b"guess", **AGENT), "k2")
+    service.close()
+    assert good.status_code == 202, good.text
+    assert bad.json()["code"] == "token_signature_invalid"

@@ -258,3 +258,23 @@ def test_a_webhook_configured_wrongly_is_refused_with_its_key_path(tmp_path, tom
     with pytest.raises(ConfigError) as refused:
         parse_config(config_text("sqlite:///toolbound.db", extra=toml), source=tmp_path / "t.toml")
     assert where in str(refused.value)
+
+
+def test_the_signing_secret_may_be_read_from_a_file(tmp_path, effects_path, receiver, monkeypatch):
+    """`secret_file` (a mounted secret) signs the deliveries; the secret stays out of reprs."""
+    monkeypatch.delenv("HOOK_SECRET", raising=False)
+    (tmp_path / "hook.secret").write_text(SECRET + "\n")
+    toml = webhook_toml(receiver.url).replace(
+        'secret_env = "HOOK_SECRET"', 'secret_file = "hook.secret"'
+    )
+    service = open_service(tmp_path, toml)
+    (config,) = service.config.webhooks
+    assert config.secret == SECRET
+    assert SECRET not in repr(service.config)
+    with TestClient(create_app(service)) as client:
+        parked = park(client, "signed from a file")
+        assert service.webhooks is not None
+        service.webhooks.round()
+    service.close()
+    (event,) = receiver.events()
+    assert event["data"]["invocation_id"] == parked["invocation_id"]
