@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, Protocol, get_args
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -44,9 +44,7 @@ from toolbound.provenance.roles import RoleName, plan
 from toolbound.registry import check_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from toolbound.config import HttpToolConfig
+    from collections.abc import Callable, Mapping, Sequence
 
 __all__ = [
     "TABLES",
@@ -1380,7 +1378,46 @@ TABLES: Final[tuple[type[Table], ...]] = (
 _METHOD_ACTIONS: dict[str, Action] = {"POST": "create", "DELETE": "delete"}
 
 
-def spec_of(http: HttpTool | HttpToolConfig) -> ToolSpec:
+class HttpDeclaration(Protocol):
+    """What an HTTP tool declares: its ``[[http_tool]]`` table, or the configuration made of it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def effect(self) -> EffectClass: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def input_schema(self) -> Mapping[str, object]: ...
+    @property
+    def output_schema(self) -> Mapping[str, object] | None: ...
+    @property
+    def capabilities(self) -> Sequence[str]: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def bearer_secret(self) -> str | None: ...
+    @property
+    def host_argument(self) -> str | None: ...
+    @property
+    def reads_untrusted(self) -> bool: ...
+    @property
+    def reads_private(self) -> bool: ...
+    @property
+    def roles(self) -> Mapping[str, RoleName]: ...
+    @property
+    def data_classes(self) -> Mapping[str, DataClassName]: ...
+    @property
+    def intents(self) -> Sequence[str]: ...
+
+
+def spec_of(http: HttpDeclaration) -> ToolSpec:
     """The tool an HTTP endpoint declares: its table, or the configuration made of it."""
     if http.host_argument is None:
         resources = None
