@@ -44,7 +44,9 @@ stdio and in-process use, the ``Authorization: Bearer`` token for HTTP
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import importlib.metadata
@@ -61,6 +63,7 @@ from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.identity import may_fetch
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
+from toolbound.mcp.inbox import applying
 from toolbound.mcp.relay import (
     CALLER,
     PROGRESS,
@@ -578,7 +581,7 @@ class GuardedServer:
     async def run_stdio(self, subject: Subject) -> None:
         """Serve one client on this process's stdin and stdout, as ``subject``."""
         server = self.lowlevel(subject)
-        async with stdio_server() as (read, write):
+        async with applying(self.runtime), stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     # -- the two methods ---------------------------------------------------------------
@@ -711,12 +714,15 @@ class GuardedServer:
                     parked.invocation_id, digest=parked.digest, approver=approver
                 )
             if answer.verdict == "deny":
-                return self.runtime.deny(
+                deny = functools.partial(
+                    self.runtime.deny,
                     parked.invocation_id,
                     digest=parked.digest,
                     approver=approver,
                     reason=answer.reason,
                 )
+                # With a journal the decision is a compare-and-set there: off the loop.
+                return deny() if self.runtime.inbox is None else await asyncio.to_thread(deny)
             return self.runtime.cancel_pending(parked.invocation_id)
         except ConfirmationMismatch:
             return None
@@ -861,7 +867,8 @@ class HttpEndpoint:
         )
         self._manager = manager
         try:
-            async with manager.run():
+            # Decisions made in the console on the calls held here land while it serves.
+            async with manager.run(), applying(self.server.runtime):
                 yield
         finally:
             self._manager = None
