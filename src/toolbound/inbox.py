@@ -73,6 +73,13 @@ class Inbox:
                 found.append(decided)
         return found
 
+    def decision(self, invocation_id: str) -> Decided | None:
+        """The decision made elsewhere on ``invocation_id``, if one waits to be applied."""
+        call = self.journal.get_call(invocation_id)
+        if call is None or call.status != "awaiting_confirmation" or call.decision is None:
+            return None
+        return self._decided(call)
+
     def claim(self, invocation_id: str) -> Decided | None:
         """Take the decided call to apply its decision here; ``None`` if another did first.
 

@@ -509,6 +509,13 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("ConfirmationMismatch",),
     ),
     _c(
+        "no_journal",
+        None,
+        "R7",
+        "decisions made elsewhere are read from a journal, and the runtime keeps none",
+        raised_as=("ConfigurationError",),
+    ),
+    _c(
         "edit_not_handed_over",
         None,
         "R7 R18",

@@ -105,7 +105,7 @@ class HeldInbox:
         """
         outcomes = []
         for decided in self.decisions():
-            confirmation = self._claimed(decided)
+            confirmation = self.take(decided.invocation_id)
             if confirmation is not None:
                 outcomes.append(self._runtime.confirm(confirmation))
         return outcomes
@@ -114,7 +114,7 @@ class HeldInbox:
         """:meth:`apply` for async callers: the journal is read off the event loop."""
         outcomes = []
         for decided in await asyncio.to_thread(self.decisions):
-            confirmation = await asyncio.to_thread(self._claimed, decided)
+            confirmation = await asyncio.to_thread(self.take, decided.invocation_id)
             if confirmation is not None:
                 outcomes.append(await self._runtime.aconfirm(confirmation))
         return outcomes
@@ -138,9 +138,16 @@ class HeldInbox:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _claimed(self, decided: Decided) -> Confirmation | None:
-        """Claim ``decided`` and record it for the held call: the confirmation to run."""
-        if self.journal.claim(decided.invocation_id) is None:
+    def take(self, invocation_id: str) -> Confirmation | None:
+        """Claim the decision made elsewhere on a held call, and record it for that call.
+
+        The confirmation to resume it with (:meth:`~toolbound.Runtime.confirm`), as
+        :meth:`~toolbound.Runtime.issue` would have given it had the person decided
+        here; ``None`` if there is none to claim, another claimed it, or it no longer
+        fits the held call (decided here meanwhile, its window closed).
+        """
+        decided = self.journal.claim(invocation_id)
+        if decided is None:
             return None
         try:
             return self._desk.decide(
