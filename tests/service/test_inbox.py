@@ -21,6 +21,7 @@ from service_pack import effects
 from starlette.testclient import TestClient
 
 from toolbound import ConfirmationMismatch, Proposal, Subject
+from toolbound.client import CallAnswer, Invocation
 from toolbound.config import parse_config
 from toolbound.pipeline.call import CallContext
 from toolbound.pipeline.runtime import Runtime
@@ -245,3 +246,13 @@ def test_an_edit_of_another_surfaces_call_is_refused(client, program):
     assert r.status_code == 409, r.text
     assert r.json()["code"] == "edit_not_handed_over"
     assert waiting(client)[parked.invocation_id]["decidable"] is True
+
+
+def test_the_client_reads_the_surface_and_a_handed_over_decision(client, program):
+    """toolbound.client: a listed call's surface and decidable; a decision's handed_over."""
+    parked = program.park("read by the client")
+    [listed] = [Invocation.of(c) for c in waiting(client).values()]
+    assert (listed.surface, listed.decidable) == ("library", True)
+    answer = CallAnswer.of(decide(client, parked, "approve").json())
+    assert answer.handed_over is True
+    assert answer.status == "awaiting_confirmation"
