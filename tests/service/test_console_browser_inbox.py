@@ -10,6 +10,7 @@ A call whose holder has stopped shows why it cannot be decided, and no buttons.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import time
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
 
     from toolbound._outcome import AwaitingConfirmation
     from toolbound.config import ServiceConfig
+
+pytest.importorskip("pydantic_ai")
+from pydantic_ai import DeferredToolRequests
+from test_inbox_pydantic_ai import AgentProgram, Script
 
 T = TypeVar("T")
 CHROMIUM = shutil.which("chromium")
@@ -171,4 +176,45 @@ def test_a_person_decides_a_programs_calls_in_the_console(server, config, browse
     finally:
         off(program.close)
         off(gone.close)
+        pool.shutdown()
+
+
+def test_a_pydantic_ai_agents_deferred_call_is_approved_in_the_console(server, config, browser):
+    """The agent's run ends deferred; ana approves in Chromium; the run resumes, runs once."""
+    pytest.importorskip("pydantic_ai")
+
+    pool = ThreadPoolExecutor(1)
+
+    def off(work: Callable[..., T], *args: object) -> T:
+        return pool.submit(work, *args).result()
+
+    script = Script("from a pydantic ai agent")
+    program = off(AgentProgram, config, script)
+    try:
+        first = off(lambda: asyncio.run(program.agent.run("add a note")))
+        requests = first.output
+        assert isinstance(requests, DeferredToolRequests)
+        off(program.flush)
+        invocation_id = requests.metadata["c1"]["toolbound"]["invocation_id"]
+
+        page = login(browser, server, "ana")
+        card = page.locator(f"#call-{invocation_id}")
+        assert card.locator(".parked-by").inner_text() == "library"
+        card.locator("button.approve").click()
+        page.wait_for_url(f"**/console/invocations/{invocation_id}")
+        assert "passed to the library process" in page.inner_text("#flash")
+
+        results = off(program.toolset.decided, requests)
+        assert results is not None
+        assert results.answered_by == {"c1": "ana"}
+        history = first.all_messages()
+        second = off(
+            lambda: asyncio.run(
+                program.agent.run(message_history=history, deferred_tool_results=results)
+            )
+        )
+        assert second.output == "done"
+        assert effects() == ["from a pydantic ai agent"]
+    finally:
+        off(program.close)
         pool.shutdown()

@@ -21,6 +21,7 @@ from service_pack import effects
 from starlette.testclient import TestClient
 
 from toolbound import ConfirmationMismatch, Subject
+from toolbound._clock import SystemClock
 from toolbound.config import parse_config
 from toolbound.pipeline.call import CallContext
 from toolbound.pipeline.runtime import Runtime
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.models.function import AgentInfo
+
+    from toolbound.config import ServiceConfig
 
 AGENT = Subject(id="agent-1", tenant="acme")
 
@@ -80,14 +83,12 @@ class Script:
 class AgentProgram:
     """An agent's program on the service's store: runtime with a journal, toolset, agent."""
 
-    def __init__(self, service: Service, script: Script, *, holder: str = "agent-program"):
-        self.journal = journal_for(service.config.store_url)
+    def __init__(self, config: ServiceConfig, script: Script, *, holder: str = "agent-program"):
+        self.journal = journal_for(config.store_url)
         self.runtime = Runtime(
-            policy=policy_for(service.config, service.clock),
-            journal=self.journal,
-            holder=holder,
+            policy=policy_for(config, SystemClock()), journal=self.journal, holder=holder
         )
-        context = CallContext(subject=AGENT, tools=service.registry.toolset())
+        context = CallContext(subject=AGENT, tools=config.build_registry().toolset())
         self.toolset: ToolboundToolset[Any] = ToolboundToolset(self.runtime, context)
         self.agent = Agent(
             FunctionModel(script), toolsets=[self.toolset], output_type=[str, DeferredToolRequests]
@@ -129,7 +130,7 @@ def parked_id(requests: DeferredToolRequests) -> str:
 def test_an_agent_waiting_in_its_process_resumes_with_the_consoles_approval(client, service):
     """The run waits (wait_for_decisions) while ana approves in the API; it runs once."""
     script = Script("from the agent")
-    program = AgentProgram(service, script)
+    program = AgentProgram(service.config, script)
 
     async def scenario() -> tuple[Any, str]:
         first = await program.agent.run("add a note")
@@ -163,7 +164,7 @@ def test_an_agent_waiting_in_its_process_resumes_with_the_consoles_approval(clie
 
 def test_an_agent_restarted_after_the_approval_runs_the_call_once(client, service):
     """The program stops while parked; ana approves; the restarted program's run resumes."""
-    first_life = AgentProgram(service, Script("after a restart"))
+    first_life = AgentProgram(service.config, Script("after a restart"))
     first = first_life.agent.run_sync("add a note")
     requests = first.output
     assert isinstance(requests, DeferredToolRequests)
@@ -174,7 +175,7 @@ def test_an_agent_restarted_after_the_approval_runs_the_call_once(client, servic
     approve(client, invocation_id)
 
     script = Script("after a restart")
-    second_life = AgentProgram(service, script)
+    second_life = AgentProgram(service.config, script)
     try:
         results = second_life.toolset.decided(requests)
         assert results is not None
@@ -196,7 +197,7 @@ def test_an_agent_restarted_after_the_approval_runs_the_call_once(client, servic
 def test_a_denial_with_a_reason_in_the_api_reaches_the_agents_model(client, service):
     """Ana denies in the API with a reason; the model reads her words; nothing runs."""
     script = Script("refused")
-    program = AgentProgram(service, script)
+    program = AgentProgram(service.config, script)
     try:
         first = program.agent.run_sync("add a note")
         requests = first.output
