@@ -81,7 +81,10 @@ class Script:
 
 
 class AgentProgram:
-    """An agent's program on the service's store: runtime with a journal, toolset, agent."""
+    """An agent's program on the service's store: runtime with a journal, toolset, agent.
+
+    Runs go through ``asyncio.run`` (each loop closed after it), not ``run_sync``.
+    """
 
     def __init__(self, config: ServiceConfig, script: Script, *, holder: str = "agent-program"):
         self.journal = journal_for(config.store_url)
@@ -165,7 +168,7 @@ def test_an_agent_waiting_in_its_process_resumes_with_the_consoles_approval(clie
 def test_an_agent_restarted_after_the_approval_runs_the_call_once(client, service):
     """The program stops while parked; ana approves; the restarted program's run resumes."""
     first_life = AgentProgram(service.config, Script("after a restart"))
-    first = first_life.agent.run_sync("add a note")
+    first = asyncio.run(first_life.agent.run("add a note"))
     requests = first.output
     assert isinstance(requests, DeferredToolRequests)
     history = first.all_messages()
@@ -179,7 +182,9 @@ def test_an_agent_restarted_after_the_approval_runs_the_call_once(client, servic
     try:
         results = second_life.toolset.decided(requests)
         assert results is not None
-        again = second_life.agent.run_sync(message_history=history, deferred_tool_results=results)
+        again = asyncio.run(
+            second_life.agent.run(message_history=history, deferred_tool_results=results)
+        )
         assert again.output == "done"
         assert effects() == ["after a restart"]
         second_life.flush()
@@ -187,7 +192,9 @@ def test_an_agent_restarted_after_the_approval_runs_the_call_once(client, servic
         assert (ended.status, ended.approver, ended.digest) == ("observed", "ana", digest)
         # The same results once more: the decision was applied; nothing runs twice.
         with pytest.raises(ConfirmationMismatch) as twice:
-            second_life.agent.run_sync(message_history=history, deferred_tool_results=results)
+            asyncio.run(
+                second_life.agent.run(message_history=history, deferred_tool_results=results)
+            )
         assert twice.value.code == "not_decided"
         assert effects() == ["after a restart"]
     finally:
@@ -199,7 +206,7 @@ def test_a_denial_with_a_reason_in_the_api_reaches_the_agents_model(client, serv
     script = Script("refused")
     program = AgentProgram(service.config, script)
     try:
-        first = program.agent.run_sync("add a note")
+        first = asyncio.run(program.agent.run("add a note"))
         requests = first.output
         assert isinstance(requests, DeferredToolRequests)
         program.flush()
@@ -213,7 +220,9 @@ def test_a_denial_with_a_reason_in_the_api_reaches_the_agents_model(client, serv
         assert r.status_code == 202, r.text
         results = program.toolset.decided(requests)
         assert results is not None
-        program.agent.run_sync(message_history=first.all_messages(), deferred_tool_results=results)
+        asyncio.run(
+            program.agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+        )
         assert effects() == []
         assert any("use the team board" in told and "ana" in told for told in script.told)
     finally:
