@@ -5,8 +5,8 @@ official SDK client calls a tool that needs a person and gets the pending result
 HTTP service on the same store serves its console (uvicorn, another thread); headless
 Chromium logs in as an approver, finds the call "parked by mcp-gateway", approves it,
 and reads that the decision was passed to the gateway. The gateway applies it within
-its round: the call runs there, once. (A write asked again replays its result from the
-ledger, ``test_mcp_inbox``; this read, which the ledger does not keep, asks again.)
+its round: the call runs there, once, and the client's same call asked again gets its
+result.
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_a_gateway_call_is_approved_in_the_console_and_runs_there_once(config, c
     assert (call.status, call.decision, call.approver) == ("observed", "approved", "ops")
     assert [e["kind"] for e in events].count("attempt") == 1
     assert "UTC" in call.body["response"]["message"]["content"]  # the upstream's answer
-    # A read has no ledger record to replay: the same read asked again asks a person again.
-    again = envelope(caller.seen["again"])
-    assert again["status"] == "awaiting_confirmation"
-    assert again["invocation_id"] != invocation_id
+    # The same read asked again: the decided call's result, not a second parking.
+    again = caller.seen["again"]
+    assert again.is_error is False
+    assert "UTC" in again.content[0].text

@@ -145,10 +145,14 @@ def test_a_gateway_write_denied_in_the_service_with_a_reason_ends_with_it(
             [listed] = await asyncio.to_thread(desk.waiting)
             r = await asyncio.to_thread(desk.decide, listed, "deny", reason="not on main")
             assert r.status_code == 202, r.text
-            return await asyncio.to_thread(ended, config, pending["invocation_id"])
+            settled = await asyncio.to_thread(ended, config, pending["invocation_id"])
+            # The client asks the same call again: the model reads the denial and its reason.
+            again = envelope(await client.call_tool("git.git_add", add))
+            left = await asyncio.to_thread(desk.waiting)
+            return settled, again, left
 
     try:
-        call, _events = run(scenario())
+        (call, _events), again, left = run(scenario())
     finally:
         desk.close()
     assert (call.status, call.decision, call.approver) == ("rejected", "denied", "ops")
@@ -156,3 +160,6 @@ def test_a_gateway_write_denied_in_the_service_with_a_reason_ends_with_it(
     assert "not on main" in told
     assert "ops" in told
     assert "notes.txt" not in (repo / ".git" / "index").read_bytes().decode(errors="replace")
+    assert again["error"]["code"] == "denied_by_person"
+    assert "not on main" in again["error"]["message"]
+    assert left == []  # not parked a second time

@@ -63,7 +63,7 @@ from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.identity import may_fetch
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
-from toolbound.mcp.inbox import applying
+from toolbound.mcp.inbox import HandedOver, applying
 from toolbound.mcp.relay import (
     CALLER,
     PROGRESS,
@@ -457,6 +457,8 @@ class GuardedServer:
         self.content = content
         self.federation = federation
         self.log_levels = LogLevels()
+        self.handed = HandedOver()
+        """Calls answered pending and decided elsewhere since (:mod:`toolbound.mcp.inbox`)."""
         self._state_key = os.urandom(32)
 
     # -- the SDK server ----------------------------------------------------------------
@@ -581,7 +583,7 @@ class GuardedServer:
     async def run_stdio(self, subject: Subject) -> None:
         """Serve one client on this process's stdin and stdout, as ``subject``."""
         server = self.lowlevel(subject)
-        async with applying(self.runtime), stdio_server() as (read, write):
+        async with applying(self.runtime, self.handed), stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     # -- the two methods ---------------------------------------------------------------
@@ -631,6 +633,12 @@ class GuardedServer:
         parked = self._parked(outcome)
         if parked is None:
             return self._result(outcome, tools, legacy=legacy)
+        fresh = outcome.kind == "awaiting_confirmation"  # parked now, not the one waiting
+        settled = self.handed.answer(subject, parked.digest) if fresh else None
+        if settled is not None:
+            # Answered pending before, decided in the console since: that decision's outcome.
+            self.runtime.cancel_pending(parked.invocation_id)
+            return self._result(settled, tools, legacy=legacy)
         answer = self._answer(params, parked, subject) if params.request_state else None
         if answer is None:
             asked = await self._ask(parked, subject, ctx)
@@ -638,6 +646,7 @@ class GuardedServer:
                 return asked
             answer = asked
         if answer is None:
+            self.handed.sent(subject, parked)
             return pending_result(parked, proposal_id=proposal.proposal_id)
         decided = await self._decide(parked, answer, subject)
         if decided is None:
@@ -868,7 +877,7 @@ class HttpEndpoint:
         self._manager = manager
         try:
             # Decisions made in the console on the calls held here land while it serves.
-            async with manager.run(), applying(self.server.runtime):
+            async with manager.run(), applying(self.server.runtime, self.server.handed):
                 yield
         finally:
             self._manager = None
