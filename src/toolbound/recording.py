@@ -133,7 +133,8 @@ class JournalRecorder:
 
     def flush(self) -> None:
         """Wait until every call that ended so far is written (or failed to be)."""
-        self._queue.join()
+        if self._writer.is_alive():  # after close() nothing more is written: no wait
+            self._queue.join()
 
     def close(self) -> None:
         """Write what is queued and stop the writer and the renewals."""
