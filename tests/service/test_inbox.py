@@ -256,3 +256,17 @@ def test_the_client_reads_the_surface_and_a_handed_over_decision(client, program
     answer = CallAnswer.of(decide(client, parked, "approve").json())
     assert answer.handed_over is True
     assert answer.status == "awaiting_confirmation"
+
+
+def test_a_living_holder_renews_its_lease_so_its_calls_stay_decidable(client, service):
+    """A short lease outlived many times over: renewed while the program runs."""
+    program = Program(service, lease=0.3)
+    try:
+        parked = program.park("still held")
+        time.sleep(1.0)
+        assert waiting(client)[parked.invocation_id]["decidable"] is True
+        assert decide(client, parked, "approve").status_code == 202
+        [outcome] = program.runtime.inbox.apply()
+        assert outcome.kind == "observed"
+    finally:
+        program.close()
