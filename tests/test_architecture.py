@@ -206,7 +206,6 @@ GROUND_ALSO = (f"{PACKAGE}.trace",)
 # change may break a cycle or take modules out of one, never add a cycle or a member.
 TYPE_CYCLES = [
     {"toolbound.mcp.telemetry", "toolbound.mcp.upstream"},
-    {"toolbound.pipeline.confirm", "toolbound.pipeline.runtime"},
     {"toolbound.service.core", "toolbound.service.decisions"},
 ]
 

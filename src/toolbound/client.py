@@ -133,6 +133,11 @@ class CallAnswer:
     replayed: bool = False
     raw: Mapping[str, object] = field(default_factory=dict, repr=False)
 
+    @property
+    def handed_over(self) -> bool:
+        """A decision recorded for the surface holding the call, which runs it (202)."""
+        return self.raw.get("handed_over") is True
+
     @classmethod
     def of(cls, body: Mapping[str, object], *, replayed: bool = False) -> CallAnswer:
         """The answer in ``body``, a JSON object the service sent."""
@@ -169,6 +174,10 @@ class Invocation:
     decision: str | None
     approver: str | None
     answer: CallAnswer | None
+    surface: str = "service"
+    """Which surface parked or ran it: ``service``, ``mcp-gateway``, ``mcp-serve``, ``library``."""
+    decidable: bool = True
+    """In a listing of parked calls: whether a decision can land (false: its holder is gone)."""
     raw: Mapping[str, object] = field(default_factory=dict, repr=False)
 
     @property
@@ -190,6 +199,8 @@ class Invocation:
             decision=_text(body.get("decision")),
             approver=_text(body.get("approver")),
             answer=None if answer is None else CallAnswer.of(answer),
+            surface=str(body.get("surface") or "service"),
+            decidable=body.get("decidable") is not False,
             raw=body,
         )
 
@@ -447,7 +458,9 @@ class Client:
         """Approve or deny a parked call, bound to the ``digest`` the person reviewed (R7).
 
         Needs the approver role. The answer is the call's outcome after the decision. A
-        denial's ``reason`` is told to the model.
+        denial's ``reason`` is told to the model. A call another surface holds (the MCP
+        gateway, a library program) runs there: the answer is then the call still
+        ``awaiting_confirmation``, :attr:`CallAnswer.handed_over` true.
         """
         request = _decide(invocation_id, digest=digest, approve=approve, reason=reason)
         return CallAnswer.of(_read(self._send(request)))

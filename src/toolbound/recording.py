@@ -18,19 +18,25 @@ the database: a failure to record is logged and counted
 (:attr:`JournalRecorder.failures`) and never fails the call. A parked call keeps its
 buffer, so when it ends the events after the parking follow those written before.
 
-A head written here has no owner and no lease (the service's recovery never takes it
-over) and keeps its confirmation request under ``parked``, not where the service's
-confirmation desk looks: a call the gateway parks is decided where it waits, in the
-gateway's runtime.
+Every head written here is owned by the recorder's :attr:`~JournalRecorder.holder`
+(one id per process and runtime). A parked call's head also carries a lease, which a
+daemon thread renews while the process lives, and keeps its confirmation request
+where the service's own parked calls keep theirs (``confirmation``): it is in the
+one inbox, listed by ``/v1/confirmations`` and the console with its surface, and a
+decision made there is handed over to the holder (:mod:`toolbound.inbox`). The
+service's recovery never takes such a call over: it waits in its holder's runtime,
+and once the lease has passed (the holder is gone) nobody can decide it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -48,15 +54,20 @@ __all__ = ["JournalRecorder"]
 _LOG = logging.getLogger("toolbound.recording")
 _OPEN_MAX = 10_000
 """Calls followed at once; past it the oldest (a parked call long forgotten) is dropped."""
+LEASE = 30.0
+"""Seconds a parked call stays its holder's without a renewal (renewed every third)."""
 
 
 class JournalRecorder:
     """A trace sink that keeps each call of one surface in ``journal``.
 
     ``principal_of(subject, tenant)`` names the principal a subject acts as (the
-    subject itself by default). Call :meth:`flush` to wait until every call that
-    ended so far is written, :meth:`close` to write them and stop (the journal stays
-    open: its owner closes it).
+    subject itself by default). ``holder`` names this process as the owner of its
+    calls (unique by default; a program that resumes its calls after a restart may
+    give a stable one); each parked call is held for ``lease`` seconds, renewed while
+    the recorder runs. Call :meth:`flush` to wait until every call that ended so far
+    is written, :meth:`close` to write them and stop (the journal stays open: its
+    owner closes it).
     """
 
     def __init__(
@@ -65,9 +76,14 @@ class JournalRecorder:
         *,
         surface: Surface,
         principal_of: Callable[[str, str], str] | None = None,
+        holder: str | None = None,
+        lease: float = LEASE,
     ) -> None:
         self.journal = journal
         self.surface: Surface = surface
+        self.holder = holder or f"{surface}-{os.urandom(8).hex()}"
+        """This process as the owner of the calls it records (and holds when parked)."""
+        self.lease = lease
         self._principal_of = principal_of or (lambda subject, _tenant: subject)
         self._open: OrderedDict[str, list[TraceEvent]] = OrderedDict()
         self._lock = threading.Lock()
@@ -82,6 +98,11 @@ class JournalRecorder:
             target=self._write, name="toolbound-journal-recorder", daemon=True
         )
         self._writer.start()
+        self._stopping = threading.Event()
+        self._renewer = threading.Thread(
+            target=self._renew, name="toolbound-journal-lease", daemon=True
+        )
+        self._renewer.start()
 
     # -- the sink ----------------------------------------------------------------------------
 
@@ -112,13 +133,29 @@ class JournalRecorder:
 
     def flush(self) -> None:
         """Wait until every call that ended so far is written (or failed to be)."""
-        self._queue.join()
+        if self._writer.is_alive():  # after close() nothing more is written: no wait
+            self._queue.join()
 
     def close(self) -> None:
-        """Write what is queued and stop the writer."""
+        """Write what is queued and stop the writer and the renewals."""
+        self._stopping.set()
         if self._writer.is_alive():
             self._queue.put(None)
             self._writer.join()
+        if self._renewer.is_alive():
+            self._renewer.join()
+
+    def renew(self) -> int:
+        """Extend the lease of every call this holder holds; how many. Never raises."""
+        try:
+            return self.journal.renew(self.holder, lease=self.lease)
+        except Exception:  # noqa: BLE001 - the next round tries again
+            _LOG.exception("could not renew the leases of %s", self.holder)
+            return 0
+
+    def _renew(self) -> None:
+        while not self._stopping.wait(self.lease / 3):
+            self.renew()
 
     # -- the writer thread -------------------------------------------------------------------
 
@@ -149,9 +186,16 @@ class JournalRecorder:
     def _put(self, invocation_id: str, events: Sequence[TraceEvent]) -> None:
         written = self._written.pop(invocation_id, 0)
         try:
-            call = stored_call(invocation_id, events, self.surface, self._principal_of)
-            # The head and the events since the last write: one transaction.
-            self.journal.put_call(call, events=events[written:])
+            call = replace(
+                stored_call(invocation_id, events, self.surface, self._principal_of),
+                owner=self.holder,
+            )
+            parked = call.status == "awaiting_confirmation"
+            # The head and the events since the last write: one transaction. A parked
+            # call is held (leased) while it waits here; an ended one needs nobody.
+            self.journal.put_call(
+                call, events=events[written:], lease=self.lease if parked else None
+            )
         except Exception:  # noqa: BLE001 - a failure to record never fails a call
             self.failures += 1
             _LOG.exception("could not record invocation %s in the journal", invocation_id)
@@ -228,8 +272,9 @@ def stored_call(
         "response": response,
         "human": human,
     }
-    if parked is not None:
-        body["parked"] = parked
+    if isinstance(parked, dict):
+        # Where the service keeps its own: the one desk finds every parked call (R7).
+        body["confirmation"] = parked
     subject_id = str(subject.get("id", ""))
     tenant = str(subject.get("tenant", ""))
     decision = facts["decision"]

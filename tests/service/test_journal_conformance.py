@@ -422,3 +422,111 @@ def test_retention_removes_a_purged_call_s_notices(journal: Journal) -> None:
     parked(journal, "waiting")
     journal.purge(before=T0 + timedelta(days=1))
     assert [n.invocation_id for n in journal.notices("acme")] == ["waiting"]
+
+
+# -- the inbox: another surface's parked call, held by its holder --------------------------
+
+
+def held(journal: Journal, *, lease: float = 30.0, invocation_id: str = "inv-9") -> StoredCall:
+    """A call a gateway parked: owned by its holder, leased, its request where the desk looks."""
+    call = head(
+        invocation_id,
+        status="awaiting_confirmation",
+        state="awaiting_confirmation",
+        digest="d" * 64,
+        owner="gw-1",
+        surface="mcp-gateway",
+        body={"request": {"tool": "notes.send"}, "confirmation": {"digest": "d" * 64}},
+    )
+    journal.put_call(call, events=[call_event("proposal", T0, {})], lease=lease)
+    return call
+
+
+def test_a_held_call_decided_elsewhere_is_adopted_once_by_its_holder(journal: Journal) -> None:
+    """Decide (no owner) → decided_for(holder) → adopt_decided: running, and only once."""
+    held(journal)
+    journal.decide("inv-9", decision="approved", approver="ana", now=T0)
+    assert journal.get_call("inv-9").owner == "gw-1"  # type: ignore[union-attr]
+    assert [c.invocation_id for c in journal.decided_for("gw-1")] == ["inv-9"]
+    assert journal.decided_for("gw-2") == []
+    assert journal.adopt_decided("inv-9", "gw-2", lease=30) is None  # its holder lives
+    adopted = journal.adopt_decided("inv-9", "gw-1", lease=30)
+    assert adopted is not None
+    assert (adopted.status, adopted.owner, adopted.decision) == ("running", "gw-1", "approved")
+    assert journal.adopt_decided("inv-9", "gw-1", lease=30) is None
+    assert journal.decided_for("gw-1") == []
+
+
+def test_an_undecided_call_is_never_adopted(journal: Journal) -> None:
+    """Nobody decided it: no process may run it, its holder's lease passed or not."""
+    held(journal, lease=0.01)
+    time.sleep(0.05)
+    assert journal.adopt_decided("inv-9", "gw-2", lease=30) is None
+
+
+def test_a_decision_after_the_holder_is_gone_is_refused_and_recorded_nowhere(
+    journal: Journal,
+) -> None:
+    """The lease passed: holder_gone, no decision, no event; a live one takes it."""
+    held(journal, lease=0.01, invocation_id="gone")
+    held(journal, invocation_id="alive")
+    time.sleep(0.05)
+    with pytest.raises(JournalError) as refused:
+        journal.decide("gone", decision="approved", approver="ana", now=T0)
+    assert refused.value.code == "holder_gone"
+    assert journal.get_call("gone").decision is None  # type: ignore[union-attr]
+    assert [e["kind"] for e in journal.events("gone")] == ["proposal"]
+    journal.decide("alive", decision="denied", approver="ana", now=T0, reason="no")
+    assert journal.get_call("alive").decision == "denied"  # type: ignore[union-attr]
+
+
+def test_recovery_takes_over_only_the_services_calls(journal: Journal) -> None:
+    """expired() and take_over() never see another surface's call, however stale."""
+    held(journal, lease=0.01)
+    journal.put_call(head("svc", owner="dead-service"), lease=0.01)
+    time.sleep(0.05)
+    assert [c.invocation_id for c in journal.expired()] == ["svc"]
+    assert journal.take_over("inv-9", "replica", lease=30) is None
+    assert journal.take_over("svc", "replica", lease=30) is not None
+
+
+def test_a_holders_own_decision_and_one_from_elsewhere_race_and_one_wins(
+    open_journal: Callable[[], Journal],
+) -> None:
+    """The holder deciding (running at once) and the service deciding: exactly one."""
+    first = open_journal()
+    held(first)
+    second = open_journal()
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+
+    def here() -> None:
+        barrier.wait()
+        try:
+            first.decide(
+                "inv-9", decision="approved", approver="at-client", now=T0,
+                owner="gw-1", lease=30, running=True,
+            )  # fmt: skip
+            outcomes["here"] = "won"
+        except JournalError as exc:
+            outcomes["here"] = exc.code
+
+    def elsewhere() -> None:
+        barrier.wait()
+        try:
+            second.decide("inv-9", decision="approved", approver="ana", now=T0)
+            outcomes["elsewhere"] = "won"
+        except JournalError as exc:
+            outcomes["elsewhere"] = exc.code
+
+    threads = [threading.Thread(target=here), threading.Thread(target=elsewhere)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes.values()) == ["already_decided", "won"]
+    call = first.get_call("inv-9")
+    assert call is not None
+    # Decided here: running already, nothing to hand over; decided elsewhere: handed over.
+    assert call.status == ("running" if outcomes["here"] == "won" else "awaiting_confirmation")
+    assert len([e for e in first.events("inv-9") if e["kind"] == "decision"]) == 1

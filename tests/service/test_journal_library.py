@@ -75,7 +75,7 @@ def test_a_library_runtime_keeps_every_call_and_toolbound_trace_shows_it(
 def test_a_call_parked_and_approved_in_a_program_is_one_record(
     tmp_path: Path, clock: FixedClock
 ) -> None:
-    """R14: the parking's events stay first; the approval's run follows them, in order."""
+    """R14: the parking's events stay first; the decision, then the approval's run follow."""
     _, journal = store(tmp_path)
     h = Harness(clock, grant(confirm=True), journal=journal, confirmation_ttl=timedelta(minutes=10))
     h.registry.register(spec("write", effect="reversible_write"), FakeTool(returns={"text": "x"}))
@@ -96,7 +96,10 @@ def test_a_call_parked_and_approved_in_a_program_is_one_record(
         assert events[: len(before)] == before
         assert "confirmation" in [e["kind"] for e in events[len(before) :]]
         assert [e["seq"] for e in events] == list(range(len(events)))
-        assert len(events) == len(done.trace)  # one trace, the parking's events first
+        # One trace, the parking's events first; the local decision was recorded by
+        # compare-and-set (R7) as a decision event, between the parking and the run.
+        assert events[len(before)]["kind"] == "decision"
+        assert len(events) == len(done.trace) + 1
     finally:
         journal.close()
 

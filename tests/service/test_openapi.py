@@ -19,11 +19,16 @@ from service_config import KEYS, config_text
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from toolbound import Proposal, Subject
 from toolbound.config import parse_config
 from toolbound.ledger.store import LedgerError
+from toolbound.pipeline.call import CallContext
+from toolbound.pipeline.runtime import Runtime
+from toolbound.recording import JournalRecorder
 from toolbound.service.api import create_app
 from toolbound.service.core import Service, fingerprint
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
+from toolbound.wiring import journal_for, policy_for
 
 CONSOLE = "/console"
 EXAMPLES = 15  # per operation and mode: the whole run stays well under 30 seconds
@@ -188,6 +193,7 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
         ),
         ("POST", "/v1/invocations/{invocation_id}/decision", 200): lambda: decide("ana", "parked"),
         ("POST", "/v1/invocations/{invocation_id}/decision", 409): lambda: decide("ana", "parked"),
+        ("POST", "/v1/invocations/{invocation_id}/decision", 202): lambda: decide("ana", "held"),
         ("GET", "/metrics", 200): lambda: client.get("/metrics", headers=key("ops")),
         ("GET", "/metrics", 401): lambda: client.get("/metrics"),
         ("GET", "/metrics", 403): lambda: client.get("/metrics", headers=key("agent")),
@@ -217,6 +223,7 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
 
     with TestClient(app) as client:
         ids["parked"] = parked("to decide")
+        ids["held"] = held_by_a_program(service, "held elsewhere")
         lost = parked("lost in transit")
         ids["lost_call"] = lost
         assert decide("ana", "lost_call").json()["status"] == "outcome_unknown"
@@ -229,6 +236,27 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
             r = probe()
             assert r.status_code == status, (method, path, r.text)
             assert r.headers["content-type"] == media_of(path, status), (method, path, status)
+
+
+def held_by_a_program(service: Service, text: str) -> dict[str, str]:
+    """A call a library program on the same store parked (and holds): its id and digest."""
+    journal = journal_for(service.config.store_url)
+    recorder = JournalRecorder(journal, surface="library")
+    runtime = Runtime(policy=policy_for(service.config, service.clock), sinks=(recorder,))
+    context = CallContext(
+        subject=Subject(id="agent-1", tenant="acme"), tools=service.registry.toolset()
+    )
+    arguments = f'{{"text": "{text}"}}'.encode()
+    outcome = runtime.run(
+        Proposal(name="notes.add", arguments=arguments, proposal_id="held"), context
+    )
+    recorder.flush()
+    assert outcome.kind == "awaiting_confirmation"
+    # The program goes on holding it (the lease outlives the test); nothing more runs.
+    runtime.close()
+    recorder.close()
+    journal.close()
+    return {"invocation_id": outcome.invocation_id, "digest": outcome.request.digest}
 
 
 def media_of(path: str, status: int) -> str:

@@ -280,6 +280,7 @@ _REFUSED: dict[str, tuple[int, str | None]] = {
     "not_pending": (409, None),
     "digest_mismatch": (409, "reload the call and review it again"),
     "four_eyes": (403, "ask another approver"),
+    "holder_gone": (409, "the process that parked the call has stopped; it cannot run"),
     "confirmation_expired": (409, "the call can no longer run; the model must propose it again"),
 }
 

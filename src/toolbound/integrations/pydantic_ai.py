@@ -44,12 +44,22 @@ How Pydantic AI's pieces map onto toolbound's:
   presented then are not the ones parked — an edited history, ``override_args`` —
   they go through every gate as a new call, and a new digest needs a new
   confirmation. A bare ``True`` names no digest and is refused.
+* **The inbox.** With a runtime that keeps a journal (``Runtime(journal=...)``), a
+  parked call is also in the journal's inbox: a person may decide it in the service's
+  console or API instead of through :meth:`ToolboundToolset.decide`.
+  :meth:`ToolboundToolset.decided` (and :meth:`ToolboundToolset.wait_for_decisions`)
+  read those decisions and give the ``DeferredToolResults`` to resume with, bound to
+  the digests the person approved. In the process that parked the calls the
+  decisions are applied to the calls the runtime holds; after a restart (the same
+  ``holder``, or once the old one's lease has passed) the resumed run finds each
+  decided call in the journal and runs it once, under the approved digest.
 
 Raises :class:`ImportError` with an install hint when Pydantic AI is missing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Callable, Mapping
@@ -368,6 +378,91 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
                 results.approvals[call_id] = ToolDenied(outcome.message.text)
         return results
 
+    # -- decisions made in the console or the API (the journal's inbox) -------------------
+
+    def decided(self, requests: DeferredToolRequests) -> DeferredToolResults | None:
+        """The results to resume with once every toolbound call in ``requests`` is decided.
+
+        The decisions a person made in the service's console or API, read from the
+        runtime's journal; ``None`` while any call still waits. A call the runtime
+        holds takes its decision now (once: compare-and-set), as :meth:`decide` would
+        record it; a call a previous life of this program parked is run from the
+        journal when the run resumes. Reads the journal: call it off an event loop.
+        Raises :class:`~toolbound.ConfigurationError` ``no_journal`` for a runtime
+        without one.
+        """
+        inbox = self._runtime.inbox
+        if inbox is None:
+            msg = "decisions are read from a journal: give the runtime one (Runtime(journal=...))"
+            raise ConfigurationError(msg, code="no_journal")
+        found = {}
+        for call in requests.approvals:
+            named = _named_request(requests.metadata.get(call.tool_call_id))
+            if named is None:
+                continue
+            decided = inbox.journal.decision(named[0])
+            if decided is None or decided.digest != named[1]:
+                return None
+            found[call.tool_call_id] = decided
+        results = DeferredToolResults()
+        held = set(self._runtime.parked())
+        for call_id, decided in found.items():
+            results.answered_by[call_id] = decided.approver
+            if decided.invocation_id not in held:
+                # Parked by a previous life of this program: run from the journal on resume.
+                named_call = {"invocation_id": decided.invocation_id, "digest": decided.digest}
+                results.approvals[call_id] = ToolApproved()
+                results.metadata[call_id] = {_META: {"journal": named_call}}
+                continue
+            confirmation = inbox.take(decided.invocation_id)
+            if confirmation is None:
+                return None  # claimed meanwhile by another reader: it is theirs to resume
+            if confirmation.approved:
+                results.approvals[call_id] = ToolApproved()
+                results.metadata[call_id] = {_META: {"confirmation": confirmation.as_json()}}
+            else:
+                outcome = self._runtime.confirm(confirmation)
+                self._forget(decided.invocation_id)
+                self._report(outcome)
+                results.approvals[call_id] = ToolDenied(outcome.message.text)
+        return results
+
+    async def wait_for_decisions(
+        self, requests: DeferredToolRequests, timeout: float, *, interval: float = 0.5
+    ) -> DeferredToolResults | None:
+        """:meth:`decided`, asked every ``interval`` seconds until ``timeout``; ``None`` then.
+
+        The journal is read off the event loop.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            results = await asyncio.to_thread(self.decided, requests)
+            left = deadline - asyncio.get_running_loop().time()
+            if results is not None or left <= 0:
+                return results
+            await asyncio.sleep(min(interval, left))
+
+    async def _from_journal(
+        self, named: tuple[str, str], proposal: Proposal, context: CallContext
+    ) -> Outcome:
+        """A decided call a previous life of this program parked, run once from the journal."""
+        inbox = self._runtime.inbox
+        if inbox is None:
+            msg = "this approval names a call in a journal: give the runtime one"
+            raise ConfigurationError(msg, code="no_journal")
+        call = await asyncio.to_thread(inbox.journal.journal.get_call, named[0])
+        request = {} if call is None else call.body.get("request")
+        if (
+            call is None
+            or call.digest != named[1]
+            or not isinstance(request, dict)
+            or request.get("call_id") != proposal.proposal_id
+        ):
+            # R7: a decision never transfers to another call.
+            msg = f"call {proposal.proposal_id!r} is not the journal's {named[0]}"
+            raise ConfigurationError(msg, code="approval_without_confirmation")
+        return await inbox.aresume(named[0], context)
+
     async def _resume(
         self,
         proposal: Proposal,
@@ -376,6 +471,10 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         arguments: _Arguments,
     ) -> ToolReturn[str]:
         """An approved call: continue the parked call, and only that one, only unchanged."""
+        journaled = _named_request({_META: _journal_entry(metadata)})
+        if journaled is not None:
+            outcome = await self._from_journal(journaled, proposal, context)
+            return self._answer(outcome, proposal, arguments)
         edit = self._edit_in(metadata)
         if edit is not None:
             # The person's corrected arguments, as Pydantic AI passes them on (R7).
@@ -576,6 +675,12 @@ def _toolbound_entry(metadata: object) -> Mapping[str, object] | None:
         return None
     entry = metadata.get(_META)
     return entry if isinstance(entry, Mapping) else None
+
+
+def _journal_entry(metadata: object) -> object:
+    """The call :meth:`ToolboundToolset.decided` named to run from the journal, if any."""
+    entry = _toolbound_entry(metadata)
+    return None if entry is None else entry.get("journal")
 
 
 def _named_request(metadata: object) -> tuple[str, str] | None:

@@ -33,6 +33,15 @@ epoch by the *database's* clock (replicas' own clocks may disagree). The owner r
 its leases while it lives (:meth:`Journal.renew`); another process takes a call over
 only once its lease has passed, by one compare-and-set (:meth:`Journal.take_over`),
 and a write that carries an owner lands only while that owner still holds the call.
+Only the service's calls are ever taken over.
+
+**The inbox.** A call another surface parks (the MCP gateway, ``mcp-serve``, a
+library program) is held by the process that parked it — its ``holder``, the head's
+owner, whose lease that process renews while it lives — and waits there, in memory.
+Its head keeps the confirmation request where the service's own parked calls keep
+theirs, so every parked call is listed and decided in one place. A decision recorded
+here for such a call is handed over: the holder finds it (:meth:`Journal.decided_for`),
+takes it once (:meth:`Journal.adopt_decided`) and applies it to the call it holds.
 """
 
 from __future__ import annotations
@@ -144,7 +153,11 @@ class Journal(Protocol):
         ...
 
     def expired(self, *, limit: int = 100) -> list[StoredCall]:
-        """Calls whose owner's lease has passed (database clock), oldest first."""
+        """The service's calls whose owner's lease has passed (database clock), oldest first.
+
+        Only calls of the ``service`` surface: another surface's parked call is held
+        by the process that parked it, and never run by a service replica.
+        """
         ...
 
     def take_over(self, invocation_id: str, owner: str, *, lease: float) -> StoredCall | None:
@@ -185,6 +198,7 @@ class Journal(Protocol):
         reason: str | None = None,
         owner: str | None = None,
         lease: float | None = None,
+        running: bool = False,
     ) -> StoredCall:
         """Record the one decision on a parked call; raise ``already_decided`` after.
 
@@ -192,7 +206,25 @@ class Journal(Protocol):
         the ``digest`` it binds to — the head's if not given — and ``reason``) in one
         transaction: across processes, exactly one decision is recorded. With
         ``owner``, the process recording it holds the call for ``lease`` seconds, to
-        run it.
+        run it; ``running``: it runs it at once (the head's status becomes
+        ``running``: a holder deciding its own parked call, nothing to hand over).
+
+        Another surface's call (not ``service``) is decided only while its holder's
+        lease lasts; after, ``holder_gone`` is raised and nothing is recorded.
+        """
+        ...
+
+    def decided_for(self, holder: str, *, limit: int = 100) -> list[StoredCall]:
+        """The calls ``holder`` parked that someone decided elsewhere, not yet applied."""
+        ...
+
+    def adopt_decided(self, invocation_id: str, holder: str, *, lease: float) -> StoredCall | None:
+        """Take a decided parked call to run it with its decision (compare-and-set).
+
+        Its status becomes ``running``, held by ``holder`` for ``lease`` seconds. Only
+        its holder may, or anyone once the holder's lease has passed (a restarted
+        process). ``None``: not decided, applied already, or held by a live process —
+        so a decision is applied exactly once, whatever races for it.
         """
         ...
 

@@ -42,6 +42,10 @@ _NOTICE_OF: dict[str, NoticeKind] = {
 _ENDED = frozenset({"observed", "rejected", "failed", "cancelled", "interrupted"})
 """Statuses that end a call; a decided call ending so gives a ``finished`` notice."""
 
+_SERVICE = "COALESCE(surface, 'service') = 'service'"
+"""A call the service ran: only those does its recovery take over (rows from before
+surfaces were kept are the service's)."""
+
 
 class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
     """Calls as one record: a head row and its events, written in one transaction."""
@@ -222,7 +226,8 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                 self._q(
                     f"SELECT {COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
                     f" WHERE lease_until IS NOT NULL AND lease_until < {self._now}"
-                    " ORDER BY lease_until LIMIT ?"
+                    # Another surface's parked call waits in its holder: never run here.
+                    f" AND {_SERVICE} ORDER BY lease_until LIMIT ?"
                 ),
                 (max(1, min(limit, 1000)),),
             )
@@ -236,7 +241,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                 self._q(
                     f"UPDATE toolbound_service_calls SET owner = ?, lease_until = {self._now} + ?"  # noqa: S608 - fixed SQL
                     " WHERE invocation_id = ? AND lease_until IS NOT NULL"
-                    f" AND lease_until < {self._now}"
+                    f" AND lease_until < {self._now} AND {_SERVICE}"
                 ),
                 (owner, lease, invocation_id),
             )
@@ -297,16 +302,19 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
         reason: str | None = None,
         owner: str | None = None,
         lease: float | None = None,
+        running: bool = False,
     ) -> StoredCall:
         holds = owner is not None and lease is not None
         with self._tx() as cur:
             # R7: compare-and-set on the head, and the decision event with it, or neither.
+            # Another surface's call takes a decision only while its holder lives.
             cur.execute(
                 self._q(
                     "UPDATE toolbound_service_calls SET decision = ?, approver = ?, updated_at = ?"  # noqa: S608 - fixed SQL
                     + (f", owner = ?, lease_until = {self._now} + ?" if holds else "")
+                    + (", status = 'running'" if running else "")
                     + " WHERE invocation_id = ? AND status = 'awaiting_confirmation'"
-                    " AND decision IS NULL"
+                    f" AND decision IS NULL AND ({_SERVICE} OR lease_until >= {self._now})"
                 ),
                 (decision, approver, iso(now), *((owner, lease) if holds else ()), invocation_id),
             )
@@ -334,10 +342,43 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
         if call is None:
             msg = f"no invocation {invocation_id}"
             raise JournalError(msg, code="not_found")
+        if not won and call.status == "awaiting_confirmation" and call.decision is None:
+            msg = f"the {call.surface} process holding invocation {invocation_id} is gone"
+            raise JournalError(msg, code="holder_gone")
         if not won:
             msg = f"invocation {invocation_id} is not waiting for a decision"
             raise JournalError(msg, code="already_decided")
         return call
+
+    def decided_for(self, holder: str, *, limit: int = 100) -> list[StoredCall]:
+        with self._tx(write=False) as cur:
+            cur.execute(
+                self._q(
+                    f"SELECT {COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
+                    " WHERE owner = ? AND status = 'awaiting_confirmation'"
+                    " AND decision IS NOT NULL ORDER BY updated_at LIMIT ?"
+                ),
+                (holder, max(1, min(limit, 1000))),
+            )
+            return [_call(row) for row in cur.fetchall()]
+
+    def adopt_decided(self, invocation_id: str, holder: str, *, lease: float) -> StoredCall | None:
+        with self._tx() as cur:
+            # One statement: of the holder's own rounds, a restarted process resuming it
+            # and a second replica, exactly one moves the decided call on to running.
+            cur.execute(
+                self._q(
+                    "UPDATE toolbound_service_calls SET status = 'running', owner = ?,"  # noqa: S608 - fixed SQL
+                    f" lease_until = {self._now} + ?"
+                    " WHERE invocation_id = ? AND status = 'awaiting_confirmation'"
+                    " AND decision IS NOT NULL AND (owner = ? OR owner IS NULL"
+                    f" OR lease_until IS NULL OR lease_until < {self._now})"
+                ),
+                (holder, lease, invocation_id, holder),
+            )
+            if cur.rowcount != 1:
+                return None
+        return self.get_call(invocation_id)
 
     def _decided(self, cur: Cursor, invocation_id: str, stamp: str) -> None:
         """The ``decided`` notice, from the head the decision was just written into."""

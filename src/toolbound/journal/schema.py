@@ -147,6 +147,11 @@ _LATE_INDEXES = (
         ON toolbound_service_calls (lease_until) WHERE lease_until IS NOT NULL""",
     """CREATE INDEX IF NOT EXISTS toolbound_service_calls_by_request
         ON toolbound_service_calls (tenant, request_key)""",
+    # The inbox's hand-over: parked calls decided elsewhere, not yet taken by their
+    # holder. Each holder asks every half second; the index holds only those rows.
+    """CREATE INDEX IF NOT EXISTS toolbound_service_calls_handed_over
+        ON toolbound_service_calls (owner)
+        WHERE status = 'awaiting_confirmation' AND decision IS NOT NULL""",
 )
 
 

@@ -33,6 +33,7 @@ once. Errors are ``application/problem+json`` with a machine ``code``:
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Literal
 
 import anyio
@@ -132,16 +133,20 @@ class ConfirmationEndpoint:
         if all(p.invocation_id != invocation_id for p in self.pending(principal)):
             msg = f"no call {invocation_id} of tenant {principal.tenant} is waiting for a person"
             raise ApiError(404, "not_pending", msg)
+        decide = functools.partial(
+            self.desk.decide,
+            invocation_id,
+            digest=digest,
+            approver=_approver(principal),
+            approve=decision == "approve",
+            at=self.runtime.clock.now(),
+            ttl=self.runtime.confirmation_ttl,
+            reason=reason,
+        )
         try:
-            confirmation = self.desk.decide(
-                invocation_id,
-                digest=digest,
-                approver=_approver(principal),
-                approve=decision == "approve",
-                at=self.runtime.clock.now(),
-                ttl=self.runtime.confirmation_ttl,
-                reason=reason,
-            )
+            # With a journal the decision is a compare-and-set there: off the loop.
+            inline = self.runtime.inbox is None
+            confirmation = decide() if inline else await anyio.to_thread.run_sync(decide)
             # Decided elsewhere (another approver, the client's own elicitation)
             # meanwhile: the desk or the runtime refuses, and the call stays as it is.
             return await self.runtime.aconfirm(confirmation, timeout=self.timeout)

@@ -44,7 +44,9 @@ stdio and in-process use, the ``Authorization: Bearer`` token for HTTP
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import hashlib
 import hmac
 import importlib.metadata
@@ -62,6 +64,7 @@ from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.identity import may_fetch
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
+from toolbound.mcp.inbox import HandedOver, applying
 from toolbound.mcp.relay import (
     CALLER,
     PROGRESS,
@@ -455,6 +458,8 @@ class GuardedServer:
         self.content = content
         self.federation = federation
         self.log_levels = LogLevels()
+        self.handed = HandedOver()
+        """Calls answered pending and decided elsewhere since (:mod:`toolbound.mcp.inbox`)."""
         self._state_key = os.urandom(32)
 
     # -- the SDK server ----------------------------------------------------------------
@@ -579,7 +584,7 @@ class GuardedServer:
     async def run_stdio(self, subject: Subject) -> None:
         """Serve one client on this process's stdin and stdout, as ``subject``."""
         server = self.lowlevel(subject)
-        async with stdio_server() as (read, write):
+        async with applying(self.runtime, self.handed), stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     # -- the two methods ---------------------------------------------------------------
@@ -629,6 +634,12 @@ class GuardedServer:
         parked = self._parked(outcome)
         if parked is None:
             return self._result(outcome, tools, legacy=legacy)
+        fresh = outcome.kind == "awaiting_confirmation"  # parked now, not the one waiting
+        settled = self.handed.answer(subject, parked.digest) if fresh else None
+        if settled is not None:
+            # Answered pending before, decided in the console since: that decision's outcome.
+            self.runtime.cancel_pending(parked.invocation_id)
+            return self._result(settled, tools, legacy=legacy)
         answer = self._answer(params, parked, subject) if params.request_state else None
         if answer is None:
             asked = await self._ask(parked, subject, ctx)
@@ -636,6 +647,7 @@ class GuardedServer:
                 return asked
             answer = asked
         if answer is None:
+            self.handed.sent(subject, parked)
             return pending_result(parked, proposal_id=proposal.proposal_id)
         decided = await self._decide(parked, answer, subject)
         if decided is None:
@@ -712,12 +724,15 @@ class GuardedServer:
                     parked.invocation_id, digest=parked.digest, approver=approver
                 )
             if answer.verdict == "deny":
-                return self.runtime.deny(
+                deny = functools.partial(
+                    self.runtime.deny,
                     parked.invocation_id,
                     digest=parked.digest,
                     approver=approver,
                     reason=answer.reason,
                 )
+                # With a journal the decision is a compare-and-set there: off the loop.
+                return deny() if self.runtime.inbox is None else await asyncio.to_thread(deny)
             return self.runtime.cancel_pending(parked.invocation_id)
         except ConfirmationMismatch:
             return None
@@ -862,7 +877,8 @@ class HttpEndpoint:
         )
         self._manager = manager
         try:
-            async with manager.run():
+            # Decisions made in the console on the calls held here land while it serves.
+            async with manager.run(), applying(self.server.runtime, self.server.handed):
                 yield
         finally:
             self._manager = None

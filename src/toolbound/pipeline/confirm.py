@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from toolbound._clock import Clock
     from toolbound._outcome import AwaitingConfirmation, Rejected
     from toolbound.gates.authorize import Decision, Policy
+    from toolbound.ledger.store import Ledger
     from toolbound.pipeline.call import Admitted
     from toolbound.pipeline.env import Env
-    from toolbound.pipeline.runtime import Runtime
 
 __all__ = [
     "Approver",
@@ -298,6 +298,15 @@ class HeldCalls:
             del self._issued[key]
 
 
+class _Holds(Protocol):
+    """What :class:`ConfirmOnce` reads of a runtime: its ledger and its parked calls."""
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    def pending(self) -> list[ConfirmationRequest]: ...
+
+
 class ConfirmOnce:
     """Wraps a policy so that a person approves one digest once (R7, R8).
 
@@ -313,7 +322,7 @@ class ConfirmOnce:
     Re-checks after a person's decision are passed through unchanged.
     """
 
-    def __init__(self, inner: Policy, runtime: Runtime | None = None) -> None:
+    def __init__(self, inner: Policy, runtime: _Holds | None = None) -> None:
         self.inner = inner
         self.runtime = runtime
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import replace
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Self, cast
 
 from toolbound._clock import SystemClock
@@ -21,6 +23,7 @@ from toolbound.pipeline.admit import Preview
 from toolbound.pipeline.call import Admitted, CallContext, Prepared
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk, HeldCalls
 from toolbound.pipeline.env import Env, Kept, KeptResults
+from toolbound.pipeline.inbox import HeldInbox
 from toolbound.recording import JournalRecorder
 from toolbound.results.encode import model_result, page
 from toolbound.results.redact import Redactor
@@ -72,7 +75,10 @@ class Runtime:
     surface ``"library"``: its trace as events and a head row, written off the
     call's path by a :class:`~toolbound.recording.JournalRecorder` (:attr:`recorder`),
     so ``toolbound trace ID`` and the console show it (R14). :meth:`close` writes what
-    is pending; the journal stays open for its owner to close.
+    is pending; the journal stays open for its owner to close. A parked call is then
+    in the journal's inbox, held by ``holder`` (unique by default): a person may
+    decide it in the service's console, and :attr:`inbox` applies those decisions
+    (:mod:`toolbound.pipeline.inbox`), the same for a recorder among ``sinks``.
 
     With ``lease`` (a :class:`~toolbound.execution.fence.Lease`, e.g. the
     :class:`~toolbound.execution.fence.RenewedLease` a service renews) a write's tool
@@ -100,8 +106,11 @@ class Runtime:
         hold_parked: bool = True,
         journal: Journal | None = None,
         lease: Lease | None = None,
+        holder: str | None = None,
     ) -> None:
-        self.recorder = None if journal is None else JournalRecorder(journal, surface="library")
+        self.recorder = (
+            None if journal is None else JournalRecorder(journal, surface="library", holder=holder)
+        )
         """Keeps every call in ``journal``, if one was given."""
         if self.recorder is not None:
             sinks = (*sinks, self.recorder)
@@ -123,7 +132,14 @@ class Runtime:
         )
         self._held = HeldCalls()
         self._hold_parked = hold_parked
-        self.desk = ConfirmationDesk(self._held, clock=self._env.clock)
+        recorder = next((s for s in sinks if isinstance(s, JournalRecorder)), None)
+        self.inbox = (
+            None if recorder is None or not hold_parked else HeldInbox(self, self._held, recorder)
+        )
+        """Decisions made elsewhere on the calls held here (with a journal among the sinks)."""
+        self.desk = ConfirmationDesk(
+            self._held if self.inbox is None else self.inbox.calls, clock=self._env.clock
+        )
         """Where a person's decisions on this runtime's parked calls are checked (R7)."""
 
     @property
@@ -287,8 +303,9 @@ class Runtime:
         ttl: timedelta | None = None,
         timeout: float | None = None,
     ) -> Outcome:
-        """:meth:`approve` for async callers."""
-        confirmation = self.issue(invocation_id, digest=digest, approver=approver, ttl=ttl)
+        """:meth:`approve` for async callers (a journal's compare-and-set off the loop)."""
+        issue = partial(self.issue, invocation_id, digest=digest, approver=approver, ttl=ttl)
+        confirmation = issue() if self.inbox is None else await asyncio.to_thread(issue)
         return await self.aconfirm(confirmation, timeout=timeout)
 
     def deny(

@@ -33,6 +33,7 @@ from toolbound.access_log import AccessLog
 from toolbound.adapters.http import ApiError, BodyLimit, problem_response, reason_from
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.service import edits, waiting
+from toolbound.service.decisions import decidable
 from toolbound.service.failures import RETRY_AFTER, unavailable
 from toolbound.service.openapi import METRICS_TYPE, OPENAPI
 from toolbound.service.proposals import (
@@ -401,12 +402,13 @@ class _Api:
             decision="approve" if decision == "approve" else "deny",
             reason=reason if decision == "deny" else None,
         )
-        return JSONResponse(answer)
+        # Recorded, and handed to the surface holding the call: it runs there.
+        return JSONResponse(answer, status_code=202 if answer.get("handed_over") else 200)
 
     async def pending(self, request: Request) -> Response:
         principal = await authenticate(self.service, request)
         calls = await self.service.io(self.service.pending, principal)
-        return JSONResponse({"confirmations": [detail(c) for c in calls]})
+        return JSONResponse({"confirmations": [waiting_json(c) for c in calls]})
 
     async def unknown(self, request: Request) -> Response:
         principal = await authenticate(self.service, request)
@@ -465,6 +467,7 @@ def summary(call: StoredCall) -> dict[str, object]:
         "decision": call.decision,
         "approver": call.approver,
         "owner": call.owner,
+        "surface": call.surface,
         "created_at": call.created_at.isoformat(),
         "updated_at": call.updated_at.isoformat(),
     }
@@ -474,6 +477,12 @@ def detail(call: StoredCall) -> dict[str, object]:
     """One invocation in full: request, answer, human evidence, confirmation."""
     body = {k: v for k, v in call.body.items() if k != "trace"}
     return {**summary(call), **body}
+
+
+def waiting_json(call: StoredCall) -> dict[str, object]:
+    """A parked call as the inbox lists it: in full, and whether a decision can land."""
+    why = decidable(call)
+    return {**detail(call), "decidable": why is None, **({} if why is None else {"why": why})}
 
 
 def unknown_json(record: LedgerRecord) -> dict[str, object]:

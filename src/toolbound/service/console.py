@@ -65,6 +65,7 @@ from toolbound.access_log import note_principal
 from toolbound.adapters.http import ApiError, reason_from
 from toolbound.provenance.labels import Label, Source
 from toolbound.service import edits
+from toolbound.service.decisions import decidable
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -468,7 +469,12 @@ class _Console:
             reason=given if decision == "deny" else None,
         )
         verb = "Approved" if decision == "approve" else "Denied"
-        _flash(request, "ok", f"{verb}. The call ended {answer['status']} ({answer['state']}).")
+        if answer.get("handed_over"):
+            where = f"the {answer['surface']} process holding the call"
+            _flash(request, "ok", f"{verb}. The decision was passed to {where}.")
+        else:
+            ended = f"{answer['status']} ({answer['state']})"
+            _flash(request, "ok", f"{verb}. The call ended {ended}.")
         return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")
 
     # -- invocations --------------------------------------------------------------
@@ -570,6 +576,7 @@ class _Console:
         # Shown before anyone clicks; the Service enforces the same rule on the POST.
         approver = "approver" in principal.roles
         own = approver and self.service.config.four_eyes and principal.subject == call.subject
+        why = decidable(call)
         return {
             "id": call.invocation_id,
             "tool": str(asked.get("tool", call.tool)),
@@ -596,7 +603,9 @@ class _Console:
                 _mapping(call.body.get("human")), shown_arguments=asked.get("arguments")
             ),
             "four_eyes": own,
-            "can_decide": approver and not own,
+            "can_decide": approver and not own and why is None,
+            "surface": call.surface,
+            "why": why,
         }
 
     def _parameters(self, ref: str, arguments: object, evidence: object) -> dict[str, object]:
@@ -808,6 +817,10 @@ def _detail(
         **_summary(call),
         "denial_reason": reason,
         "tenant": call.tenant,
+        # Decided here and not yet run: it waits in the process that parked it.
+        "handed_over": call.surface != "service"
+        and call.status == "awaiting_confirmation"
+        and call.decision is not None,
         "path": [str(s) for s in _list(response.get("path"))],
         "request": {
             "call_id": str(request.get("call_id", "")),

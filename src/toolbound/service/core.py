@@ -37,7 +37,7 @@ from toolbound.adapters.http import ApiError, decision_refused, outcome_json
 from toolbound.execution.fence import RenewedLease
 from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
-from toolbound.gates.confirm import ConfirmationRequest, Edit
+from toolbound.gates.confirm import Edit
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import ClaimedRequest, Finish, JournalError, StoredCall
 from toolbound.ledger.rules import ABANDONED, owner_may_act_until
@@ -45,7 +45,7 @@ from toolbound.ledger.store import LedgerError, NotYetError
 from toolbound.metrics import CallMetrics
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
-from toolbound.service.decisions import note_denial
+from toolbound.service.decisions import StoredConfirmations, hand_over, note_denial
 from toolbound.service.keys import ApiKeys
 from toolbound.service.offload import Offload
 from toolbound.service.records import (
@@ -63,7 +63,7 @@ from toolbound.service.sessions import SessionContext, Sessions
 from toolbound.wiring import journal_for, ledger_for, policy_for
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Sequence
 
     from toolbound._clock import Clock
     from toolbound.config import Principal, ServiceConfig
@@ -398,7 +398,11 @@ class Service:
     ) -> dict[str, object]:
         """:meth:`decide` on the caller's thread, which must not run an event loop."""
         _require(principal, "approver")
-        self._visible(principal, invocation_id)
+        # Another surface's call waits in the process that parked it: handed over there.
+        if handed := hand_over(
+            self, principal, invocation_id, digest=digest, decision=decision, reason=reason
+        ):
+            return handed
         try:
             approval = self.desk.decide(
                 invocation_id,
@@ -445,10 +449,7 @@ class Service:
         )
 
     def pending(self, principal: Principal) -> list[StoredCall]:
-        """The tenant's calls a person may still decide, newest first (R7).
-
-        The confirmation desk's view: undecided, and their window still open.
-        """
+        """The tenant's calls still to decide (undecided, window open), newest first (R7)."""
         open_ids = {
             r.invocation_id
             for r in self.desk.pending(
@@ -723,62 +724,3 @@ def _webhooks(service: Service, config: ServiceConfig) -> Webhooks | None:
         owner=service.instance_id,
         clock=service.clock,
     )
-
-
-class StoredConfirmations:
-    """The service's parked calls, kept in the journal, as the confirmation desk sees them.
-
-    Any process sharing the store decides any call: the decision is recorded once by
-    compare-and-set in the journal, and the process that recorded it runs the call.
-    """
-
-    def __init__(
-        self,
-        journal: Journal,
-        tenants: Callable[[], Iterable[str]],
-        *,
-        owner: str | None = None,
-        lease: float | None = None,
-    ) -> None:
-        self._journal = journal
-        self._tenants = tenants
-        self._owner = owner
-        self._lease = lease
-
-    def waiting(self, invocation_id: str) -> ConfirmationRequest | None:
-        """The request of a stored call that waits undecided."""
-        return _waiting(self._journal.get_call(invocation_id))
-
-    def all_waiting(self, tenant: str | None) -> list[ConfirmationRequest]:
-        """The undecided requests, oldest first."""
-        found = [
-            request
-            for t in ([tenant] if tenant is not None else sorted(self._tenants()))
-            for call in self._journal.list_calls(t, status="awaiting_confirmation", limit=1000)
-            if (request := _waiting(call)) is not None
-        ]
-        return sorted(found, key=lambda r: r.requested_at)
-
-    def record(self, confirmation: Confirmation) -> None:
-        """Compare-and-set the decision; a call decided meanwhile is ``not_pending``."""
-        try:
-            self._journal.decide(
-                confirmation.invocation_id,
-                decision="approved" if confirmation.approved else "denied",
-                approver=confirmation.approver,
-                now=confirmation.at,
-                digest=confirmation.digest,
-                reason=confirmation.reason,
-                # The process recording the decision runs the call: it holds it.
-                owner=self._owner,
-                lease=self._lease,
-            )
-        except JournalError as exc:
-            raise ConfirmationMismatch(str(exc), code="not_pending") from None
-
-
-def _waiting(call: StoredCall | None) -> ConfirmationRequest | None:
-    if call is None or call.status != "awaiting_confirmation" or call.decision is not None:
-        return None
-    request = call.body.get("confirmation")
-    return ConfirmationRequest.from_json(request) if isinstance(request, dict) else None

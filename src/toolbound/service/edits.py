@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfirmationMismatch
-from toolbound.adapters.http import decision_refused, outcome_json
+from toolbound.adapters.http import ApiError, decision_refused, outcome_json
 from toolbound.gates.confirm import Edit
 from toolbound.journal import JournalError
 from toolbound.pipeline.confirm import Approver
@@ -48,7 +48,12 @@ def run_edit(
 ) -> dict[str, object]:
     """:func:`edit` on the caller's thread, which must not run an event loop."""
     _require(principal, "approver")
-    service.get(principal, invocation_id)  # another tenant's call is not found
+    parked = service.get(principal, invocation_id)  # another tenant's call is not found
+    if parked.surface != "service":
+        # The call waits in the process that parked it, under the digest it was shown;
+        # a new call in its place would be this service's, not that surface's caller's.
+        msg = f"the {parked.surface} process holding {invocation_id} takes an approval or a denial"
+        raise ApiError(409, "edit_not_handed_over", msg, hint="approve or deny the call")
     approver = Approver(name=principal.name, subject=principal.subject, tenant=principal.tenant)
     now = service.clock.now()
     try:

@@ -73,10 +73,46 @@ _SUMMARY: Final[dict[str, Any]] = {
         "approver": {"type": ["string", "null"]},
         "owner": {
             "type": ["string", "null"],
-            "description": "the service process (its /healthz instance) that worked on it last",
+            "description": (
+                "the process that worked on it last: a service instance (its /healthz"
+                " instance), or the holder of another surface's call"
+            ),
+        },
+        "surface": {
+            "enum": ["service", "mcp-gateway", "mcp-serve", "library"],
+            "description": "which of toolbound's surfaces ran the call",
         },
         "created_at": {"type": "string"},
         "updated_at": {"type": "string"},
+    },
+}
+_WAITING: Final[dict[str, Any]] = {
+    **_SUMMARY,
+    "required": [*_SUMMARY["required"], "surface", "decidable"],
+    "properties": {
+        **_SUMMARY["properties"],
+        "decidable": {
+            "type": "boolean",
+            "description": "whether a decision can land: false once the holder is gone",
+        },
+        "why": {"type": "string", "description": "why it is not decidable"},
+        "confirmation": {"type": "object"},
+    },
+}
+_HANDED_OVER: Final[dict[str, Any]] = {
+    "type": "object",
+    "required": ["invocation_id", "surface", "decision", "approver", "handed_over"],
+    "properties": {
+        "invocation_id": {"type": "string"},
+        "tool": {"type": "string"},
+        "surface": {"type": "string"},
+        "status": {"type": "string"},
+        "state": {"type": "string"},
+        "digest": {"type": "string"},
+        "decision": {"enum": ["approved", "denied"]},
+        "approver": {"type": "string"},
+        "reason": {"type": ["string", "null"]},
+        "handed_over": {"const": True},
     },
 }
 
@@ -448,6 +484,12 @@ OPENAPI: Final[dict[str, Any]] = {
                     409,
                     413,
                     s200=_json(_ref("Outcome"), "The call's outcome after the decision"),
+                    s202=_json(
+                        _HANDED_OVER,
+                        "Recorded and handed over to the surface holding the call, which"
+                        " runs or denies it (another surface's call; holder_gone 409 once"
+                        " its holder has stopped)",
+                    ),
                 ),
             }
         },
@@ -455,7 +497,12 @@ OPENAPI: Final[dict[str, Any]] = {
             "get": {
                 "summary": "Calls waiting for a person",
                 "responses": _answers(
-                    401, s200=_json(_listing("confirmations", _SUMMARY), "Pending calls")
+                    401,
+                    s200=_json(
+                        _listing("confirmations", _WAITING),
+                        "Pending calls of every surface: the service's, the MCP gateway's,"
+                        " mcp-serve's and library programs' with a journal",
+                    ),
                 ),
             }
         },

@@ -1,0 +1,141 @@
+"""The journal's side of one inbox: a holder's parked calls, decided wherever a person is.
+
+A surface other than the service (the MCP gateway, ``mcp-serve``, a library program)
+parks a call in its own runtime and records it in the journal, held by its
+:attr:`~toolbound.recording.JournalRecorder.holder` under a renewed lease
+(:mod:`toolbound.recording`). A person may decide it there, in the process — or in
+the service's API or console, which record the decision in the journal and hand it
+over. :class:`Inbox` is what the holder reads and writes of that:
+
+- :meth:`Inbox.decisions`: its parked calls someone decided elsewhere, not yet applied;
+- :meth:`Inbox.claim`: take one of them to apply it, once (compare-and-set: of the
+  holder's own rounds, a restarted process and a second replica, one wins);
+- :meth:`Inbox.decide_here`: record a decision made in the process itself, by the same
+  compare-and-set, so a local decision and one made elsewhere never both win (R7).
+
+Applying a claimed decision to the call the runtime holds is the runtime's
+(:class:`toolbound.pipeline.inbox.HeldInbox`, ``runtime.inbox``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from toolbound._errors import ConfirmationMismatch
+from toolbound.journal import JournalError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from toolbound.gates.confirm import Confirmation
+    from toolbound.journal import Journal, StoredCall
+
+__all__ = ["Decided", "Inbox"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decided:
+    """A person's decision recorded in the journal for a parked call: who, when, which way.
+
+    ``digest`` is the one the person was shown (bound to the call's); ``reason`` a
+    denial's, in their words.
+    """
+
+    invocation_id: str
+    approved: bool
+    approver: str
+    digest: str
+    at: datetime
+    reason: str | None
+    call: StoredCall
+
+
+class Inbox:
+    """The parked calls ``holder`` holds in ``journal``, and the decisions made on them.
+
+    ``lease``: seconds a claimed call stays the holder's (renewed with its others).
+    Every method reads or writes the journal: call them off an event loop.
+    """
+
+    def __init__(self, journal: Journal, holder: str, *, lease: float) -> None:
+        self.journal = journal
+        self.holder = holder
+        self.lease = lease
+
+    def decisions(self) -> list[Decided]:
+        """The holder's parked calls decided elsewhere and not yet claimed, oldest first."""
+        found = []
+        for call in self.journal.decided_for(self.holder):
+            decided = self._decided(call)
+            if decided is not None:
+                found.append(decided)
+        return found
+
+    def decision(self, invocation_id: str) -> Decided | None:
+        """The decision made elsewhere on ``invocation_id``, if one waits to be applied."""
+        call = self.journal.get_call(invocation_id)
+        if call is None or call.status != "awaiting_confirmation" or call.decision is None:
+            return None
+        return self._decided(call)
+
+    def claim(self, invocation_id: str) -> Decided | None:
+        """Take the decided call to apply its decision here; ``None`` if another did first.
+
+        Also a call whose holder is gone (its lease passed), for a process resuming it.
+        A call nobody decided is never claimed: it waits for its holder.
+        """
+        call = self.journal.adopt_decided(invocation_id, self.holder, lease=self.lease)
+        return None if call is None else self._decided(call)
+
+    def decide_here(self, confirmation: Confirmation) -> None:
+        """Record a decision made in the holder's own process, the call run here at once.
+
+        Raises :class:`~toolbound.ConfirmationMismatch` ``not_pending`` when a decision
+        made elsewhere came first. A call the journal does not have (its head not
+        written) or no longer lists as held (the holder's lease passed) is this
+        process's alone: nothing is recorded and the decision stands.
+        """
+        try:
+            self.journal.decide(
+                confirmation.invocation_id,
+                decision="approved" if confirmation.approved else "denied",
+                approver=confirmation.approver,
+                now=confirmation.at,
+                digest=confirmation.digest,
+                reason=confirmation.reason,
+                owner=self.holder,
+                lease=self.lease,
+                running=True,
+            )
+        except JournalError as exc:
+            if exc.code in {"not_found", "holder_gone"}:
+                return
+            msg = f"{confirmation.invocation_id} was decided elsewhere first"
+            raise ConfirmationMismatch(msg, code="not_pending") from None
+
+    def renew(self) -> int:
+        """Extend the leases of every call the holder holds; how many."""
+        return self.journal.renew(self.holder, lease=self.lease)
+
+    def _decided(self, call: StoredCall) -> Decided | None:
+        events = self.journal.events(call.invocation_id)
+        event = next((e for e in reversed(events) if e.get("kind") == "decision"), None)
+        data: Mapping[str, object] = {}
+        if event is not None and isinstance(event.get("data"), dict):
+            data = event["data"]  # type: ignore[assignment]
+        decision = data.get("decision", call.decision)
+        if decision not in {"approved", "denied"}:
+            return None
+        at = event.get("at") if event is not None else None
+        reason = data.get("reason")
+        return Decided(
+            invocation_id=call.invocation_id,
+            approved=decision == "approved",
+            approver=str(data.get("approver", call.approver)),
+            digest=str(data.get("digest") or call.digest),
+            at=datetime.fromisoformat(str(at)) if at else call.updated_at,
+            reason=reason if isinstance(reason, str) else None,
+            call=call,
+        )

@@ -1,0 +1,272 @@
+"""One inbox (R7, R18): a call a library program parks is listed and decided by the service.
+
+A program running ``Runtime(journal=...)`` keeps its parked calls in the journal, held
+under its holder's lease. ``/v1/confirmations`` lists them beside the service's own,
+with their surface and whether a decision can land; a decision made through the API is
+recorded (who, when, the digest shown) and handed over, and the program applies it
+through the same path as a decision of its own: the call runs, or is denied with the
+person's reason, exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+from service_config import KEYS, config_text
+from service_pack import effects
+from starlette.testclient import TestClient
+
+from toolbound import ConfirmationMismatch, Proposal, Subject
+from toolbound.client import CallAnswer, Invocation
+from toolbound.config import parse_config
+from toolbound.pipeline.call import CallContext
+from toolbound.pipeline.runtime import Runtime
+from toolbound.recording import JournalRecorder
+from toolbound.service.api import create_app
+from toolbound.service.core import Service
+from toolbound.wiring import journal_for, policy_for
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from toolbound._outcome import AwaitingConfirmation
+
+AGENT = Subject(id="agent-1", tenant="acme")
+
+
+@pytest.fixture
+def service(tmp_path, effects_path, monkeypatch) -> Iterator[Service]:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "toolbound.toml"
+    path.write_text(config_text("sqlite:///toolbound.db"))
+    svc = Service(parse_config(path.read_text(), source=path))
+    yield svc
+    svc.close()
+
+
+@pytest.fixture
+def client(service: Service) -> Iterator[TestClient]:
+    with TestClient(create_app(service)) as c:
+        yield c
+
+
+class Program:
+    """A plain Python program on the service's store: its own runtime, journal and holder."""
+
+    def __init__(self, service: Service, *, holder: str | None = None, lease: float = 30.0):
+        self.service = service
+        self.journal = journal_for(service.config.store_url)
+        self.recorder = JournalRecorder(self.journal, surface="library", holder=holder, lease=lease)
+        self.runtime = Runtime(
+            policy=policy_for(service.config, service.clock),
+            sinks=(self.recorder,),
+        )
+        self.calls = 0
+
+    def context(self) -> CallContext:
+        return CallContext(subject=AGENT, tools=self.service.registry.toolset())
+
+    def park(self, text: str) -> AwaitingConfirmation:
+        self.calls += 1
+        proposal = Proposal(
+            name="notes.add",
+            arguments=json.dumps({"text": text}).encode(),
+            proposal_id=f"call-{self.calls}",
+        )
+        outcome = self.runtime.run(proposal, self.context())
+        assert outcome.kind == "awaiting_confirmation", outcome
+        self.recorder.flush()
+        return outcome
+
+    def close(self) -> None:
+        self.runtime.close()
+        self.recorder.close()
+        self.journal.close()
+
+
+@pytest.fixture
+def program(service: Service) -> Iterator[Program]:
+    p = Program(service)
+    yield p
+    p.close()
+
+
+def auth(name: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[name]}"}
+
+
+def decide(client: TestClient, parked: AwaitingConfirmation, decision: str, **extra: object):
+    return client.post(
+        f"/v1/invocations/{parked.invocation_id}/decision",
+        json={"digest": parked.request.digest, "decision": decision, **extra},
+        headers=auth("ana"),
+    )
+
+
+def waiting(client: TestClient) -> dict[str, dict[str, object]]:
+    r = client.get("/v1/confirmations", headers=auth("ana"))
+    assert r.status_code == 200, r.text
+    return {c["invocation_id"]: c for c in r.json()["confirmations"]}
+
+
+def test_a_call_a_program_parks_is_listed_with_its_surface_and_holder(client, program):
+    """/v1/confirmations lists the library's parked call: surface, holder, decidable."""
+    parked = program.park("from the program")
+    listed = waiting(client)[parked.invocation_id]
+    assert listed["surface"] == "library"
+    assert listed["owner"] == program.recorder.holder
+    assert listed["decidable"] is True
+    assert "why" not in listed
+    assert listed["confirmation"]["digest"] == parked.request.digest
+
+
+def test_an_approval_through_the_api_is_handed_over_and_runs_once(client, program):
+    """202 handed_over; the program applies it: the call runs once, decided by ana."""
+    parked = program.park("approved elsewhere")
+    r = decide(client, parked, "approve")
+    assert r.status_code == 202, r.text
+    assert r.json()["handed_over"] is True
+    assert (r.json()["decision"], r.json()["approver"]) == ("approved", "ana")
+    assert effects() == []  # recorded, not run here: the call waits in the program
+    assert [d.invocation_id for d in program.runtime.inbox.decisions()] == [parked.invocation_id]
+    [outcome] = program.runtime.inbox.apply()
+    assert outcome.kind == "observed"
+    assert effects() == ["approved elsewhere"]
+    assert program.runtime.inbox.apply() == []  # applied once
+    confirmed = [e for e in outcome.trace if e.kind == "confirmation"]
+    assert confirmed[-1].data["record"].approver == "ana"
+    program.recorder.flush()
+    ended = program.journal.get_call(parked.invocation_id)
+    assert (ended.status, ended.decision, ended.approver) == ("observed", "approved", "ana")
+    assert parked.invocation_id not in waiting(client)
+
+
+def test_a_denial_with_a_reason_reaches_the_model(client, program):
+    """The person's reason, given in the API, is what the model is told by the program."""
+    parked = program.park("denied elsewhere")
+    r = decide(client, parked, "deny", reason="not this week")
+    assert r.status_code == 202, r.text
+    [outcome] = program.runtime.inbox.apply()
+    assert outcome.kind == "rejected"
+    assert outcome.problem.code == "denied_by_person"
+    told = outcome.message.content.decode()
+    assert "not this week" in told
+    assert "ana" in told
+    assert effects() == []
+
+
+def test_a_decision_on_a_call_whose_holder_is_gone_is_refused(client, service):
+    """Once the holder's lease passed: listed not decidable, with why; a decision is 409."""
+    program = Program(service, lease=0.3)
+    try:
+        parked = program.park("orphaned")
+        program.recorder.close()  # the renewals stop, as when the process dies
+        time.sleep(0.5)
+        listed = waiting(client)[parked.invocation_id]
+        assert listed["decidable"] is False
+        assert "gone" in listed["why"]
+        r = decide(client, parked, "approve")
+        assert r.status_code == 409, r.text
+        assert r.json()["code"] == "holder_gone"
+        assert program.journal.get_call(parked.invocation_id).decision is None
+        # Nor does the service's recovery take it over: it is the program's.
+        assert service.recover() == 0
+        assert program.journal.get_call(parked.invocation_id).owner == program.recorder.holder
+    finally:
+        program.close()
+
+
+def test_a_local_approval_and_one_through_the_api_race_and_one_wins(client, program):
+    """Approve in the program and in the API at once: one decision, one execution (R7)."""
+    parked = program.park("raced")
+    results: dict[str, object] = {}
+    start = threading.Barrier(2)
+
+    def local() -> None:
+        start.wait()
+        try:
+            results["local"] = program.runtime.approve(
+                parked.invocation_id, digest=parked.request.digest, approver="local-person"
+            ).kind
+        except ConfirmationMismatch as exc:
+            results["local"] = exc.code
+
+    def remote() -> None:
+        start.wait()
+        results["remote"] = decide(client, parked, "approve").status_code
+
+    threads = [threading.Thread(target=local), threading.Thread(target=remote)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    applied = program.runtime.inbox.apply()
+    assert sorted(map(str, results.values())) in (["202", "not_pending"], ["409", "observed"])
+    assert len(applied) == (1 if results["remote"] == 202 else 0)
+    assert effects() == ["raced"]
+
+
+def test_a_restarted_program_resumes_the_decided_call_under_the_same_digest(client, service):
+    """The program stops, a person approves, the program starts again and runs it once."""
+    first = Program(service, holder="billing-agent")
+    parked = first.park("after a restart")
+    undecided = first.park("never decided")
+    first.close()
+    assert decide(client, parked, "approve").status_code == 202
+    again = Program(service, holder="billing-agent")
+    try:
+        assert again.runtime.inbox.decisions() == []  # held by no runtime here
+        outcome = again.runtime.inbox.resume(parked.invocation_id, again.context())
+        assert outcome.kind == "observed"
+        assert outcome.invocation_id == parked.invocation_id
+        assert effects() == ["after a restart"]
+        with pytest.raises(ConfirmationMismatch) as twice:
+            again.runtime.inbox.resume(parked.invocation_id, again.context())
+        assert twice.value.code == "not_decided"
+        with pytest.raises(ConfirmationMismatch) as nobody:
+            again.runtime.inbox.resume(undecided.invocation_id, again.context())
+        assert nobody.value.code == "not_decided"
+        again.recorder.flush()
+        ended = again.journal.get_call(parked.invocation_id)
+        assert (ended.status, ended.approver) == ("observed", "ana")
+        assert ended.digest == parked.request.digest  # the digest the person approved
+        assert effects() == ["after a restart"]
+    finally:
+        again.close()
+
+
+def test_an_edit_of_another_surfaces_call_is_refused(client, program):
+    """Edit-then-approve is the service's own: a library's call answers a clear 409."""
+    parked = program.park("no edits")
+    r = decide(client, parked, "edit", arguments=json.dumps({"text": "edited"}))
+    assert r.status_code == 409, r.text
+    assert r.json()["code"] == "edit_not_handed_over"
+    assert waiting(client)[parked.invocation_id]["decidable"] is True
+
+
+def test_the_client_reads_the_surface_and_a_handed_over_decision(client, program):
+    """toolbound.client: a listed call's surface and decidable; a decision's handed_over."""
+    parked = program.park("read by the client")
+    [listed] = [Invocation.of(c) for c in waiting(client).values()]
+    assert (listed.surface, listed.decidable) == ("library", True)
+    answer = CallAnswer.of(decide(client, parked, "approve").json())
+    assert answer.handed_over is True
+    assert answer.status == "awaiting_confirmation"
+
+
+def test_a_living_holder_renews_its_lease_so_its_calls_stay_decidable(client, service):
+    """A short lease outlived many times over: renewed while the program runs."""
+    program = Program(service, lease=0.3)
+    try:
+        parked = program.park("still held")
+        time.sleep(1.0)
+        assert waiting(client)[parked.invocation_id]["decidable"] is True
+        assert decide(client, parked, "approve").status_code == 202
+        [outcome] = program.runtime.inbox.apply()
+        assert outcome.kind == "observed"
+    finally:
+        program.close()
