@@ -5,18 +5,19 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Self, cast
+from typing import TYPE_CHECKING, ParamSpec, Self, TypeVar, cast
 
 from toolbound._clock import SystemClock
 from toolbound._errors import ConfirmationMismatch
 from toolbound._ids import call_ids
+from toolbound._offload import Offload
 from toolbound._state import State
 from toolbound.execution.executor import Executor
 from toolbound.execution.retry import SystemSleeper
 from toolbound.gates.confirm import Edit
 from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits
 from toolbound.ledger.memory import MemoryLedger
-from toolbound.pipeline import admit, confirm, endings, execute, express, prepare
+from toolbound.pipeline import admit, confirm, endings, execute, express, offloop, prepare
 from toolbound.pipeline.admit import Preview
 from toolbound.pipeline.call import Admitted, CallContext, Prepared
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk, HeldCalls
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
     from toolbound.trace import TraceSink
 
 __all__ = ["CallContext", "Preview", "Runtime"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class Runtime:
@@ -79,6 +83,10 @@ class Runtime:
     is invoked only while the lease has at least its margin left, as well as before
     the call's deadline; otherwise the attempt ends ``lease_lost`` and the tool never
     starts (R9, :mod:`toolbound.execution.fence`).
+
+    The async API (:meth:`arun`, :meth:`aconfirm`, …) keeps its caller's event loop
+    free: the ledger's claims and records run on a pool of ``io_threads`` threads
+    (:meth:`off_loop`), the gates' in-memory work on the loop (:mod:`.offloop`).
     """
 
     def __init__(
@@ -100,6 +108,7 @@ class Runtime:
         hold_parked: bool = True,
         journal: Journal | None = None,
         lease: Lease | None = None,
+        io_threads: int = 8,
     ) -> None:
         self.recorder = None if journal is None else JournalRecorder(journal, surface="library")
         """Keeps every call in ``journal``, if one was given."""
@@ -119,6 +128,7 @@ class Runtime:
             sleeper=sleeper if sleeper is not None else SystemSleeper(),
             rng=rng,
             kept=KeptResults(kept_results),
+            offload=Offload(io_threads, name="toolbound-runtime-io"),
             lease=lease,
         )
         self._held = HeldCalls()
@@ -155,6 +165,10 @@ class Runtime:
         """The clock the trace, deadlines and normalization read."""
         return self._env.clock
 
+    async def off_loop(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``fn(*args, **kwargs)`` on this runtime's I/O pool, awaited from the loop."""
+        return await self._env.offload(fn, *args, **kwargs)
+
     # -- running a proposal --------------------------------------------------------------
 
     def run(self, proposal: Proposal, context: CallContext) -> Outcome:
@@ -171,10 +185,10 @@ class Runtime:
         """:meth:`run` for async callers: async tools run on the caller's loop."""
         env = self._env
         call = admit.open_call(env, proposal, context)
-        verdict = admit.judge(env, proposal, context, life=call.life)
+        verdict = await offloop.judge(env, proposal, context, call)
         if express.takes(verdict, context):
             return await express.arun(env, call, verdict)
-        step = self._front(env, call, verdict)
+        step = await offloop.front(env, self._front, call, verdict)
         if isinstance(step, prepare.Waiting):  # the same call is executing elsewhere (R8)
             step = await prepare.aready(env, step)
         return await execute.arun(env, step) if isinstance(step, Prepared) else step
@@ -322,7 +336,8 @@ class Runtime:
     ) -> Outcome:
         """:meth:`confirm` for async callers."""
         env = self._env
-        step = await prepare.aready(env, self._resume(env, confirmation, timeout))
+        resumed = await env.offload.finish(self._resume, env, confirmation, timeout)
+        step = await prepare.aready(env, resumed)
         return await execute.arun(env, step) if isinstance(step, Prepared) else step
 
     def edit(
@@ -467,6 +482,7 @@ class Runtime:
         With a journal, the calls that ended are written to it first.
         """
         self._env.executor.close()
+        self._env.offload.close()
         if self.recorder is not None:
             self.recorder.close()
 
