@@ -599,6 +599,7 @@ def mcp_serve(
         ledger=ledger_for(config.service.store_url),
         clock=clock,
         sinks=(*telemetry_sinks(config.service), *(() if recorder is None else (recorder,))),
+        io_threads=config.service.io_threads,
     )
     try:
         _serve(

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-import anyio
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -49,7 +48,8 @@ from toolbound.adapters.http import (
     reason_from,
 )
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.identity import TokenRefused, may_fetch
+from toolbound.identity import TokenRefused
+from toolbound.mcp.tokens import off_loop_if_fetching
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 
 if TYPE_CHECKING:
@@ -210,11 +210,8 @@ class ConfirmationEndpoint:
         if scheme.lower() != "bearer" or not token.strip():
             raise ApiError(401, "unauthenticated", "send a token: Authorization: Bearer TOKEN")
         try:
-            if may_fetch(token.strip()):
-                # A JWT's issuer may be slow: its wait is this request's, not the loop's.
-                principal = await anyio.to_thread.run_sync(self._principal_for, token.strip())
-            else:
-                principal = self._principal_for(token.strip())
+            # A JWT's issuer may be slow: its wait is this request's, not the loop's.
+            principal = await off_loop_if_fetching(self.runtime, self._principal_for, token.strip())
         except TokenRefused as refused:
             raise ApiError(refused.status, refused.code, str(refused)) from None
         if principal is None:
