@@ -14,12 +14,43 @@ and one code path per store. The measured cost of a hop is in ``docs/service.md`
 
 The pool is bounded: when every thread is busy, work queues rather than spawning
 threads without end; the stores' own timeouts (connect, statement, pool wait) bound
-how long any one thread is held. The class is the one a
-:class:`~toolbound.Runtime` uses for its async API (:mod:`toolbound._offload`).
+how long any one thread is held.
 """
 
 from __future__ import annotations
 
-from toolbound._offload import Offload
+import asyncio
+import contextvars
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["Offload"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class Offload:
+    """Run blocking functions on a bounded pool of ``threads``, awaited from the loop."""
+
+    def __init__(self, threads: int) -> None:
+        if threads < 1:
+            msg = f"the service needs at least one I/O thread, not {threads}"
+            raise ValueError(msg)
+        self.threads = threads
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="toolbound-io")
+
+    async def __call__(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``fn(*args, **kwargs)`` on the pool, in this task's context (trace spans)."""
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, fn, *args, **kwargs)
+        return await loop.run_in_executor(self._pool, call)
+
+    def close(self) -> None:
+        """Let running work finish; start no more."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
