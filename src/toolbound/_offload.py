@@ -82,9 +82,12 @@ class Offload:
                 result = await asyncio.shield(hop)
                 break
             except asyncio.CancelledError:
-                if hop.done():
+                if hop.cancelled():  # the pool closed: the step never ran
                     raise
                 interrupted = True
+                if hop.done():  # it ended as the cancellation came: keep what it did
+                    result = hop.result()
+                    break
         task = asyncio.current_task()
         if interrupted and task is not None:
             task.uncancel()  # the request caught above is made again, not counted twice
