@@ -13,14 +13,16 @@ claims nothing, so it never leaves the loop at all.
 
 A policy whose decision itself reads a store says so with a true ``reads_store``
 attribute (:class:`~toolbound.pipeline.confirm.ConfirmOnce`, which looks a confirmed
-twin up in the ledger): the gates then run off the loop too.
+twin of a write up in the ledger): a write's gates then run off the loop too, in the
+same hop as its claim. Each hop is counted: a write makes two (gates and claim, then
+the record after its attempt), an allowed read none.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
-from toolbound.pipeline import admit
+from toolbound.pipeline import admit, express
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from toolbound.pipeline.call import CallContext, Opened
     from toolbound.pipeline.env import Env
 
-__all__ = ["front", "judge", "reads_store"]
+__all__ = ["admit_call", "reads_store"]
 
 _T = TypeVar("_T")
 
@@ -40,24 +42,44 @@ def reads_store(policy: object) -> bool:
     return getattr(policy, "reads_store", False) is True
 
 
-async def judge(env: Env, proposal: Proposal, ctx: CallContext, call: Opened) -> Verdict | Refusal:
-    """The gates' answer, on the loop unless the policy reads a store."""
-    if reads_store(env.policy):
-        return await env.offload.finish(admit.judge, env, proposal, ctx, life=call.life)
-    return admit.judge(env, proposal, ctx, life=call.life)
-
-
-async def front(
+async def admit_call(
     env: Env,
-    fn: Callable[[Env, Opened, Verdict | Refusal], _T],
+    proposal: Proposal,
+    ctx: CallContext,
     call: Opened,
-    verdict: Verdict | Refusal,
-) -> _T:
-    """``fn`` — admission, a person, the ledger's claim — off the loop, unless refused.
+    front: Callable[[Env, Opened, Verdict | Refusal], _T],
+) -> Verdict | _T:
+    """The gates' answer if the express lane takes the call, else ``front``'s step.
 
-    A refusal (a gate's, or the policy's denial) ends the call in memory — its trace,
-    no ledger record — so it is answered where it is.
+    Off the loop in one hop when a store decides: a write under a policy that reads
+    one. A read claims nothing and the lookup of the tool is in memory, so a read's
+    gates never leave the loop.
     """
-    if isinstance(verdict, admit.Refusal):
-        return fn(env, call, verdict)
-    return await env.offload.finish(fn, env, call, verdict)
+    if _store_decides(env, proposal, ctx):
+        return await env.offload.finish(_admitted, env, proposal, ctx, call, front)
+    verdict = admit.judge(env, proposal, ctx, life=call.life)
+    if isinstance(verdict, admit.Refusal):  # its ending is in memory: no ledger record
+        return front(env, call, verdict)
+    if express.takes(verdict, ctx):
+        return verdict
+    return await env.offload.finish(front, env, call, verdict)
+
+
+def _store_decides(env: Env, proposal: Proposal, ctx: CallContext) -> bool:
+    if not reads_store(env.policy):
+        return False
+    tool = ctx.tools.lookup(proposal.name, proposal.version)
+    return tool is not None and tool.spec.is_write
+
+
+def _admitted(
+    env: Env,
+    proposal: Proposal,
+    ctx: CallContext,
+    call: Opened,
+    front: Callable[[Env, Opened, Verdict | Refusal], _T],
+) -> Verdict | _T:
+    verdict = admit.judge(env, proposal, ctx, life=call.life)
+    if express.takes(verdict, ctx):
+        return verdict
+    return front(env, call, verdict)

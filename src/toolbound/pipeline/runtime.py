@@ -185,10 +185,9 @@ class Runtime:
         """:meth:`run` for async callers: async tools run on the caller's loop."""
         env = self._env
         call = admit.open_call(env, proposal, context)
-        verdict = await offloop.judge(env, proposal, context, call)
-        if express.takes(verdict, context):
-            return await express.arun(env, call, verdict)
-        step = await offloop.front(env, self._front, call, verdict)
+        step = await offloop.admit_call(env, proposal, context, call, self._front)
+        if isinstance(step, admit.Verdict):  # the express lane takes it
+            return await express.arun(env, call, step)
         if isinstance(step, prepare.Waiting):  # the same call is executing elsewhere (R8)
             step = await prepare.aready(env, step)
         return await execute.arun(env, step) if isinstance(step, Prepared) else step
