@@ -1,5 +1,8 @@
 """A write's ledger statement held up in PostgreSQL stalls that write, and nothing else.
 
+Both MCP surfaces: the gateway (over streamable HTTP) and the guarded server of local
+tools that ``mcp-serve`` runs (in process).
+
 The gateway runs on one event loop for every client. Here its ledger is a real
 PostgreSQL cluster of the test's own, and another connection holds ``LOCK TABLE`` on
 the ledger's table, so the claim of a write waits in the server. Meanwhile another
@@ -13,11 +16,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
+from local_tools import registry
+from mcp import Client
 from mcp_support import (
+    LEO,
+    MIRA,
     PRINCIPALS,
     TOKENS,
     as_,
@@ -28,16 +35,23 @@ from mcp_support import (
 )
 
 from pgcluster import find_bindir, throwaway_cluster
+from toolbound import Grant, GrantPolicy, Runtime
 from toolbound.ledger.migrations import LEDGER_TABLE
-from toolbound.mcp import load_gateway_config
+from toolbound.ledger.postgres import PostgresLedger
+from toolbound.mcp import GuardedServer, StaticCatalog, holds_capabilities, load_gateway_config
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    import contextlib
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from mcp import Client
-
     from pgcluster import PgCluster
+
+SERVED_GRANTS = [
+    Grant(subject="mira", tenant="acme", capability="notes:write", actions=frozenset({"create"})),
+    Grant(subject="leo", tenant="acme", capability="notes:read", actions=frozenset({"read"})),
+]
+Timings = list[tuple[str, float]]
 
 PROMPT = 1.0
 """Seconds within which a call that needs no ledger must be answered, however long the lock."""
@@ -111,66 +125,121 @@ async def _timed(what: str, call: Awaitable[object]) -> tuple[str, float]:
     return what, time.monotonic() - started
 
 
-async def _answered_promptly(reader: Client) -> list[tuple[str, float]]:
+async def _answered_promptly(reader: Client, read: str, args: dict[str, Any]) -> Timings:
     """``tools/list`` and reads by the other client, several times, each timed."""
     timings = []
-    for n in range(5):
+    for _ in range(5):
         timings.append(await _timed("tools/list", reader.list_tools()))
-        echo = reader.call_tool("fault.echo", {"text": f"still here {n}"})
-        timings.append(await _timed("fault.echo", echo))
+        timings.append(await _timed(read, reader.call_tool(read, args)))
         await asyncio.sleep(0.1)
     return timings
+
+
+async def _while_locked(
+    cluster: PgCluster,
+    write: Callable[[], Awaitable[object]],
+    reader: Client,
+    read: str,
+    args: dict[str, Any],
+) -> tuple[Timings, bool, object, object]:
+    """The write held up by the lock, the reader's calls meanwhile, the write again after."""
+    await reader.list_tools()  # the session open, the tools listed
+    await _timed(read, reader.call_tool(read, args))  # and a first call made
+    lock = _Lock(cluster)
+    await asyncio.to_thread(lock.taken.wait, 10)
+    try:
+        waiting = asyncio.ensure_future(write())
+        deadline = time.monotonic() + 10
+        while not await asyncio.to_thread(_waiting_on_a_lock, cluster):
+            assert time.monotonic() < deadline, "the write never reached the lock"
+            assert not waiting.done(), waiting
+            await asyncio.sleep(0.05)
+        timings = await _answered_promptly(reader, read, args)
+        await asyncio.sleep(max(0.0, LOCKED_FOR - (time.monotonic() - lock.since)))
+        held_up = not waiting.done()
+    finally:
+        lock.release()
+    written = await asyncio.wait_for(waiting, 20)
+    again = await asyncio.wait_for(write(), 20)
+    return timings, held_up, written, again
+
+
+def _check(timings: Timings, held_up: bool, written: object, again: object) -> None:  # noqa: FBT001
+    slow = [(what, round(s, 3)) for what, s in timings if s >= PROMPT]
+    assert not slow, f"answered only after the ledger's lock: {slow} of {timings}"
+    assert held_up, "the write did not wait for the ledger's lock"
+    assert not getattr(written, "is_error", True), written
+    assert not getattr(again, "is_error", True), again
+
+
+def _cluster() -> contextlib.AbstractContextManager[PgCluster]:
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("NO POSTGRESQL BINARIES FOUND: the ledger outage test did NOT run")
+    return throwaway_cluster(bindir, databases=("toolbound",))
 
 
 def test_a_write_waiting_on_a_locked_ledger_stalls_no_other_client(
     tmp_path: Path, state: Path
 ) -> None:
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("NO POSTGRESQL BINARIES FOUND: the ledger outage test did NOT run")
-    with throwaway_cluster(bindir, databases=("toolbound",)) as cluster:
+    """The gateway: mira's ``fault.append`` waits on the lock, leo's calls do not."""
+    with _cluster() as cluster:
         store = f"postgresql://postgres@127.0.0.1:{cluster.port}/toolbound"
         config = load_gateway_config(_config(tmp_path, state, store))
 
-        async def scenario() -> tuple[list[tuple[str, float]], bool, object, object]:
-            gw = gateway(config)
+        async def scenario() -> tuple[Timings, bool, object, object]:
             async with (
-                serving(gw) as url,
+                serving(gateway(config)) as url,
                 as_(TOKENS["mira"], url) as writer,
                 as_(TOKENS["leo"], url) as reader,
             ):
-                # Both sessions open, the upstream listed and its first call made.
-                await reader.list_tools()
-                await _timed("fault.echo", reader.call_tool("fault.echo", {"text": "first"}))
-                lock = _Lock(cluster)
-                await asyncio.to_thread(lock.taken.wait, 10)
-                try:
-                    write = asyncio.ensure_future(
-                        writer.call_tool("fault.append", {"line": "once"})
-                    )
-                    deadline = time.monotonic() + 10
-                    while not await asyncio.to_thread(_waiting_on_a_lock, cluster):
-                        assert time.monotonic() < deadline, "the write never reached the lock"
-                        assert not write.done(), write
-                        await asyncio.sleep(0.05)
-                    timings = await _answered_promptly(reader)
-                    await asyncio.sleep(max(0.0, LOCKED_FOR - (time.monotonic() - lock.since)))
-                    held_up = not write.done()
-                finally:
-                    lock.release()
-                written = await asyncio.wait_for(write, 20)
-                again = await asyncio.wait_for(
-                    writer.call_tool("fault.append", {"line": "once"}), 20
+                return await _while_locked(
+                    cluster,
+                    lambda: writer.call_tool("fault.append", {"line": "once"}),
+                    reader,
+                    "fault.echo",
+                    {"text": "still here"},
                 )
-            return timings, held_up, written, again
 
         timings, held_up, written, again = asyncio.run(scenario())
 
-    slow = [(what, round(s, 3)) for what, s in timings if s >= PROMPT]
-    assert not slow, f"answered only after the ledger's lock: {slow} of {timings}"
-    assert held_up, "the write did not wait for the ledger's lock"
-    assert not getattr(written, "is_error", True), written
-    assert written.content[0].text.find("appended line 1") >= 0  # type: ignore[attr-defined]
+    _check(timings, held_up, written, again)
+    assert "appended line 1" in written.content[0].text  # type: ignore[attr-defined]
     # The same call again replays the committed result: the upstream appended once.
-    assert not getattr(again, "is_error", True), again
     assert (state / "log.txt").read_text() == "once\n"
+
+
+def test_a_served_write_waiting_on_a_locked_ledger_stalls_no_other_client(
+    tmp_path: Path,
+) -> None:
+    """What ``mcp-serve`` runs (a guarded server of local tools): the same, on its runtime."""
+    notes = tmp_path / "notes.txt"
+    with _cluster() as cluster:
+        ledger = PostgresLedger(cluster.conninfo("toolbound"))
+        runtime = Runtime(policy=GrantPolicy(SERVED_GRANTS), ledger=ledger)
+        server = GuardedServer(
+            runtime=runtime,
+            catalog=StaticCatalog(registry(notes), holds_capabilities(SERVED_GRANTS)),
+        )
+
+        async def scenario() -> tuple[Timings, bool, object, object]:
+            async with (
+                Client(server.lowlevel(MIRA)) as writer,
+                Client(server.lowlevel(LEO)) as reader,
+            ):
+                return await _while_locked(
+                    cluster,
+                    lambda: writer.call_tool("notes.add", {"title": "once"}),
+                    reader,
+                    "notes.read",
+                    {},
+                )
+
+        try:
+            timings, held_up, written, again = asyncio.run(scenario())
+        finally:
+            runtime.close()
+            ledger.close()
+
+    _check(timings, held_up, written, again)
+    assert notes.read_text() == "once\n"  # the second call replayed: one note
