@@ -75,25 +75,33 @@ class Offload:
         requested again, to be delivered at the caller's next ``await`` — where the
         pipeline settles a cancelled call truthfully (R9).
         """
-        hop = asyncio.ensure_future(self(fn, *args, **kwargs))
+        loop = asyncio.get_running_loop()
+        waiter = Answer(loop)
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        job = Job(call, (), loop=loop, waiter=waiter)
+        self._workers.submit(job)
         interrupted = False
-        while True:
+        while not waiter.done():
+            # A future of this round's own: a cancellation cancels it, never the job.
+            woken = loop.create_future()
+            waiter.add_done_callback(functools.partial(_wake, woken))
             try:
-                result = await asyncio.shield(hop)
-                break
+                await woken
             except asyncio.CancelledError:
-                if hop.cancelled():  # the pool closed: the step never ran
-                    raise
                 interrupted = True
-                if hop.done():  # it ended as the cancellation came: keep what it did
-                    result = hop.result()
-                    break
         task = asyncio.current_task()
         if interrupted and task is not None:
             task.uncancel()  # the request caught above is made again, not counted twice
             task.cancel()
-        return result
+        if job.error is not None:
+            raise job.error
+        return cast("_T", job.value)
 
     def close(self) -> None:
         """Start no more work: what waits is answered cancelled, what runs ends by itself."""
         self._workers.close()
+
+
+def _wake(woken: asyncio.Future[None], _waiter: Answer) -> None:
+    if not woken.done():
+        woken.set_result(None)
