@@ -15,6 +15,13 @@ client in every case:
   gateway built on the official SDK pays before it checks anything, the floor under
   *gateway*.
 
+And a write: ``convert_time`` declared a ``reversible_write`` with no idempotency
+support, so the gateway claims each call's key (its digest) in an SQLite ledger
+before it runs and records the commit after — **gateway write (SQLite)**, each call
+with other arguments (a new key), against **direct write**, the same call straight
+to mcp-server-time. The **gateway (SQLite)** row is the read on the same gateway:
+a read claims nothing, so it should cost what the in-memory gateway's does.
+
 Then the same tool from an upstream over streamable HTTP (``mcp_peers/time_http.py``,
 the SDK's ``MCPServer`` in a child process), where the gateway meets its peers, each
 a child process the client reaches over stdio, each relaying to that upstream:
@@ -36,7 +43,8 @@ the same load: their median is the steadiest ratio on a busy machine. The
 gateway's path is the whole pipeline: parse, validate, normalize, digest, authorize,
 execute under a deadline, check the output schema, encode, trace.
 
-Run: ``.venv/bin/python bench/bench_mcp.py`` (add ``--quick`` for a smoke run).
+Run: ``.venv/bin/python bench/bench_mcp.py`` (add ``--quick`` for a smoke run,
+``--no-peers`` to measure only the in-process paths).
 """
 
 from __future__ import annotations
@@ -69,6 +77,7 @@ if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
 QUICK = "--quick" in sys.argv
+PEERS_TOO = "--no-peers" not in sys.argv
 CALLS = 30 if QUICK else 300
 ROUNDS = 2 if QUICK else 5
 CALLERS = 8
@@ -107,6 +116,36 @@ command = ["{sys.executable}", "-m", "mcp_server_time", "--local-timezone", "UTC
 effect = "read"
 capability = "time:read"
 """
+
+WRITES = """
+[[grant]]
+subject = "bench"
+tenant = "acme"
+capability = "time:convert"
+actions = ["modify"]
+
+[upstream.tools.convert_time]
+effect = "reversible_write"
+capability = "time:convert"
+"""
+ZONES = ("Europe/Paris", "Asia/Tokyo", "America/New_York", "Australia/Sydney")
+
+
+def conversions() -> Callable[[], dict[str, str]]:
+    """Arguments of ``convert_time``, other ones on every call (a key of their own)."""
+    count = 0
+
+    def next_args() -> dict[str, str]:
+        nonlocal count
+        count += 1
+        minute, zone = divmod(count, len(ZONES))
+        return {
+            "source_timezone": "UTC",
+            "time": f"{minute // 60 % 24:02d}:{minute % 60:02d}",
+            "target_timezone": ZONES[zone],
+        }
+
+    return next_args
 
 
 async def per_call(call: Callable[[], Awaitable[object]]) -> tuple[float, float]:
@@ -283,9 +322,16 @@ async def main() -> None:
         command=str(Path(sys.executable).parent / "toolbound"),
         args=["mcp-gateway", "--config", str(folder / "gateway.toml")],
     )
+    (folder / "gateway-sqlite.toml").write_text(
+        CONFIG.replace('url = "memory"', f'url = "sqlite:///{folder / "ledger.db"}"') + WRITES
+    )
+    durable = Gateway(load_gateway_config(folder / "gateway-sqlite.toml"), errlog=QUIET)
     gateway = Gateway(config, errlog=QUIET)
+    direct_args, gateway_args = conversions(), conversions()
     async with (
         gateway.running(),
+        durable.running(),
+        Client(durable.server.lowlevel(Subject(id="bench", tenant="acme"))) as stored,
         Client(stdio_client(time_server, errlog=QUIET)) as direct,
         Client(gateway.server.lowlevel(Subject(id="bench", tenant="acme"))) as guarded,
         Client(stdio_client(gateway_process, errlog=QUIET)) as remote,
@@ -297,6 +343,9 @@ async def main() -> None:
             "gateway": lambda: guarded.call_tool("time.get_current_time", ARGS),
             "gateway over stdio": lambda: remote.call_tool("time.get_current_time", ARGS),
             "SDK relay, no guard": lambda: relayed.call_tool("get_current_time", ARGS),
+            "gateway (SQLite)": lambda: stored.call_tool("time.get_current_time", ARGS),
+            "direct write": lambda: direct.call_tool("convert_time", direct_args()),
+            "gateway write (SQLite)": lambda: stored.call_tool("time.convert_time", gateway_args()),
         }
         latency, cpu, rate = await measure(paths)
     base_us = min(latency["direct"])
@@ -307,11 +356,17 @@ async def main() -> None:
         cpu,
         rate,
     )
-    for name in ("gateway", "SDK relay, no guard"):
-        within = [g / d for g, d in zip(latency[name], latency["direct"], strict=True)]
+    for name, base in (
+        ("gateway", "direct"),
+        ("SDK relay, no guard", "direct"),
+        ("gateway (SQLite)", "direct"),
+        ("gateway write (SQLite)", "direct write"),
+    ):
+        within = [g / d for g, d in zip(latency[name], latency[base], strict=True)]
+        rates = [g / d for g, d in zip(rate[name], rate[base], strict=True)]
         print(
-            f"{name} / direct within each round: median {statistics.median(within):.2f}, "
-            f"best {min(within):.2f}"
+            f"{name} / {base} within each round: median {statistics.median(within):.2f}, "
+            f"best {min(within):.2f}; calls/s median {statistics.median(rates):.2f}"
         )
     # CPU time of this process does not count the time other processes took the
     # cores: on a busy machine it is the steadier measure of what the gateway costs.
@@ -325,7 +380,8 @@ async def main() -> None:
         f"the SDK relay's own work: {relayed:.0f} µs CPU per call; the guard's beyond it: "
         f"{added - relayed:.0f} µs"
     )
-    await peers(folder)
+    if PEERS_TOO:
+        await peers(folder)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,17 @@
 The stores (the journal, the ledger's SQLite and PostgreSQL stores) and the identity
 provider's key fetch block their thread for a round trip. Called from an ``async
 def`` on the loop's own thread, one slow round trip is every request's wait; the
-service hops to its bounded thread pool instead (:mod:`toolbound.service.offload`).
+service hops to its bounded thread pool instead (:mod:`toolbound.service.offload`), and
+a :class:`~toolbound.Runtime`'s async API — what the MCP server and gateway run — to
+its own (:meth:`~toolbound.Runtime.off_loop`).
 
 :func:`check_off_loop` is what each blocking store entry point calls first. It does
 nothing unless the guard is on — :func:`set_loop_guard`, or ``TOOLBOUND_LOOP_GUARD=1``
 in the environment (read at import, so a server started as a subprocess inherits
 it) — and then raises :class:`LoopBlockedError` when the calling thread runs an event
-loop. The service's test suite switches it on, so a handler that forgets the hop
-fails its tests. Library programs may call the stores from a loop (``Runtime.arun``
-with an SQLite ledger), which is why the guard is off by default.
+loop. The service's and the MCP surfaces' test suites switch it on, so a handler that
+forgets the hop fails its tests. A library program may still call a store from a loop
+itself, which is why the guard is off by default.
 """
 
 from __future__ import annotations
@@ -49,5 +51,5 @@ def check_off_loop(what: str) -> None:
         asyncio.get_running_loop()
     except RuntimeError:
         return
-    msg = f"{what} would block the event loop: run it on the service's thread pool"
+    msg = f"{what} would block the event loop: run it on an I/O pool (Runtime.off_loop)"
     raise LoopBlockedError(msg)

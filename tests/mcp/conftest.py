@@ -7,8 +7,25 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from toolbound._loopguard import ENV as LOOP_GUARD_ENV
+from toolbound._loopguard import set_loop_guard
+
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
+
+
+@pytest.fixture(autouse=True)
+def no_blocking_on_the_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every MCP test fails if a store or identity call blocks an event loop's thread.
+
+    Servers and gateways the tests start as subprocesses inherit the switch from the
+    environment.
+    """
+    monkeypatch.setenv(LOOP_GUARD_ENV, "1")
+    set_loop_guard(True)
+    yield
+    set_loop_guard(False)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ mcp-server-time, mcp-server-git on a repository made for the test, and
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 import json
@@ -27,7 +28,7 @@ from toolbound import Subject
 from toolbound.mcp import ENVELOPE_META_KEY, Gateway, load_gateway_config
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Coroutine
+    from collections.abc import AsyncIterator, Callable, Coroutine
 
     import mcp_types as types
 
@@ -206,8 +207,18 @@ stdio_principal = "mira"
     return load_gateway_config(path)
 
 
-def gateway(config: GatewayConfig) -> Gateway:
-    return Gateway(config, errlog=QUIET)
+def built(build: Callable[[], T]) -> T:
+    """``build()`` on a thread of its own, for a test that builds inside its coroutine.
+
+    Building a gateway opens its stores (a round trip, a migration): on the loop's
+    thread that would block it, and the loop guard (conftest.py) refuses it there.
+    """
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(build).result()
+
+
+def gateway(config: GatewayConfig, **options: Any) -> Gateway:
+    return built(lambda: Gateway(config, errlog=QUIET, **options))
 
 
 def commits(repo: Path) -> list[str]:

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 
 import mcp_types as types
 from mcp import Client
-from mcp_support import MIRA, QUIET, grant, run, write_config
+from mcp_support import MIRA, gateway, grant, run, write_config
 
-from toolbound.mcp import Gateway
 from toolbound.mcp.content import TRUST_META_KEY
 
 if TYPE_CHECKING:
@@ -69,7 +68,7 @@ def call(
     sink = Recorder()
 
     async def scenario() -> types.CallToolResult:
-        gw = Gateway(config, sinks=[sink], errlog=QUIET)
+        gw = gateway(config, sinks=[sink])
         async with gw.running(), Client(gw.server.lowlevel(MIRA)) as client:
             return await client.call_tool(f"media.{tool}", {})
 

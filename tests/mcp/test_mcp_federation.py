@@ -12,10 +12,9 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_support import LEO, MIRA, QUIET, grant, run, write_config
+from mcp_support import LEO, MIRA, gateway, grant, run, write_config
 from test_mcp_content import Recorder, media_upstream
 
-from toolbound.mcp import Gateway
 from toolbound.mcp.content import TRUST_META_KEY
 
 if TYPE_CHECKING:
@@ -36,7 +35,7 @@ def session(
     config = write_config(tmp_path, media_upstream() + GRANTS)
 
     async def scenario() -> object:
-        gw = Gateway(config, sinks=[] if sink is None else [sink], errlog=QUIET)
+        gw = gateway(config, sinks=[] if sink is None else [sink])
         async with gw.running(), Client(gw.server.lowlevel(subject)) as client:
             return await body(client)
 
@@ -146,7 +145,7 @@ def test_a_scoped_grant_lets_a_caller_read_only_the_resources_in_its_scope(
     config = write_config(tmp_path, media_upstream() + scoped)
 
     async def scenario() -> tuple[object, str]:
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with gw.running(), Client(gw.server.lowlevel(LEO)) as client:
             allowed = await client.read_resource("test://static-text")
             with pytest.raises(MCPError) as refused:

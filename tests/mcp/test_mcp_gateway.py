@@ -21,7 +21,6 @@ from mcp_support import (
     FAULT_SERVER,
     LEO,
     MIRA,
-    QUIET,
     envelope,
     fault_upstream,
     gateway,
@@ -32,7 +31,6 @@ from mcp_support import (
 )
 
 from toolbound._state import State
-from toolbound.mcp import Gateway
 from toolbound.mcp.upstream import definition_of, digest_or_none
 
 if TYPE_CHECKING:
@@ -202,7 +200,7 @@ def test_a_draft_07_schema_is_validated_as_draft_07_and_recorded(
     sink = Recorder()
 
     async def scenario() -> tuple[object, str, dict[str, str]]:
-        gw = Gateway(config, sinks=[sink], errlog=QUIET)
+        gw = gateway(config, sinks=[sink])
         async with gw.running(), Client(gw.server.lowlevel(MIRA)) as client:
             done = await client.call_tool("fault.pair", {"pair": [7, "seven"]})
             refused = await client.call_tool("fault.pair", {"pair": [7, "seven", "more"]})

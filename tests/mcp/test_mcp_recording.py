@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from mcp_support import (
     TOKENS,
     as_,
+    built,
     envelope,
     gateway,
     grant,
@@ -119,10 +120,13 @@ def test_a_parked_call_is_listed_waiting_then_recorded_denied(tmp_path: Path) ->
             assert result.is_error
             assert gw.recorder is not None
             gw.recorder.flush()
-            [waiting] = _calls(config)
+            [waiting] = built(lambda: _calls(config))  # the journal, off the loop
             assert (waiting.status, waiting.surface) == ("awaiting_confirmation", "mcp-gateway")
             [parked] = gw.runtime.pending()
-            gw.runtime.deny(parked.invocation_id, digest=parked.digest, approver="ops")
+            # A decision in the journal: off the loop, as the gateway's own routes make it.
+            await gw.runtime.off_loop(
+                gw.runtime.deny, parked.invocation_id, digest=parked.digest, approver="ops"
+            )
 
     run(scenario())
     [call] = _calls(config)

@@ -28,11 +28,19 @@ from conformance_upstream import ELICIT_ENUMS
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_support import QUIET, TOKENS, as_, grant, run, serving, time_upstream, write_config
+from mcp_support import (
+    TOKENS,
+    as_,
+    gateway,
+    grant,
+    run,
+    serving,
+    time_upstream,
+    write_config,
+)
 from test_mcp_content import Recorder, media_upstream
 
 from toolbound._state import State
-from toolbound.mcp import Gateway
 from toolbound.mcp.content import TRUST_META_KEY
 from toolbound.mcp.federation import RESOURCE_NOT_FOUND
 from toolbound.mcp.passage import UPSTREAM_META_KEY
@@ -52,7 +60,7 @@ def test_an_upstream_s_progress_reaches_the_client_s_progress_callback(tmp_path:
         seen.append((progress, total, message))
 
     async def scenario() -> None:
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with serving(gw) as url, as_(TOKENS["mira"], url) as client:
             result = await client.call_tool(
                 "media.test_tool_with_progress", {}, progress_callback=on_progress
@@ -69,7 +77,7 @@ def test_a_client_s_cancellation_reaches_the_upstream_request(tmp_path: Path) ->
     config = write_config(tmp_path, media_upstream(state) + grant("mira", "media:read"))
 
     async def scenario() -> None:
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with serving(gw) as url, as_(TOKENS["mira"], url) as client:
             with anyio.move_on_after(1.0):
                 await client.call_tool("media.test_slow", {"seconds": 30})
@@ -140,7 +148,7 @@ def test_an_upstream_s_log_messages_reach_the_caller_at_its_level(tmp_path: Path
         logs.append(params)
 
     async def scenario() -> list[types.LoggingMessageNotificationParams]:
-        gw = Gateway(config, sinks=[recorder], errlog=QUIET)
+        gw = gateway(config, sinks=[recorder])
         async with (
             serving(gw) as url,
             legacy_client(url, TOKENS["mira"], logging_callback=on_log) as client,
@@ -174,7 +182,7 @@ def test_on_a_2026_connection_log_messages_follow_the_call_s_opt_in(tmp_path: Pa
         async def on_log(params: types.LoggingMessageNotificationParams) -> None:
             heard[level].append(params.data)
 
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with (
             serving(gw) as url,
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['mira']}"}) as http,
@@ -211,7 +219,7 @@ def test_sampling_reaches_the_caller_only_where_the_upstream_is_allowed(tmp_path
         config = write_config(folder, upstream)
 
         async def scenario() -> types.CallToolResult:
-            gw = Gateway(config, sinks=[recorder], errlog=QUIET)
+            gw = gateway(config, sinks=[recorder])
             async with (
                 serving(gw) as url,
                 legacy_client(url, TOKENS["mira"], sampling_callback=sample) as client,
@@ -251,7 +259,7 @@ def test_a_2026_client_is_not_asked_for_a_sample_and_the_upstream_hears_why(
         return types.CreateMessageResult(role="assistant", content=answer, model="test-model")
 
     async def scenario() -> types.CallToolResult:
-        gw = Gateway(config, sinks=[recorder], errlog=QUIET)
+        gw = gateway(config, sinks=[recorder])
         async with (
             serving(gw) as url,
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKENS['mira']}"}) as http,
@@ -277,7 +285,7 @@ def test_a_refused_elicitation_is_kept_in_the_journal_with_its_reason(tmp_path: 
         return types.ElicitResult(action="decline")
 
     async def scenario() -> None:
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with (
             serving(gw) as url,
             legacy_client(url, TOKENS["mira"], elicitation_callback=elicit) as client,
@@ -307,7 +315,7 @@ def test_elicitation_reaches_the_caller_with_its_schema_whole(tmp_path: Path) ->
         return types.ElicitResult(action="accept", content={"untitledSingle": "option2"})
 
     async def scenario() -> types.CallToolResult:
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with (
             serving(gw) as url,
             legacy_client(url, TOKENS["mira"], elicitation_callback=elicit) as client,
@@ -340,7 +348,7 @@ def test_a_subscribed_caller_hears_of_updates_until_it_unsubscribes(tmp_path: Pa
         return said(await client.call_tool("media.test_touch_resource", {"uri": uri}))
 
     async def scenario() -> tuple[str, str]:
-        gw = Gateway(config, sinks=[recorder], errlog=QUIET)
+        gw = gateway(config, sinks=[recorder])
         async with (
             serving(gw) as url,
             legacy_client(url, TOKENS["mira"], message_handler=on_message) as client,
@@ -368,7 +376,7 @@ def test_a_caller_without_the_resources_grant_cannot_subscribe(tmp_path: Path) -
     config = write_config(tmp_path, asking_upstream())
 
     async def scenario() -> MCPError:
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with serving(gw) as url, legacy_client(url, TOKENS["leo"]) as client:
             subscribe = types.SubscribeRequest(
                 params=types.SubscribeRequestParams(uri="test://watched-resource")
@@ -387,7 +395,7 @@ def test_subscriptions_are_offered_only_when_an_upstream_offers_them(tmp_path: P
     config = write_config(tmp_path, time_upstream() + grant("mira", "time:resources"))
 
     async def scenario() -> types.ServerCapabilities:
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with serving(gw) as url, legacy_client(url, TOKENS["mira"]) as client:
             return client.server_capabilities
 
@@ -406,7 +414,7 @@ def test_an_upstream_s_tool_list_change_reaches_the_gateway_s_clients(tmp_path: 
             heard.append(message)
 
     async def scenario() -> None:
-        gw = Gateway(config, errlog=QUIET)
+        gw = gateway(config)
         async with (
             serving(gw) as url,
             legacy_client(url, TOKENS["mira"], message_handler=on_message) as client,

@@ -15,10 +15,9 @@ import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp_support import QUIET, TOKENS, grant, run, serving, write_config
+from mcp_support import TOKENS, gateway, grant, run, serving, write_config
 from test_mcp_content import media_upstream
 
-from toolbound.mcp import Gateway
 from toolbound.mcp.events import DEFAULT_RETRY_MS, MemoryEventStore
 
 if TYPE_CHECKING:
@@ -98,7 +97,7 @@ async def replay(http: httpx2.AsyncClient, url: str, sid: str, last: str) -> lis
 @contextlib.asynccontextmanager
 async def gateway_url(tmp_path: Path) -> AsyncIterator[str]:
     config = write_config(tmp_path, media_upstream() + grant("mira", "media:read"))
-    async with serving(Gateway(config, errlog=QUIET)) as url:
+    async with serving(gateway(config)) as url:
         yield url
 
 

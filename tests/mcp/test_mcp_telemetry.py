@@ -24,10 +24,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_support import (
     HERE,
     MIRA,
-    QUIET,
     TOKENS,
     as_,
     fault_upstream,
+    gateway,
     grant,
     run,
     serving,
@@ -41,7 +41,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from toolbound import Grant, GrantPolicy, Registry, Runtime, ToolSpec
-from toolbound.mcp import Gateway
 from toolbound.mcp.server import GuardedServer, StaticCatalog
 from toolbound.mcp.telemetry import instrument, session_digest
 from toolbound.otel import OpenTelemetrySink
@@ -106,7 +105,7 @@ def echoed(tmp_path_factory: pytest.TempPathFactory) -> Echoed:
     state.mkdir()
     config = write_config(folder, fault_upstream(state) + grant("mira", "fault:read"))
     telemetry = Exporting()
-    gw = Gateway(config, sinks=[telemetry.sink], errlog=QUIET)
+    gw = gateway(config, sinks=[telemetry.sink])
 
     async def scenario() -> types.CallToolResult:
         async with serving(gw) as url, as_(TOKENS["mira"], url) as client:
@@ -192,7 +191,7 @@ def test_every_request_gets_a_server_span_named_after_its_method(tmp_path: Path)
     state.mkdir()
     config = write_config(tmp_path, fault_upstream(state) + grant("mira", "fault:read"))
     telemetry = Exporting()
-    gw = Gateway(config, sinks=[telemetry.sink], errlog=QUIET)
+    gw = gateway(config, sinks=[telemetry.sink])
 
     async def scenario() -> types.CallToolResult:
         async with serving(gw) as url, as_(TOKENS["mira"], url) as client:
@@ -273,7 +272,7 @@ def test_a_handshake_era_session_is_named_by_a_digest(tmp_path: Path) -> None:
     state.mkdir()
     config = write_config(tmp_path, fault_upstream(state) + grant("mira", "fault:read"))
     telemetry = Exporting()
-    gw = Gateway(config, sinks=[telemetry.sink], errlog=QUIET)
+    gw = gateway(config, sinks=[telemetry.sink])
 
     async def scenario() -> None:
         async with (

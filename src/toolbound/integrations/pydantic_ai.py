@@ -436,7 +436,7 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         """
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
-            results = await asyncio.to_thread(self.decided, requests)
+            results = await self._runtime.off_loop(self.decided, requests)
             left = deadline - asyncio.get_running_loop().time()
             if results is not None or left <= 0:
                 return results
@@ -450,7 +450,7 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         if inbox is None:
             msg = "this approval names a call in a journal: give the runtime one"
             raise ConfigurationError(msg, code="no_journal")
-        call = await asyncio.to_thread(inbox.journal.journal.get_call, named[0])
+        call = await self._runtime.off_loop(inbox.journal.journal.get_call, named[0])
         request = {} if call is None else call.body.get("request")
         if (
             call is None

@@ -217,8 +217,9 @@ def tools_command(config: GatewayConfig, *, as_json: bool) -> None:
     """
     from toolbound.mcp.gateway import Gateway  # noqa: PLC0415
 
+    gateway = Gateway(config)  # its stores open here, before the loop runs
+
     async def show() -> int:
-        gateway = Gateway(config)
         async with gateway.running():
             statuses = gateway.status()
         unreachable = sorted(gateway.unreachable)
@@ -277,8 +278,9 @@ def approve_tool(config: GatewayConfig, name: str, digest: str, approver: str) -
     """Approve the current definition of a quarantined tool, by the digest you reviewed."""
     from toolbound.mcp.gateway import Gateway, ToolVersionMismatch  # noqa: PLC0415
 
+    gateway = Gateway(config)  # its stores open here, before the loop runs
+
     async def approve() -> None:
-        gateway = Gateway(config)
         async with gateway.running():
             status = await gateway.approve_tool(name, digest=digest, approver=approver)
         click.echo(f"{status.name}\t{status.state}\t{status.digest}")
@@ -315,8 +317,9 @@ def review_command(
         raise click.UsageError(msg)
     console = command_console()
 
+    gateway = Gateway(config)  # its stores open here, before the loop runs
+
     async def show() -> int:
-        gateway = Gateway(config)
         async with gateway.running():
             unreachable = sorted(gateway.unreachable)
             for upstream in () if as_json else unreachable:
@@ -602,6 +605,7 @@ def mcp_serve(
         ledger=ledger_for(config.service.store_url),
         clock=clock,
         sinks=(*telemetry_sinks(config.service), *(() if recorder is None else (recorder,))),
+        io_threads=config.service.io_threads,
     )
     try:
         _serve(

@@ -36,7 +36,6 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Literal
 
-import anyio
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -50,7 +49,8 @@ from toolbound.adapters.http import (
     reason_from,
 )
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.identity import TokenRefused, may_fetch
+from toolbound.identity import TokenRefused
+from toolbound.mcp.tokens import off_loop_if_fetching
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class ConfirmationEndpoint:
         try:
             # With a journal the decision is a compare-and-set there: off the loop.
             inline = self.runtime.inbox is None
-            confirmation = decide() if inline else await anyio.to_thread.run_sync(decide)
+            confirmation = decide() if inline else await self.runtime.off_loop(decide)
             # Decided elsewhere (another approver, the client's own elicitation)
             # meanwhile: the desk or the runtime refuses, and the call stays as it is.
             return await self.runtime.aconfirm(confirmation, timeout=self.timeout)
@@ -215,11 +215,8 @@ class ConfirmationEndpoint:
         if scheme.lower() != "bearer" or not token.strip():
             raise ApiError(401, "unauthenticated", "send a token: Authorization: Bearer TOKEN")
         try:
-            if may_fetch(token.strip()):
-                # A JWT's issuer may be slow: its wait is this request's, not the loop's.
-                principal = await anyio.to_thread.run_sync(self._principal_for, token.strip())
-            else:
-                principal = self._principal_for(token.strip())
+            # A JWT's issuer may be slow: its wait is this request's, not the loop's.
+            principal = await off_loop_if_fetching(self.runtime, self._principal_for, token.strip())
         except TokenRefused as refused:
             raise ApiError(refused.status, refused.code, str(refused)) from None
         if principal is None:

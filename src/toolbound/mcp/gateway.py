@@ -69,6 +69,7 @@ from toolbound.mcp.server import (
     holds_capability,
 )
 from toolbound.mcp.telemetry import instrument
+from toolbound.mcp.tokens import off_loop_if_fetching
 from toolbound.mcp.upstream import (
     Upstream,
     UpstreamTool,
@@ -83,6 +84,7 @@ from toolbound.registry import RegisteredTool, Registry, ToolSet
 from toolbound.wiring import journal_recorder, ledger_for, policy_for, telemetry_sinks
 
 try:
+    import anyio
     from starlette.responses import Response
     from starlette.routing import Route
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -167,6 +169,7 @@ class Gateway:
                     self.metrics,
                     *(() if self.recorder is None else (self.recorder,)),
                 ),
+                io_threads=config.service.io_threads,
             )
         self.runtime = runtime
         self.approvals = ApprovalStore(config.approvals_path)
@@ -243,13 +246,17 @@ class Gateway:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
-        """Started inside; stopped and closed after (a gateway runs once)."""
+        """Started inside; stopped and closed after (a gateway runs once).
+
+        Closing writes the journal's last rows and closes the stores: a thread of its
+        own does it, while the loop waits without blocking.
+        """
         await self.start()
         try:
             yield self
         finally:
             await self.stop()
-            self.close()
+            await anyio.to_thread.run_sync(self.close)
 
     def http(
         self, *, allowed_hosts: list[str] | None = None, local: Subject | None = None
@@ -294,7 +301,9 @@ class Gateway:
             error = ApiError(401, "unauthenticated", "send an operator's token: Bearer TOKEN")
             return problem_response(error)
         try:
-            principal = self.config.service.authenticate(token.strip())
+            principal = await off_loop_if_fetching(
+                self.runtime, self.config.service.authenticate, token.strip()
+            )
         except TokenRefused as refused:
             return problem_response(ApiError(refused.status, refused.code, str(refused)))
         note_principal(principal)  # the access log names who called

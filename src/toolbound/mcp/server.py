@@ -44,7 +44,6 @@ stdio and in-process use, the ``Authorization: Bearer`` token for HTTP
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import hashlib
@@ -54,14 +53,13 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.access_log import AccessLog, note_caller, note_rpc
 from toolbound.gates.parse import ParseLimits, parse_arguments
-from toolbound.identity import may_fetch
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
 from toolbound.mcp.inbox import HandedOver, applying
@@ -75,6 +73,7 @@ from toolbound.mcp.relay import (
 from toolbound.mcp.reporting import LogLevels, relaying
 from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
+from toolbound.mcp.tokens import off_loop_if_fetching
 from toolbound.mcp.wire import DirectCalls
 from toolbound.pipeline.confirm import ConfirmOnce
 from toolbound.pipeline.runtime import CallContext, Runtime
@@ -82,7 +81,6 @@ from toolbound.registry import Registry, ToolSet
 from toolbound.results.encode import dumps, model_result
 
 try:
-    import anyio
     import mcp_types as types
     from mcp.server import Server
     from mcp.server.stdio import stdio_server
@@ -131,7 +129,6 @@ __all__ = [
     "tool_definition",
 ]
 
-_T = TypeVar("_T")
 
 SUBJECT_SCOPE_KEY: Final = "toolbound.subject"
 """Where :class:`HttpEndpoint` puts the authenticated :class:`~toolbound.Subject` in
@@ -732,7 +729,7 @@ class GuardedServer:
                     reason=answer.reason,
                 )
                 # With a journal the decision is a compare-and-set there: off the loop.
-                return deny() if self.runtime.inbox is None else await asyncio.to_thread(deny)
+                return deny() if self.runtime.inbox is None else await self.runtime.off_loop(deny)
             return self.runtime.cancel_pending(parked.invocation_id)
         except ConfirmationMismatch:
             return None
@@ -945,20 +942,11 @@ class HttpEndpoint:
             if name == b"authorization":
                 scheme, _, token = value.decode("latin-1").partition(" ")
                 if scheme.lower() == "bearer" and token.strip():
-                    return await _off_loop_if_fetching(self._authenticate, token.strip())
+                    return await off_loop_if_fetching(
+                        self.server.runtime, self._authenticate, token.strip()
+                    )
                 return None  # credentials we cannot read are refused, even in local mode
         return self._local
-
-
-async def _off_loop_if_fetching(authenticate: Callable[[str], _T], token: str) -> _T:
-    """``authenticate(token)``; on a worker thread when it may fetch an issuer's keys.
-
-    A JWT's issuer may answer slowly or never: its wait is this request's, never the
-    event loop's, so no other request stalls on it (an API key is a hash look-up).
-    """
-    if may_fetch(token):
-        return await anyio.to_thread.run_sync(authenticate, token)
-    return authenticate(token)
 
 
 def _subscription_handlers(

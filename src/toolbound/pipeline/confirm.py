@@ -322,6 +322,9 @@ class ConfirmOnce:
     Re-checks after a person's decision are passed through unchanged.
     """
 
+    reads_store = True
+    """The first exception reads the ledger: the async API decides off its loop."""
+
     def __init__(self, inner: Policy, runtime: _Holds | None = None) -> None:
         self.inner = inner
         self.runtime = runtime

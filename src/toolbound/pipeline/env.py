@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from toolbound._model import JSONValue
     from toolbound.execution.executor import Executor
     from toolbound.execution.fence import Lease
+    from toolbound.execution.offload import Offload
     from toolbound.execution.retry import RetryPolicy, Sleeper
     from toolbound.execution.tool import SecretProvider
     from toolbound.gates.authorize import Policy
@@ -50,6 +51,8 @@ class Env:
     sleeper: Sleeper
     rng: Callable[[], float]
     kept: KeptResults
+    offload: Offload
+    """Where the async API's ledger and journal work runs, off the caller's loop."""
     lease: Lease | None = None
     """How long this process surely holds the writes it runs; ``None``: no lease."""
 

@@ -112,28 +112,30 @@ async def arun(env: Env, call: Prepared) -> Outcome:
     if call.tool.spec.transactional:
         # One worker thread owns the whole transaction, connection and all.
         return await env.executor.in_worker(run_transactional, env, call)
-    started = _start(env, call)
-    if not isinstance(started, ToolContext):
-        return started
+    ready = _checked(env, call)
+    if not isinstance(ready, tuple):  # it ends 'failed' in the ledger: off the loop
+        return await env.offload.finish(endings.failed_before, env, call, ready)
+    started = _begin_attempt(call, *ready)
     raw = await aattempt(env, call.tool, started, call.ctx.cancel, call=call)
     return await aresume(env, call, started, raw)
 
 
 async def aresume(env: Env, call: Prepared, tctx: ToolContext, raw: RawAttempt) -> Outcome:
-    """:func:`resume` for async callers."""
+    """:func:`resume` for async callers: what records the ledger runs off the loop."""
+    offload = env.offload
     while True:
         if raw.not_started is not None:
-            return _not_started(env, call, raw, raw.not_started)
+            return await offload.finish(_not_started, env, call, raw, raw.not_started)
         if raw.caller_cancelled:
             # The caller's task was cancelled: settle the call truthfully, then
             # let the cancellation go on as asyncio expects.
-            settle.settle(env, call, raw)
+            await offload.finish(settle.settle, env, call, raw)
             raise asyncio.CancelledError
         decision = _retry_decision(env, call, raw)
         answer = None
         if decision is not None and decision.action == "query":
             answer = await env.executor.in_worker(_ask, call)
-        step = _after_attempt(env, call, raw, decision, answer)
+        step = await offload.finish(_after_attempt, env, call, raw, decision, answer)
         if not isinstance(step, _Retry):
             return step
         await env.sleeper.asleep(step.delay)
@@ -288,6 +290,12 @@ def _start(env: Env, call: Prepared) -> ToolContext | Outcome:
 
 def _prestart(env: Env, call: Prepared) -> tuple[dict[str, str], float] | Outcome:
     """The credentials and the time left, or why the tool cannot start."""
+    ready = _checked(env, call)
+    return ready if isinstance(ready, tuple) else endings.failed_before(env, call, ready)
+
+
+def _checked(env: Env, call: Prepared) -> tuple[dict[str, str], float] | Problem:
+    """The credentials and the time left, or the problem that keeps the tool from starting."""
     spec = call.tool.spec
     budget = _remaining(env, call)
     secrets: dict[str, str] = {}
@@ -297,20 +305,12 @@ def _prestart(env: Env, call: Prepared) -> tuple[dict[str, str], float] | Outcom
                 raise KeyError(name)  # noqa: TRY301 - same path as a missing secret
             secrets[name] = env.secrets.get(name)
         except KeyError:
-            return endings.failed_before(
-                env,
-                call,
-                make_problem(
-                    "secret_unavailable",
-                    f"the credential {name!r} this tool needs is not configured",
-                ),
+            return make_problem(
+                "secret_unavailable",
+                f"the credential {name!r} this tool needs is not configured",
             )
     if budget <= 0:
-        return endings.failed_before(
-            env,
-            call,
-            make_problem("deadline_exceeded", "the deadline passed before the tool could start"),
-        )
+        return make_problem("deadline_exceeded", "the deadline passed before the tool could start")
     return secrets, budget
 
 

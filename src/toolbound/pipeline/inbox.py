@@ -20,9 +20,8 @@ may decide it in the service's API or console as well as in this process.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar
 
 from toolbound._errors import ConfirmationMismatch
 from toolbound._model import Proposal
@@ -30,6 +29,7 @@ from toolbound.inbox import Decided, Inbox
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from datetime import datetime
 
     from toolbound._clock import Clock
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from toolbound.recording import JournalRecorder
 
 __all__ = ["HeldInbox", "JournaledCalls"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 class JournaledCalls:
@@ -78,6 +81,10 @@ class _Resumes(Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+    async def off_loop(
+        self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> _T: ...
 
     def run(self, proposal: Proposal, context: CallContext) -> Outcome: ...
 
@@ -130,8 +137,8 @@ class HeldInbox:
     async def aapply(self) -> list[Outcome]:
         """:meth:`apply` for async callers: the journal is read off the event loop."""
         outcomes = []
-        for decided in await asyncio.to_thread(self.decisions):
-            confirmation = await asyncio.to_thread(self.take, decided.invocation_id)
+        for decided in await self._runtime.off_loop(self.decisions):
+            confirmation = await self._runtime.off_loop(self.take, decided.invocation_id)
             if confirmation is not None:
                 outcomes.append(await self._runtime.aconfirm(confirmation))
         return outcomes
@@ -150,7 +157,7 @@ class HeldInbox:
 
     async def aresume(self, invocation_id: str, context: CallContext) -> Outcome:
         """:meth:`resume` for async callers: the journal is read off the event loop."""
-        proposal, resumed = await asyncio.to_thread(self._resumed, invocation_id, context)
+        proposal, resumed = await self._runtime.off_loop(self._resumed, invocation_id, context)
         return await self._runtime.arun(proposal, resumed)
 
     # -- internals -------------------------------------------------------------------------

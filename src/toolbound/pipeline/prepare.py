@@ -106,10 +106,10 @@ def ready(env: Env, step: Prepared | Waiting | Outcome) -> Prepared | Outcome:
 
 
 async def aready(env: Env, step: Prepared | Waiting | Outcome) -> Prepared | Outcome:
-    """:func:`ready` for async callers."""
+    """:func:`ready` for async callers: each look at the ledger is off the loop."""
     while isinstance(step, Waiting):
         await asyncio.sleep(_WAIT_POLL)
-        step = prepare(env, step.call, step.until)
+        step = await env.offload.finish(prepare, env, step.call, step.until)
     return step
 
 

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import random
 from dataclasses import replace
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Self, cast
+from typing import TYPE_CHECKING, ParamSpec, Self, TypeVar, cast
 
 from toolbound._clock import SystemClock
 from toolbound._errors import ConfirmationMismatch
 from toolbound._ids import call_ids
 from toolbound._state import State
 from toolbound.execution.executor import Executor
+from toolbound.execution.offload import Offload
 from toolbound.execution.retry import SystemSleeper
 from toolbound.gates.confirm import Edit
 from toolbound.gates.parse import DEFAULT_LIMITS, ParseLimits
 from toolbound.ledger.memory import MemoryLedger
-from toolbound.pipeline import admit, confirm, endings, execute, express, prepare
+from toolbound.pipeline import admit, confirm, endings, execute, express, offloop, prepare
 from toolbound.pipeline.admit import Preview
 from toolbound.pipeline.call import Admitted, CallContext, Prepared
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk, HeldCalls
@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CallContext", "Preview", "Runtime"]
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
 
 class Runtime:
     """Runs proposals against registered tools under a policy.
@@ -64,11 +67,9 @@ class Runtime:
     ``max_attempts``, with the same idempotency key, waiting through ``sleeper``
     (``retry_policy`` sets the backoff; ``rng`` its jitter). ``ledger`` is the
     idempotency ledger: in memory by default, :class:`~toolbound.SQLiteLedger` or
-    ``PostgresLedger`` for durability. With ``hold_parked=False`` a call that needs
-    confirmation is answered :class:`~toolbound.AwaitingConfirmation` and not kept
-    here: the caller's own store keeps it and resumes it later with
-    ``CallContext.approval`` (the service does this, so any of its processes can
-    resume a call another one parked).
+    ``PostgresLedger`` for durability. With ``hold_parked=False`` a parked call is not
+    kept here: the caller's store keeps it and resumes it with ``CallContext.approval``
+    (the service does, so any of its processes resumes a call another parked).
 
     With ``journal`` (a :class:`~toolbound.journal.Journal`, e.g.
     ``open_journal("sqlite:///calls.db")``) every call is also kept in it, with
@@ -85,6 +86,10 @@ class Runtime:
     is invoked only while the lease has at least its margin left, as well as before
     the call's deadline; otherwise the attempt ends ``lease_lost`` and the tool never
     starts (R9, :mod:`toolbound.execution.fence`).
+
+    The async API (:meth:`arun`, :meth:`aconfirm`, …) keeps its caller's event loop
+    free: the ledger's claims and records run on a pool of ``io_threads`` threads
+    (:meth:`off_loop`), the gates' in-memory work on the loop (:mod:`.offloop`).
     """
 
     def __init__(
@@ -107,6 +112,7 @@ class Runtime:
         journal: Journal | None = None,
         lease: Lease | None = None,
         holder: str | None = None,
+        io_threads: int = 8,
     ) -> None:
         self.recorder = (
             None if journal is None else JournalRecorder(journal, surface="library", holder=holder)
@@ -128,6 +134,7 @@ class Runtime:
             sleeper=sleeper if sleeper is not None else SystemSleeper(),
             rng=rng,
             kept=KeptResults(kept_results),
+            offload=Offload(io_threads, name="toolbound-runtime-io"),
             lease=lease,
         )
         self._held = HeldCalls()
@@ -171,6 +178,10 @@ class Runtime:
         """The clock the trace, deadlines and normalization read."""
         return self._env.clock
 
+    async def off_loop(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``fn(*args, **kwargs)`` on this runtime's I/O pool, awaited from the loop."""
+        return await self._env.offload(fn, *args, **kwargs)
+
     # -- running a proposal --------------------------------------------------------------
 
     def run(self, proposal: Proposal, context: CallContext) -> Outcome:
@@ -187,10 +198,9 @@ class Runtime:
         """:meth:`run` for async callers: async tools run on the caller's loop."""
         env = self._env
         call = admit.open_call(env, proposal, context)
-        verdict = admit.judge(env, proposal, context, life=call.life)
-        if express.takes(verdict, context):
-            return await express.arun(env, call, verdict)
-        step = self._front(env, call, verdict)
+        step = await offloop.admit_call(env, proposal, context, call, self._front)
+        if isinstance(step, admit.Verdict):  # the express lane takes it
+            return await express.arun(env, call, step)
         if isinstance(step, prepare.Waiting):  # the same call is executing elsewhere (R8)
             step = await prepare.aready(env, step)
         return await execute.arun(env, step) if isinstance(step, Prepared) else step
@@ -305,7 +315,7 @@ class Runtime:
     ) -> Outcome:
         """:meth:`approve` for async callers (a journal's compare-and-set off the loop)."""
         issue = partial(self.issue, invocation_id, digest=digest, approver=approver, ttl=ttl)
-        confirmation = issue() if self.inbox is None else await asyncio.to_thread(issue)
+        confirmation = issue() if self.inbox is None else await self.off_loop(issue)
         return await self.aconfirm(confirmation, timeout=timeout)
 
     def deny(
@@ -339,7 +349,8 @@ class Runtime:
     ) -> Outcome:
         """:meth:`confirm` for async callers."""
         env = self._env
-        step = await prepare.aready(env, self._resume(env, confirmation, timeout))
+        resumed = await env.offload.finish(self._resume, env, confirmation, timeout)
+        step = await prepare.aready(env, resumed)
         return await execute.arun(env, step) if isinstance(step, Prepared) else step
 
     def edit(
@@ -484,6 +495,7 @@ class Runtime:
         With a journal, the calls that ended are written to it first.
         """
         self._env.executor.close()
+        self._env.offload.close()
         if self.recorder is not None:
             self.recorder.close()
 
