@@ -27,9 +27,9 @@ import threading
 import time
 import types
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
-from toolbound.execution.workers import Answer, Job, Workers, answer
+from toolbound.execution.workers import Answer, Job, Workers, answer, on_worker
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine, Generator
@@ -194,18 +194,7 @@ class Executor:
 
     async def in_worker(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run a blocking function on one worker thread, from async code."""
-        loop = asyncio.get_running_loop()
-        waiter = Answer(loop)
-        job = Job(fn, args, loop=loop, waiter=waiter)
-        self.workers().submit(job)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            job.dropped = True
-            raise
-        if job.error is not None:
-            raise job.error
-        return job.value  # type: ignore[return-value]  # what fn returned
+        return cast("_T", await on_worker(self.workers(), fn, args))
 
     def workers(self) -> Workers:
         """The worker threads, started on first use."""

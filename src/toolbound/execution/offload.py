@@ -24,7 +24,7 @@ import contextvars
 import functools
 from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
 
-from toolbound.execution.workers import Answer, Job, Workers
+from toolbound.execution.workers import Answer, Job, Workers, on_worker
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -51,20 +51,8 @@ class Offload:
         Cancelled while it waits, the call is dropped: skipped if no thread has
         started it, else left to end with nobody reading what it returns.
         """
-        loop = asyncio.get_running_loop()
-        context = contextvars.copy_context()
-        waiter = Answer(loop)
-        call = functools.partial(context.run, fn, *args, **kwargs)
-        job = Job(call, (), loop=loop, waiter=waiter)
-        self._workers.submit(job)
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            job.dropped = True
-            raise
-        if job.error is not None:
-            raise job.error
-        return cast("_T", job.value)
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+        return cast("_T", await on_worker(self._workers, call, ()))
 
     async def finish(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """:meth:`__call__` for a step that must not be cut off: it runs to its end.

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import contextvars
     from collections.abc import Callable, Generator
 
-__all__ = ["Answer", "Job", "Workers"]
+__all__ = ["Answer", "Job", "Workers", "on_worker"]
 
 
 class Job:
@@ -315,6 +315,28 @@ class Workers:
         # The child has none of the parent's threads, and must not ring its doorbell.
         self._line = _Line()
         weakref.finalize(self, self._line.stop)
+
+
+async def on_worker(
+    workers: Workers, fn: Callable[..., object], args: tuple[object, ...]
+) -> object:
+    """``fn(*args)`` on one of ``workers``' threads, awaited from the running loop.
+
+    Cancelled while it waits, the caller drops the job: skipped if no thread has
+    started it, else left to end with nobody reading what it returns.
+    """
+    loop = asyncio.get_running_loop()
+    waiter = Answer(loop)
+    job = Job(fn, args, loop=loop, waiter=waiter)
+    workers.submit(job)
+    try:
+        await waiter
+    except asyncio.CancelledError:
+        job.dropped = True
+        raise
+    if job.error is not None:
+        raise job.error
+    return job.value
 
 
 def _take_jobs(jobs: collections.deque[Job | None]) -> list[Job]:
