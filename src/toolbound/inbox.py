@@ -32,7 +32,29 @@ if TYPE_CHECKING:
     from toolbound.gates.confirm import Confirmation
     from toolbound.journal import Journal, StoredCall
 
-__all__ = ["Decided", "Inbox"]
+__all__ = ["Decided", "Inbox", "record_decision"]
+
+
+def record_decision(
+    journal: Journal,
+    confirmation: Confirmation,
+    *,
+    owner: str | None,
+    lease: float | None,
+    running: bool = False,
+) -> StoredCall:
+    """The journal's compare-and-set of ``confirmation``, the call then held by ``owner``."""
+    return journal.decide(
+        confirmation.invocation_id,
+        decision="approved" if confirmation.approved else "denied",
+        approver=confirmation.approver,
+        now=confirmation.at,
+        digest=confirmation.digest,
+        reason=confirmation.reason,
+        owner=owner,
+        lease=lease,
+        running=running,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,16 +120,8 @@ class Inbox:
         process's alone: nothing is recorded and the decision stands.
         """
         try:
-            self.journal.decide(
-                confirmation.invocation_id,
-                decision="approved" if confirmation.approved else "denied",
-                approver=confirmation.approver,
-                now=confirmation.at,
-                digest=confirmation.digest,
-                reason=confirmation.reason,
-                owner=self.holder,
-                lease=self.lease,
-                running=True,
+            record_decision(
+                self.journal, confirmation, owner=self.holder, lease=self.lease, running=True
             )
         except JournalError as exc:
             if exc.code in {"not_found", "holder_gone"}:

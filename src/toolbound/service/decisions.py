@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from toolbound._errors import ConfirmationMismatch
 from toolbound.adapters.http import ApiError, decision_refused
 from toolbound.gates.confirm import ConfirmationRequest
+from toolbound.inbox import record_decision
 from toolbound.journal import JournalError, call_event
 from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 
@@ -179,17 +180,8 @@ class StoredConfirmations:
     def record(self, confirmation: Confirmation) -> None:
         """Compare-and-set the decision; a call decided meanwhile is ``not_pending``."""
         try:
-            self._journal.decide(
-                confirmation.invocation_id,
-                decision="approved" if confirmation.approved else "denied",
-                approver=confirmation.approver,
-                now=confirmation.at,
-                digest=confirmation.digest,
-                reason=confirmation.reason,
-                # The process recording the decision runs the call: it holds it.
-                owner=self._owner,
-                lease=self._lease,
-            )
+            # The process recording the decision runs the call: it holds it.
+            record_decision(self._journal, confirmation, owner=self._owner, lease=self._lease)
         except JournalError as exc:
             code = "holder_gone" if exc.code == "holder_gone" else "not_pending"
             raise ConfirmationMismatch(str(exc), code=code) from None
