@@ -34,6 +34,16 @@ class SQLBase:
         raise NotImplementedError
         yield
 
+    @contextmanager
+    def _read(self) -> Iterator[Cursor]:
+        """A cursor for one read statement, which is its own snapshot: no ``BEGIN``/``COMMIT``.
+
+        Only for a single statement; reads that must agree with each other take
+        ``_tx(write=False)``.
+        """
+        with self._tx(write=False) as cur:
+            yield cur
+
     def _q(self, sql: str) -> str:
         return sql.replace("?", self._mark)
 
@@ -119,7 +129,8 @@ class RequestsSQL(SQLBase):
             )
 
     def peek_request(self, tenant: str, key: str, fingerprint: str) -> ClaimedRequest | None:
-        with self._tx(write=False) as cur:
+        """What an earlier request with ``key`` found: one statement, its own snapshot."""
+        with self._read() as cur:
             return self._existing(cur, tenant, key, fingerprint)
 
     def _existing(
@@ -167,7 +178,7 @@ class SessionsSQL(SQLBase):
             )
 
     def session_principal(self, session_id: str, *, now: datetime) -> str | None:
-        with self._tx(write=False) as cur:
+        with self._read() as cur:
             cur.execute(
                 self._q(
                     "SELECT principal FROM toolbound_console_sessions"
