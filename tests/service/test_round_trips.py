@@ -22,10 +22,10 @@ from toolbound.service.core import Service
 # kind of request: Count(statements, transactions) on SQLite, then on PostgreSQL.
 # A PostgreSQL figure counts the pools' check of a connection (an empty statement).
 PINNED: dict[str, tuple[Count, Count]] = {
-    "read": (Count(16, 2), Count(18, 2)),
-    "write": (Count(23, 5), Count(26, 5)),
-    "write, parked": (Count(17, 3), Count(20, 3)),
-    "decision (approve)": (Count(29, 8), Count(35, 8)),
+    "read": (Count(7, 2), Count(9, 2)),
+    "write": (Count(17, 5), Count(19, 5)),
+    "write, parked": (Count(13, 3), Count(16, 3)),
+    "decision (approve)": (Count(18, 8), Count(24, 8)),
     "GET invocation": (Count(1, 1), Count(2, 1)),
     "confirmations list": (Count(2, 2), Count(4, 2)),
     "console pending page": (Count(3, 3), Count(6, 3)),

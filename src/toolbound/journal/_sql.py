@@ -42,6 +42,9 @@ _NOTICE_OF: dict[str, NoticeKind] = {
 _ENDED = frozenset({"observed", "rejected", "failed", "cancelled", "interrupted"})
 """Statuses that end a call; a decided call ending so gives a ``finished`` notice."""
 
+_ROWS_A_STATEMENT = 200
+"""Events one ``INSERT`` writes at most (three parameters each, under SQLite's bound)."""
+
 _SERVICE = "COALESCE(surface, 'service') = 'service'"
 """A call the service ran: only those does its recovery take over (rows from before
 surfaces were kept are the service's)."""
@@ -167,16 +170,20 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
     ) -> None:
         if not events:
             return
-        # Each row numbered after the call's last, in the statement: no round trip to
-        # read the number first (the rows of one executemany see the ones before them).
-        cur.executemany(
-            self._q(
-                "INSERT INTO toolbound_call_events (invocation_id, seq, at, kind, event)"
-                " VALUES (?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM toolbound_call_events"
-                " WHERE invocation_id = ?), ?, ?, ?)"
-            ),
-            [(invocation_id, invocation_id, *_row(e)) for e in events],
-        )
+        # One statement for the rows: each numbered after the call's last, read in the
+        # same statement (no round trip to read the number first), in the given order.
+        for start in range(0, len(events), _ROWS_A_STATEMENT):
+            rows = events[start : start + _ROWS_A_STATEMENT]
+            values = ", ".join(f"({i}, ?, ?, ?)" for i in range(len(rows)))
+            cur.execute(
+                self._q(
+                    "INSERT INTO toolbound_call_events (invocation_id, seq, at, kind, event)"  # noqa: S608 - fixed SQL, numbered rows
+                    " SELECT ?, n.next + v.column1, v.column2, v.column3, v.column4"
+                    " FROM (SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM toolbound_call_events"
+                    f" WHERE invocation_id = ?) AS n, (VALUES {values}) AS v"
+                ),
+                (invocation_id, invocation_id, *(v for e in rows for v in _row(e))),
+            )
 
     def events(self, invocation_id: str) -> list[dict[str, object]]:
         with self._tx(write=False) as cur:
