@@ -154,8 +154,9 @@ def _auth(who: str) -> dict[str, str]:
 
 
 def _propose(client: TestClient, tool: str, text: str) -> dict[str, object]:
+    """Propose ``tool`` with a text of its own: each write is a new effect, never a replay."""
     key = uuid.uuid4().hex
-    body = {"tool": tool, "arguments": f'{{"text": "{text}"}}', "call_id": f"call-{key}"}
+    body = {"tool": tool, "arguments": f'{{"text": "{text} {key}"}}', "call_id": f"call-{key}"}
     r = client.post("/v1/proposals", json=body, headers={**_auth("agent"), "Idempotency-Key": key})
     assert r.status_code in {200, 202}, r.text
     answer: dict[str, object] = r.json()

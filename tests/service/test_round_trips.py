@@ -23,7 +23,7 @@ from toolbound.service.core import Service
 # A PostgreSQL figure counts the pools' check of a connection (an empty statement).
 PINNED: dict[str, tuple[Count, Count]] = {
     "read": (Count(7, 2), Count(9, 2)),
-    "write": (Count(17, 5), Count(19, 5)),
+    "write": (Count(15, 5), Count(18, 5)),
     "write, parked": (Count(13, 3), Count(16, 3)),
     "decision (approve)": (Count(18, 8), Count(24, 8)),
     "GET invocation": (Count(1, 1), Count(2, 1)),
