@@ -25,7 +25,7 @@ PINNED: dict[str, tuple[Count, Count]] = {
     "read": (Count(7, 2), Count(9, 2)),
     "write": (Count(15, 5), Count(18, 5)),
     "write, parked": (Count(13, 3), Count(16, 3)),
-    "decision (approve)": (Count(15, 7), Count(20, 7)),
+    "decision (approve)": (Count(13, 5), Count(16, 5)),
     "GET invocation": (Count(1, 1), Count(2, 1)),
     "confirmations list": (Count(2, 2), Count(4, 2)),
     "console pending page": (Count(3, 3), Count(6, 3)),
