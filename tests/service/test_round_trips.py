@@ -23,8 +23,8 @@ from toolbound.service.core import Service
 # A PostgreSQL figure counts the pools' check of a connection (an empty statement).
 PINNED: dict[str, tuple[Count, Count]] = {
     "read": (Count(7, 2), Count(9, 2)),
-    "write": (Count(15, 5), Count(18, 5)),
-    "write, parked": (Count(13, 3), Count(16, 3)),
+    "write": (Count(13, 5), Count(16, 5)),
+    "write, parked": (Count(11, 3), Count(14, 3)),
     "decision (approve)": (Count(13, 5), Count(16, 5)),
     "GET invocation": (Count(1, 1), Count(2, 1)),
     "confirmations list": (Count(2, 2), Count(4, 2)),

@@ -263,7 +263,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
         return self._one("invocation_id = ?", (invocation_id,))
 
     def _one(self, where: str, params: tuple[object, ...]) -> StoredCall | None:
-        with self._read() as cur:
+        with self._alone() as cur:
             cur.execute(
                 self._q(f"SELECT {COLUMNS} FROM toolbound_service_calls WHERE {where}"),  # noqa: S608 - fixed SQL
                 params,
@@ -287,7 +287,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                 where.append(f"{column} = ?")
                 params.append(value)
         params.append(max(1, min(limit, 1000)))
-        with self._read() as cur:
+        with self._alone() as cur:
             cur.execute(
                 self._q(
                     f"SELECT {COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns

@@ -76,7 +76,7 @@ class PostgresJournal(SQLJournal):
             yield cast("Cursor", cur)
 
     @contextmanager
-    def _read(self) -> Iterator[Cursor]:
+    def _alone(self) -> Iterator[Cursor]:
         # The pool's sessions are in autocommit: one statement is its own transaction.
         check_off_loop("the journal (PostgreSQL)")
         with _mapped(), self._pool.connection() as conn, conn.cursor() as cur:

@@ -76,7 +76,7 @@ class SQLiteJournal(SQLJournal):
             conn.commit()
 
     @contextmanager
-    def _read(self) -> Iterator[Cursor]:
+    def _alone(self) -> Iterator[Cursor]:
         with _mapped():
             cur = self._connection().cursor()
             try:
