@@ -114,6 +114,14 @@ def test_a_head_and_its_events_are_written_together_in_order(journal: Journal) -
     assert "trace" not in stored.body
 
 
+def test_a_long_trace_is_written_whole_and_in_order(journal: Journal) -> None:
+    """More events than one statement takes: every one kept, numbered in the order given."""
+    journal.put_call(head(), events=[event("transition", n) for n in range(3)])
+    journal.put_call(head(), events=[event("transition", n) for n in range(3, 503)])
+    events = journal.events("inv-1")
+    assert [(e["seq"], e["data"]) for e in events] == [(n, {"n": n}) for n in range(503)]
+
+
 def test_rewriting_the_head_never_touches_its_events(journal: Journal) -> None:
     """A head written again without events leaves the trace exactly as it was."""
     journal.put_call(head(), events=[event("proposal", 0)])

@@ -34,6 +34,16 @@ class SQLBase:
         raise NotImplementedError
         yield
 
+    @contextmanager
+    def _alone(self) -> Iterator[Cursor]:
+        """A cursor for one statement run on its own: its own snapshot, its own commit.
+
+        No ``BEGIN``/``COMMIT`` around it. Only for a single statement; statements that
+        must agree with each other take ``_tx``.
+        """
+        with self._tx(write=False) as cur:
+            yield cur
+
     def _q(self, sql: str) -> str:
         return sql.replace("?", self._mark)
 
@@ -47,6 +57,12 @@ class SQLBase:
         return self._mark
 
 
+_CLAIM = (
+    "INSERT INTO toolbound_service_requests (tenant, key, fingerprint, created_at)"
+    " VALUES (?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"
+)
+
+
 class RequestsSQL(SQLBase):
     """Idempotency-Key claims: same key and payload → the same answer (IETF draft)."""
 
@@ -54,14 +70,20 @@ class RequestsSQL(SQLBase):
         self, tenant: str, key: str, fingerprint: str, *, now: datetime, stale_after: float
     ) -> ClaimedRequest:
         stamp = iso(now)
+        # A new key, the common case: one statement, committed on its own.
+        with self._alone() as cur:
+            cur.execute(self._q(_CLAIM), (tenant, key, fingerprint, stamp))
+            if cur.rowcount == 1:
+                return ClaimedRequest("new")
+        return self._claim_used(tenant, key, fingerprint, now=now, stale_after=stale_after)
+
+    def _claim_used(
+        self, tenant: str, key: str, fingerprint: str, *, now: datetime, stale_after: float
+    ) -> ClaimedRequest:
+        """A key found used, read and judged in one transaction (claimed if released)."""
+        stamp = iso(now)
         with self._tx() as cur:
-            cur.execute(
-                self._q(
-                    "INSERT INTO toolbound_service_requests (tenant, key, fingerprint, created_at)"
-                    " VALUES (?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING"
-                ),
-                (tenant, key, fingerprint, stamp),
-            )
+            cur.execute(self._q(_CLAIM), (tenant, key, fingerprint, stamp))
             if cur.rowcount == 1:
                 return ClaimedRequest("new")
             cur.execute(
@@ -119,7 +141,8 @@ class RequestsSQL(SQLBase):
             )
 
     def peek_request(self, tenant: str, key: str, fingerprint: str) -> ClaimedRequest | None:
-        with self._tx(write=False) as cur:
+        """What an earlier request with ``key`` found: one statement, its own snapshot."""
+        with self._alone() as cur:
             return self._existing(cur, tenant, key, fingerprint)
 
     def _existing(
@@ -167,7 +190,7 @@ class SessionsSQL(SQLBase):
             )
 
     def session_principal(self, session_id: str, *, now: datetime) -> str | None:
-        with self._tx(write=False) as cur:
+        with self._alone() as cur:
             cur.execute(
                 self._q(
                     "SELECT principal FROM toolbound_console_sessions"

@@ -42,6 +42,9 @@ _NOTICE_OF: dict[str, NoticeKind] = {
 _ENDED = frozenset({"observed", "rejected", "failed", "cancelled", "interrupted"})
 """Statuses that end a call; a decided call ending so gives a ``finished`` notice."""
 
+_ROWS_A_STATEMENT = 200
+"""Events one ``INSERT`` writes at most (three parameters each, under SQLite's bound)."""
+
 _SERVICE = "COALESCE(surface, 'service') = 'service'"
 """A call the service ran: only those does its recovery take over (rows from before
 surfaces were kept are the service's)."""
@@ -167,16 +170,20 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
     ) -> None:
         if not events:
             return
-        # Each row numbered after the call's last, in the statement: no round trip to
-        # read the number first (the rows of one executemany see the ones before them).
-        cur.executemany(
-            self._q(
-                "INSERT INTO toolbound_call_events (invocation_id, seq, at, kind, event)"
-                " VALUES (?, (SELECT COALESCE(MAX(seq), -1) + 1 FROM toolbound_call_events"
-                " WHERE invocation_id = ?), ?, ?, ?)"
-            ),
-            [(invocation_id, invocation_id, *_row(e)) for e in events],
-        )
+        # One statement for the rows: each numbered after the call's last, read in the
+        # same statement (no round trip to read the number first), in the given order.
+        for start in range(0, len(events), _ROWS_A_STATEMENT):
+            rows = events[start : start + _ROWS_A_STATEMENT]
+            values = ", ".join(f"({i}, ?, ?, ?)" for i in range(len(rows)))
+            cur.execute(
+                self._q(
+                    "INSERT INTO toolbound_call_events (invocation_id, seq, at, kind, event)"  # noqa: S608 - fixed SQL, numbered rows
+                    " SELECT ?, n.next + v.column1, v.column2, v.column3, v.column4"
+                    " FROM (SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM toolbound_call_events"
+                    f" WHERE invocation_id = ?) AS n, (VALUES {values}) AS v"
+                ),
+                (invocation_id, invocation_id, *(v for e in rows for v in _row(e))),
+            )
 
     def events(self, invocation_id: str) -> list[dict[str, object]]:
         with self._tx(write=False) as cur:
@@ -256,7 +263,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
         return self._one("invocation_id = ?", (invocation_id,))
 
     def _one(self, where: str, params: tuple[object, ...]) -> StoredCall | None:
-        with self._tx(write=False) as cur:
+        with self._alone() as cur:
             cur.execute(
                 self._q(f"SELECT {COLUMNS} FROM toolbound_service_calls WHERE {where}"),  # noqa: S608 - fixed SQL
                 params,
@@ -280,7 +287,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                 where.append(f"{column} = ?")
                 params.append(value)
         params.append(max(1, min(limit, 1000)))
-        with self._tx(write=False) as cur:
+        with self._alone() as cur:
             cur.execute(
                 self._q(
                     f"SELECT {COLUMNS} FROM toolbound_service_calls"  # noqa: S608 - fixed columns
@@ -315,40 +322,38 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                     + (", status = 'running'" if running else "")
                     + " WHERE invocation_id = ? AND status = 'awaiting_confirmation'"
                     f" AND decision IS NULL AND ({_SERVICE} OR lease_until >= {self._now})"
+                    f" RETURNING {COLUMNS}"
                 ),
                 (decision, approver, iso(now), *((owner, lease) if holds else ()), invocation_id),
             )
-            won = cur.rowcount == 1
-            if won:
-                cur.execute(
-                    self._q("SELECT digest FROM toolbound_service_calls WHERE invocation_id = ?"),
-                    (invocation_id,),
-                )
-                row = cur.fetchone()
-                bound = digest if digest is not None else (row[0] if row is not None else None)
+            # The head as the decision left it: the event, the notice and the answer are
+            # made from it, with no second read of the row.
+            row = cur.fetchone()
+            won = None if row is None else _call(row)
+            if won is not None:
                 event = call_event(
                     "decision",
                     now,
                     {
                         "decision": decision,
                         "approver": approver,
-                        "digest": bound,
+                        "digest": digest if digest is not None else won.digest,
                         "reason": reason,
                     },
                 )
                 self._append(cur, invocation_id, [event])
-                self._decided(cur, invocation_id, iso(now))
-        call = self.get_call(invocation_id)
-        if call is None:
+                self._decided(cur, won, iso(now))
+        if won is not None:
+            return won
+        found = self.get_call(invocation_id)
+        if found is None:
             msg = f"no invocation {invocation_id}"
             raise JournalError(msg, code="not_found")
-        if not won and call.status == "awaiting_confirmation" and call.decision is None:
-            msg = f"the {call.surface} process holding invocation {invocation_id} is gone"
+        if found.status == "awaiting_confirmation" and found.decision is None:
+            msg = f"the {found.surface} process holding invocation {invocation_id} is gone"
             raise JournalError(msg, code="holder_gone")
-        if not won:
-            msg = f"invocation {invocation_id} is not waiting for a decision"
-            raise JournalError(msg, code="already_decided")
-        return call
+        msg = f"invocation {invocation_id} is not waiting for a decision"
+        raise JournalError(msg, code="already_decided")
 
     def decided_for(self, holder: str, *, limit: int = 100) -> list[StoredCall]:
         with self._tx(write=False) as cur:
@@ -380,31 +385,20 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                 return None
         return self.get_call(invocation_id)
 
-    def _decided(self, cur: Cursor, invocation_id: str, stamp: str) -> None:
+    def _decided(self, cur: Cursor, call: StoredCall, stamp: str) -> None:
         """The ``decided`` notice, from the head the decision was just written into."""
-        cur.execute(
-            self._q(
-                "SELECT invocation_id, tenant, subject, principal, tool, status, state, digest,"
-                " decision, approver, created_at, updated_at, body FROM toolbound_service_calls"
-                " WHERE invocation_id = ?"
-            ),
-            (invocation_id,),
-        )
-        row = cur.fetchone()
-        if row is None:
-            return
-        tenant = str(row[1])
+        invocation_id, tenant = call.invocation_id, call.tenant
         head = {
             "invocation_id": invocation_id,
             "kind": "decided",
             "tenant": tenant,
-            "subject": row[2],
-            "tool": row[4],
-            "status": row[5],
-            "state": row[6],
-            "digest": row[7],
-            "decision": row[8],
-            "approver": row[9],
+            "subject": call.subject,
+            "tool": call.tool,
+            "status": call.status,
+            "state": call.state,
+            "digest": call.digest,
+            "decision": call.decision,
+            "approver": call.approver,
         }
         cur.execute(
             self._q(

@@ -54,6 +54,8 @@ class PostgresJournal(SQLJournal):
             max_size=max_size,
             timeout=timeout,
             check=ConnectionPool.check_connection,
+            # BEGIN and COMMIT only around a transaction's several statements.
+            kwargs={"autocommit": True},
             name="toolbound-journal",
             open=False,
         )
@@ -70,22 +72,35 @@ class PostgresJournal(SQLJournal):
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:  # noqa: ARG002 - MVCC
         check_off_loop("the journal (PostgreSQL)")
-        import psycopg  # noqa: PLC0415 - imported with the pool, above
+        with _mapped(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cast("Cursor", cur)
 
-        try:
-            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                yield cast("Cursor", cur)
-        except psycopg.OperationalError as exc:
-            # Down, unreachable, no connection free in time, cancelled by
-            # statement_timeout, a full disk: a store that cannot answer now.
-            full = isinstance(exc, psycopg.errors.DiskFull)
-            code = "storage_full" if full else "storage_unavailable"
-            msg = f"the journal's PostgreSQL database cannot answer now: {exc}"
-            raise JournalError(msg, code=code) from exc
+    @contextmanager
+    def _alone(self) -> Iterator[Cursor]:
+        # The pool's sessions are in autocommit: one statement is its own transaction.
+        check_off_loop("the journal (PostgreSQL)")
+        with _mapped(), self._pool.connection() as conn, conn.cursor() as cur:
+            yield cast("Cursor", cur)
 
     def close(self) -> None:
         """Close the pool."""
         self._pool.close()
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    """The operational failures psycopg raises, as the journal's ``storage_*`` errors."""
+    import psycopg  # noqa: PLC0415 - imported with the pool
+
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        # Down, unreachable, no connection free in time, cancelled by
+        # statement_timeout, a full disk: a store that cannot answer now.
+        full = isinstance(exc, psycopg.errors.DiskFull)
+        code = "storage_full" if full else "storage_unavailable"
+        msg = f"the journal's PostgreSQL database cannot answer now: {exc}"
+        raise JournalError(msg, code=code) from exc
 
 
 def _column_names(cur: Cursor) -> set[str]:

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from toolbound.journal._records import ClaimedRequest
     from toolbound.journal.schema import Cursor
 
 __all__ = ["SQLiteJournal"]
@@ -76,11 +75,14 @@ class SQLiteJournal(SQLJournal):
                 raise
             conn.commit()
 
-    def peek_request(self, tenant: str, key: str, fingerprint: str) -> ClaimedRequest | None:
-        """What an earlier request with ``key`` found: one statement, its own snapshot."""
+    @contextmanager
+    def _alone(self) -> Iterator[Cursor]:
         with _mapped():
-            cursor = cast("Cursor", self._connection().cursor())
-            return self._existing(cursor, tenant, key, fingerprint)
+            cur = self._connection().cursor()
+            try:
+                yield cast("Cursor", cur)
+            finally:
+                cur.close()  # the statement's read snapshot ends here, not at collection
 
     def close(self) -> None:
         """Stop the checkpoints and close every thread's connection."""

@@ -221,15 +221,11 @@ class Service:
             lease=self.held,
         )
         self._all = self.registry.toolset()
+        self._confirmations = StoredConfirmations(
+            self.journal, self._tenants, owner=self.instance_id, lease=self.lease.total_seconds()
+        )
         self.desk = ConfirmationDesk(
-            StoredConfirmations(
-                self.journal,
-                self._tenants,
-                owner=self.instance_id,
-                lease=self.lease.total_seconds(),
-            ),
-            four_eyes=config.four_eyes,
-            clock=self.clock,
+            self._confirmations, four_eyes=config.four_eyes, clock=self.clock
         )
         """The one confirmation desk, over the calls parked in the journal (R7)."""
         self.metrics.count_pending(self.desk)
@@ -398,14 +394,16 @@ class Service:
     ) -> dict[str, object]:
         """:meth:`decide` on the caller's thread, which must not run an event loop."""
         _require(principal, "approver")
+        call = self._visible(principal, invocation_id)
         # Another surface's call waits in the process that parked it: handed over there.
         if handed := hand_over(
-            self, principal, invocation_id, digest=digest, decision=decision, reason=reason
+            self, principal, call, digest=digest, decision=decision, reason=reason
         ):
             return handed
         try:
-            approval = self.desk.decide(
-                invocation_id,
+            approval, decided = self._confirmations.decide(
+                self.desk,
+                call,
                 digest=digest,
                 approver=Approver(
                     name=principal.name, subject=principal.subject, tenant=principal.tenant
@@ -416,7 +414,8 @@ class Service:
             )
         except ConfirmationMismatch as exc:
             raise decision_refused(exc) from None
-        call = self._visible(principal, invocation_id)
+        # The head the decision wrote; read again only if the desk recorded it elsewhere.
+        call = decided or self._visible(principal, invocation_id)
         if approval.reason is not None:
             # Kept before the call runs on: a process taking it over tells the model too.
             call = note_denial(

@@ -15,6 +15,7 @@ the call.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from datetime import datetime
     from typing import Literal
 
     from toolbound.config import Principal
@@ -55,7 +57,7 @@ def decidable(call: StoredCall) -> str | None:
 def hand_over(
     service: Service,
     principal: Principal,
-    invocation_id: str,
+    call: StoredCall,
     *,
     digest: str,
     decision: Literal["approve", "deny"],
@@ -66,9 +68,9 @@ def hand_over(
     ``None`` for a call of the service's own (it is decided and run here). The desk's
     rules as for the service's calls (tenant, digest, four eyes, window), the
     decision recorded once by compare-and-set, the call's holder left holding it.
-    Refused ``holder_gone`` (409) once the holder's lease has passed.
+    Refused ``holder_gone`` (409) once the holder's lease has passed. ``call``: its
+    head as the caller read it, of the principal's tenant.
     """
-    call = service.get(principal, invocation_id)  # another tenant's call is not found
     if call.surface == "service":
         return None
     # No owner: the holder keeps the call and its lease, and runs it.
@@ -162,10 +164,50 @@ class StoredConfirmations:
         self._tenants = tenants
         self._owner = owner
         self._lease = lease
+        self._at_hand = threading.local()
+
+    def decide(
+        self,
+        desk: ConfirmationDesk,
+        call: StoredCall,
+        *,
+        digest: str,
+        approver: Approver,
+        approve: bool,
+        at: datetime,
+        reason: str | None,
+    ) -> tuple[Confirmation, StoredCall | None]:
+        """``desk``'s decision on ``call``, and the head the decision wrote.
+
+        ``call`` is its head as the caller just read it: the desk's look-up of what
+        waits answers from it rather than reading the row again, and the journal's
+        compare-and-set hands back the head it wrote (``None`` when the desk recorded
+        nowhere here). What was read decides nothing: a decision lands only by the
+        compare-and-set on the row.
+        """
+        self._at_hand.call = call
+        try:
+            confirmation = desk.decide(
+                call.invocation_id,
+                digest=digest,
+                approver=approver,
+                approve=approve,
+                at=at,
+                reason=reason,
+            )
+            return confirmation, self._take(call.invocation_id)
+        finally:
+            self._at_hand.call = None
+
+    def _take(self, invocation_id: str) -> StoredCall | None:
+        call: StoredCall | None = getattr(self._at_hand, "call", None)
+        self._at_hand.call = None
+        return call if call is not None and call.invocation_id == invocation_id else None
 
     def waiting(self, invocation_id: str) -> ConfirmationRequest | None:
         """The request of a stored call that waits undecided."""
-        return _waiting(self._journal.get_call(invocation_id))
+        call = self._take(invocation_id)
+        return _waiting(call if call is not None else self._journal.get_call(invocation_id))
 
     def all_waiting(self, tenant: str | None) -> list[ConfirmationRequest]:
         """The undecided requests, oldest first."""
@@ -181,7 +223,9 @@ class StoredConfirmations:
         """Compare-and-set the decision; a call decided meanwhile is ``not_pending``."""
         try:
             # The process recording the decision runs the call: it holds it.
-            record_decision(self._journal, confirmation, owner=self._owner, lease=self._lease)
+            self._at_hand.call = record_decision(
+                self._journal, confirmation, owner=self._owner, lease=self._lease
+            )
         except JournalError as exc:
             code = "holder_gone" if exc.code == "holder_gone" else "not_pending"
             raise ConfirmationMismatch(str(exc), code=code) from None
