@@ -188,7 +188,10 @@ def test_a_graph_restarted_after_the_approval_runs_the_call_once(client, service
 
     second_life = GraphProgram(service.config, checkpointer)
     try:
-        answer = decided(second_life.runtime, pause)
+        # The restarted program finds the pause in the graph's checkpoint.
+        (found,) = second_life.graph.get_state(THREAD).interrupts
+        assert found.value == pause.value
+        answer = decided(second_life.runtime, found)
         assert answer is not None
         done = second_life.graph.invoke(Command(resume=answer), THREAD)
         assert "__interrupt__" not in done
