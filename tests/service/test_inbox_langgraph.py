@@ -39,6 +39,7 @@ from langgraph.types import Command, Interrupt
 
 from toolbound.integrations.langgraph import (
     ToolboundNode,
+    approve,
     decided,
     tools_condition,
     wait_for_decisions,
@@ -176,7 +177,8 @@ def test_a_graph_waiting_in_its_process_resumes_with_the_consoles_approval(clien
         program.close()
 
 
-def test_a_graph_restarted_after_the_approval_runs_the_call_once(client, service):
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
+def test_a_graph_restarted_after_the_approval_runs_the_call_once(client, service, asynchronous):
     """The program stops while paused; ana approves; the restarted program resumes the graph."""
     checkpointer = InMemorySaver()
     first_life = GraphProgram(service.config, checkpointer, add_note("after a restart"))
@@ -193,7 +195,11 @@ def test_a_graph_restarted_after_the_approval_runs_the_call_once(client, service
         assert found.value == pause.value
         answer = decided(second_life.runtime, found)
         assert answer is not None
-        done = second_life.graph.invoke(Command(resume=answer), THREAD)
+        resume = Command(resume=answer)
+        if asynchronous:
+            done = asyncio.run(second_life.graph.ainvoke(resume, THREAD))
+        else:
+            done = second_life.graph.invoke(resume, THREAD)
         assert "__interrupt__" not in done
         assert effects() == ["after a restart"]
         second_life.flush()
@@ -243,3 +249,25 @@ def test_decisions_are_read_from_a_journal_only(service):
     with pytest.raises(ConfigurationError) as missing:
         decided(runtime, pause)
     assert missing.value.code == "no_journal"
+
+
+def test_an_answer_given_in_the_program_runs_once_and_leaves_no_call_waiting(service):
+    """approve() in the program: the call runs once; the paused copy leaves the inbox."""
+    program = GraphProgram(service.config, InMemorySaver(), add_note("decided here"))
+    try:
+        paused = program.graph.invoke({"messages": [HumanMessage("add a note")]}, THREAD)
+        (pause,) = paused["__interrupt__"]
+        program.graph.invoke(Command(resume=approve(pause, approver="ana")), THREAD)
+        assert effects() == ["decided here"]
+        program.flush()
+        assert program.journal.list_calls("acme", status="awaiting_confirmation") == []
+        assert program.runtime.pending() == []
+        [request] = pause.value["requests"]
+        parked = program.journal.get_call(request["invocation_id"])
+        assert parked is not None
+        # The paused copy closed, nothing ran; the resumed pass's call ran, once.
+        assert parked.status == "cancelled"
+        statuses = sorted(c.status for c in program.journal.list_calls("acme"))
+        assert statuses == ["cancelled", "observed"]
+    finally:
+        program.close()

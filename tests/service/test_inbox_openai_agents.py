@@ -21,7 +21,7 @@ from service_config import KEYS, config_text
 from service_pack import effects
 from starlette.testclient import TestClient
 
-from toolbound import ConfigurationError, Runtime, Subject
+from toolbound import ConfigurationError, ConfirmationMismatch, Runtime, Subject
 from toolbound._clock import SystemClock
 from toolbound.config import parse_config
 from toolbound.pipeline.call import CallContext
@@ -273,3 +273,43 @@ def test_decisions_are_read_from_a_journal_only(service):
     with pytest.raises(ConfigurationError) as missing:
         guarded.decided(result.to_state())
     assert missing.value.code == "no_journal"
+
+
+def test_a_decision_in_the_console_and_one_in_the_program_one_wins(client, service):
+    """Ana approves in the API first; the program's own denial is refused: not_pending."""
+    program = AgentProgram(service.config, Script("the console won"))
+    try:
+        result = asyncio.run(Runner.run(program.agent, "add a note", run_config=NO_TRACING))
+        (pending,) = program.guarded.pending(result)
+        program.flush()
+        decide(client, pending, "approve")
+        state = result.to_state()
+        with pytest.raises(ConfirmationMismatch) as late:
+            program.guarded.approve(state, pending, approver="ops")
+        assert late.value.code == "not_pending"
+        assert program.guarded.decided(state) is True
+        asyncio.run(Runner.run(program.agent, state, run_config=NO_TRACING))
+        assert effects() == ["the console won"]
+    finally:
+        program.close()
+
+
+def test_a_denial_in_the_program_is_the_parked_calls_with_its_reason(service):
+    """deny() in the program ends the parked call in the runtime; the model reads why."""
+    script = Script("refused here")
+    program = AgentProgram(service.config, script)
+    try:
+        result = asyncio.run(Runner.run(program.agent, "add a note", run_config=NO_TRACING))
+        (pending,) = program.guarded.pending(result)
+        state = result.to_state()
+        program.guarded.deny(state, pending, approver="ana", reason="not today")
+        asyncio.run(Runner.run(program.agent, state, run_config=NO_TRACING))
+        assert effects() == []
+        message = json.loads(script.told["c1"])["error"]["message"]
+        assert message == 'denied by a person (ana), who said: "not today"'
+        program.flush()
+        ended = program.journal.get_call(str(pending.invocation_id))
+        assert ended is not None
+        assert (ended.status, ended.decision, ended.approver) == ("rejected", "denied", "ana")
+    finally:
+        program.close()
