@@ -41,6 +41,7 @@ from toolbound.integrations.langgraph import (
     ToolboundNode,
     approve,
     decided,
+    edit,
     tools_condition,
     wait_for_decisions,
 )
@@ -269,5 +270,20 @@ def test_an_answer_given_in_the_program_runs_once_and_leaves_no_call_waiting(ser
         assert parked.status == "cancelled"
         statuses = sorted(c.status for c in program.journal.list_calls("acme"))
         assert statuses == ["cancelled", "observed"]
+    finally:
+        program.close()
+
+
+def test_an_edit_given_in_the_program_runs_the_corrected_call_once(service):
+    """edit() with a journal: the corrected call runs in the paused one's place, once."""
+    program = GraphProgram(service.config, InMemorySaver(), add_note("first draft"))
+    try:
+        paused = program.graph.invoke({"messages": [HumanMessage("add a note")]}, THREAD)
+        (pause,) = paused["__interrupt__"]
+        answer = edit(pause, approver="ana", arguments={"c1": {"text": "corrected"}})
+        program.graph.invoke(Command(resume=answer), THREAD)
+        assert effects() == ["corrected"]
+        program.flush()
+        assert program.journal.list_calls("acme", status="awaiting_confirmation") == []
     finally:
         program.close()

@@ -76,6 +76,14 @@ node also re-runs the message's other calls: writes are replayed from the idempo
 ledger, not executed twice; reads run again. A checkpointer is required, and with a
 durable checkpointer the ledger should be durable too (SQLite or PostgreSQL).
 
+**The inbox.** With a runtime that keeps a journal (``Runtime(journal=...)``), a
+paused call stays parked, in the journal's inbox: a person may decide it in the
+service's console or API. :func:`decided` (and :func:`wait_for_decisions`) read those
+decisions into the resume value, each naming the invocation it was made on; the
+resumed pass applies it to that call, once (compare-and-set), and closes its own copy.
+After a restart (the same ``holder``, or once the old one's lease has passed) the call
+is run from the journal, under the digest the person approved.
+
 Limits: the node reads messages state (a dict, a list of messages, or an object with
 the messages attribute), not ``Send`` payloads of single tool calls; a call's
 confirmation window starts when the graph resumes, since the call is admitted afresh
