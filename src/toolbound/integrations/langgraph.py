@@ -76,6 +76,14 @@ node also re-runs the message's other calls: writes are replayed from the idempo
 ledger, not executed twice; reads run again. A checkpointer is required, and with a
 durable checkpointer the ledger should be durable too (SQLite or PostgreSQL).
 
+**The inbox.** With a runtime that keeps a journal (``Runtime(journal=...)``), a
+paused call stays parked, in the journal's inbox: a person may decide it in the
+service's console or API. :func:`decided` (and :func:`wait_for_decisions`) read those
+decisions into the resume value, each naming the invocation it was made on; the
+resumed pass applies it to that call, once (compare-and-set), and closes its own copy.
+After a restart (the same ``holder``, or once the old one's lease has passed) the call
+is run from the journal, under the digest the person approved.
+
 Limits: the node reads messages state (a dict, a list of messages, or an object with
 the messages attribute), not ``Send`` payloads of single tool calls; a call's
 confirmation window starts when the graph resumes, since the call is admitted afresh
@@ -87,6 +95,7 @@ use the node where the raw bytes matter.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -128,6 +137,7 @@ if TYPE_CHECKING:
     from toolbound._outcome import Outcome
     from toolbound.adapters import NameMap
     from toolbound.adapters.openai_chat import ToolDefinition
+    from toolbound.pipeline.inbox import HeldInbox
     from toolbound.pipeline.runtime import CallContext, Runtime
 
 __all__ = [
@@ -140,10 +150,12 @@ __all__ = [
     "ToolboundTool",
     "approve",
     "as_tools",
+    "decided",
     "deny",
     "edit",
     "tool_schemas",
     "tools_condition",
+    "wait_for_decisions",
 ]
 
 CONFIRMATION: Literal["toolbound.confirmation"] = "toolbound.confirmation"
@@ -196,6 +208,8 @@ class Decision(TypedDict):
     approver: str
     reason: NotRequired[str]
     arguments: NotRequired[str]
+    invocation_id: NotRequired[str]
+    """The call as the pause parked it: with a journal, the one the decision resumes."""
 
 
 @with_config(ConfigDict(strict=True, extra="forbid"))
@@ -269,25 +283,94 @@ def _answer(
     approved: bool,
     calls: Iterable[str] | None,
 ) -> Answer:
+    wanted = None if calls is None else set(calls)
+    decisions: list[Decision] = []
+    for r in _requests(pending):
+        if wanted is not None and r["call_id"] not in wanted:
+            continue
+        decision: Decision = {
+            "call_id": r["call_id"],
+            "digest": r["digest"],
+            "subject": r["subject"]["id"],
+            "approved": approved,
+            "approver": approver,
+        }
+        if isinstance(r.get("invocation_id"), str):
+            decision["invocation_id"] = r["invocation_id"]
+        decisions.append(decision)
+    return {"decisions": decisions}
+
+
+def _requests(pending: Interrupt | Mapping[str, object]) -> list[Mapping[str, Any]]:
+    """The calls a :data:`CONFIRMATION` interrupt showed, as its value lists them."""
     value = pending.value if isinstance(pending, Interrupt) else pending
     if not isinstance(value, Mapping) or value.get("type") != CONFIRMATION:
         msg = "not a toolbound confirmation interrupt"
         raise ConfigurationError(msg, code="not_a_confirmation")
-    wanted = None if calls is None else set(calls)
-    requests = cast("list[Mapping[str, Any]]", value.get("requests") or [])
-    return {
-        "decisions": [
-            {
-                "call_id": r["call_id"],
-                "digest": r["digest"],
-                "subject": r["subject"]["id"],
-                "approved": approved,
-                "approver": approver,
-            }
-            for r in requests
-            if wanted is None or r["call_id"] in wanted
-        ]
-    }
+    return cast("list[Mapping[str, Any]]", value.get("requests") or [])
+
+
+def decided(runtime: Runtime, pending: Interrupt | Mapping[str, object]) -> Answer | None:
+    """The answer to resume with once a person decided every call ``pending`` showed.
+
+    The decisions made in the service's console or API on the calls the pause parked,
+    read from ``runtime``'s journal (``Runtime(journal=...)``); ``None`` while any call
+    still waits. Resume with ``Command(resume=answer)``: the node applies each
+    decision to the very call the person decided, once — the call the runtime holds,
+    or after a restart the call its previous life parked, run from the journal under
+    the approved digest. A denial carries the person's reason. Reads the journal:
+    call it off an event loop. Raises :class:`~toolbound.ConfigurationError`
+    ``no_journal`` for a runtime without one.
+    """
+    inbox = _inbox(runtime)
+    decisions: list[Decision] = []
+    for r in _requests(pending):
+        invocation_id = r.get("invocation_id")
+        found = (
+            None if not isinstance(invocation_id, str) else inbox.journal.decision(invocation_id)
+        )
+        if found is None or found.digest != r["digest"]:
+            return None
+        decision: Decision = {
+            "call_id": r["call_id"],
+            "digest": found.digest,
+            "subject": r["subject"]["id"],
+            "approved": found.approved,
+            "approver": found.approver,
+            "invocation_id": found.invocation_id,
+        }
+        if found.reason is not None and not found.approved:
+            decision["reason"] = found.reason
+        decisions.append(decision)
+    return {"decisions": decisions}
+
+
+async def wait_for_decisions(
+    runtime: Runtime,
+    pending: Interrupt | Mapping[str, object],
+    timeout: float,
+    *,
+    interval: float = 0.5,
+) -> Answer | None:
+    """:func:`decided`, asked every ``interval`` seconds until ``timeout``; ``None`` then.
+
+    The journal is read off the event loop.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        answer = await runtime.off_loop(decided, runtime, pending)
+        left = deadline - loop.time()
+        if answer is not None or left <= 0:
+            return answer
+        await asyncio.sleep(min(interval, left))
+
+
+def _inbox(runtime: Runtime) -> HeldInbox:
+    if runtime.inbox is None:
+        msg = "decisions are read from a journal: give the runtime one (Runtime(journal=...))"
+        raise ConfigurationError(msg, code="no_journal")
+    return runtime.inbox
 
 
 def tools_condition(
@@ -368,7 +451,7 @@ class ToolboundNode(Runnable[object, object]):
         )
         for i, outcome in zip(todo, batch.outcomes, strict=True):
             outcomes[i] = outcome
-        done = _settle(self.runtime, _all(outcomes))
+        done = _settle(self.runtime, _all(outcomes), ctx)
         return self._output(input, calls, done)
 
     async def ainvoke(
@@ -385,7 +468,7 @@ class ToolboundNode(Runnable[object, object]):
         )
         for i, outcome in zip(todo, batch.outcomes, strict=True):
             outcomes[i] = outcome
-        done = await _asettle(self.runtime, _all(outcomes))
+        done = await _asettle(self.runtime, _all(outcomes), ctx)
         return self._output(input, calls, done)
 
     def _start(
@@ -652,7 +735,7 @@ def _commit_status(outcome: Outcome) -> CommitStatus:
 # -- confirmations: interrupt() and Command(resume=...) ---------------------------------
 
 
-def _settle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
+def _settle(runtime: Runtime, outcomes: list[Outcome], ctx: CallContext) -> list[Outcome]:
     """Ask a person about every call waiting for one, until each is decided (R7)."""
     waiting = _waiting(outcomes)
     notes: dict[int, str] = {}
@@ -660,6 +743,12 @@ def _settle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
         answer = _ask(runtime, waiting, notes)
         for i, decision in _matches(waiting, answer, notes):
             call, who = waiting.pop(i), decision["approver"]
+            earlier = _earlier(runtime, call, decision)
+            if earlier is not None:
+                resumed = _resume_earlier(runtime, earlier, call, ctx)
+                if resumed is not None:
+                    outcomes[i] = resumed
+                    continue
             if "arguments" in decision and decision["approved"]:
                 outcomes[i] = runtime.edit(
                     call.invocation_id,
@@ -676,14 +765,20 @@ def _settle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
     return outcomes
 
 
-async def _asettle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
-    """:func:`_settle` for async callers."""
+async def _asettle(runtime: Runtime, outcomes: list[Outcome], ctx: CallContext) -> list[Outcome]:
+    """:func:`_settle` for async callers: the journal is read off the event loop."""
     waiting = _waiting(outcomes)
     notes: dict[int, str] = {}
     while waiting:
         answer = _ask(runtime, waiting, notes)
         for i, decision in _matches(waiting, answer, notes):
             call, who = waiting.pop(i), decision["approver"]
+            earlier = _earlier(runtime, call, decision)
+            if earlier is not None:
+                resumed = await _aresume_earlier(runtime, earlier, call, ctx)
+                if resumed is not None:
+                    outcomes[i] = resumed
+                    continue
             if "arguments" in decision and decision["approved"]:
                 outcomes[i] = await runtime.aedit(
                     call.invocation_id,
@@ -699,6 +794,83 @@ async def _asettle(runtime: Runtime, outcomes: list[Outcome]) -> list[Outcome]:
                 else _refuse(runtime, call, decision)
             )
     return outcomes
+
+
+# -- with a journal: the call the pause parked is the one a person decides ----------------
+
+
+def _earlier(runtime: Runtime, call: AwaitingConfirmation, decision: Decision) -> str | None:
+    """The call an earlier pass parked that ``decision`` names, when the journal keeps it.
+
+    With a journal the pause leaves its calls parked, in the inbox; the resumed pass
+    admits each call afresh (``call``), and the decision belongs to the one parked.
+    """
+    earlier = decision.get("invocation_id")
+    if runtime.inbox is None or earlier is None or earlier == call.invocation_id:
+        return None
+    return earlier
+
+
+def _resume_earlier(
+    runtime: Runtime, earlier: str, call: AwaitingConfirmation, ctx: CallContext
+) -> Outcome | None:
+    """The decision recorded in the journal, applied to the call it was made on, once.
+
+    ``None`` when the journal holds no decision on ``earlier`` for this very call:
+    the answer given with ``Command(resume=...)`` then decides the call of this pass
+    (a call the runtime still holds from the pause is closed, nothing ran).
+    """
+    inbox = _inbox(runtime)
+    held = earlier in set(runtime.parked())
+    found = inbox.journal.decision(earlier)
+    if found is None or not _same_call(found.call.body, call):
+        if held:
+            runtime.cancel_pending(earlier)
+        return None
+    if held:
+        confirmation = inbox.take(earlier)
+        if confirmation is None:
+            return None
+        outcome = runtime.confirm(confirmation)
+    else:
+        # Parked by a previous life of this program: run from the journal.
+        outcome = inbox.resume(earlier, ctx)
+    runtime.cancel_pending(call.invocation_id)  # this pass's copy: nothing ran
+    return outcome
+
+
+async def _aresume_earlier(
+    runtime: Runtime, earlier: str, call: AwaitingConfirmation, ctx: CallContext
+) -> Outcome | None:
+    """:func:`_resume_earlier` for async callers: the journal is read off the event loop."""
+    inbox = _inbox(runtime)
+    held = earlier in set(runtime.parked())
+    found = await runtime.off_loop(inbox.journal.decision, earlier)
+    if found is None or not _same_call(found.call.body, call):
+        if held:
+            runtime.cancel_pending(earlier)
+        return None
+    if held:
+        confirmation = await runtime.off_loop(inbox.take, earlier)
+        if confirmation is None:
+            return None
+        outcome = await runtime.aconfirm(confirmation)
+    else:
+        outcome = await inbox.aresume(earlier, ctx)
+    runtime.cancel_pending(call.invocation_id)
+    return outcome
+
+
+def _same_call(body: Mapping[str, object], call: AwaitingConfirmation) -> bool:
+    """Whether the journal's parked call is ``call``: its id, its digest (R7)."""
+    request = body.get("request")
+    parked = body.get("confirmation")
+    return (
+        isinstance(request, Mapping)
+        and isinstance(parked, Mapping)
+        and request.get("call_id") == call.proposal_id
+        and parked.get("digest") == call.request.digest
+    )
 
 
 def _refuse(runtime: Runtime, call: AwaitingConfirmation, decision: Decision) -> Outcome:
@@ -730,6 +902,10 @@ def _ask(
             {"type": CONFIRMATION, "requests": requests}, response_schema=Answer
         )
     except BaseException:
+        if runtime.inbox is not None:
+            # With a journal the parked calls wait in its inbox, where a person may
+            # decide them (decided()); the resumed pass applies that decision.
+            raise
         # The pause lives in LangGraph's checkpoint, not in this runtime's memory: on
         # resume the node admits each call afresh. Close the parked ones (nothing ran).
         for o in waiting.values():
@@ -820,8 +996,9 @@ class ToolboundTool(BaseTool):
         config: RunnableConfig,
     ) -> tuple[str, dict[str, object]]:
         proposal, source = self._proposal(arguments, tool_call_id)
-        outcome = self._runtime.run(proposal, self._context_for(config))
-        (outcome,) = _settle(self._runtime, [outcome])
+        ctx = self._context_for(config)
+        outcome = self._runtime.run(proposal, ctx)
+        (outcome,) = _settle(self._runtime, [outcome], ctx)
         return _content(outcome, source)
 
     async def _arun(
@@ -831,8 +1008,9 @@ class ToolboundTool(BaseTool):
         config: RunnableConfig,
     ) -> tuple[str, dict[str, object]]:
         proposal, source = self._proposal(arguments, tool_call_id)
-        outcome = await self._runtime.arun(proposal, self._context_for(config))
-        (outcome,) = await _asettle(self._runtime, [outcome])
+        ctx = self._context_for(config)
+        outcome = await self._runtime.arun(proposal, ctx)
+        (outcome,) = await _asettle(self._runtime, [outcome], ctx)
         return _content(outcome, source)
 
     def _proposal(

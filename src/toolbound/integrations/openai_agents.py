@@ -40,12 +40,26 @@ What maps to what:
   call. A call that reaches the runtime needing a person without such a decision
   (an approval given with ``RunState.approve`` alone, an ``always_approve``
   carried over to a new call) is cancelled before it runs.
+* **The inbox.** With a runtime that keeps a journal (``Runtime(journal=...)``),
+  :meth:`GuardedTools.pending` also parks each call it shows in the runtime, so the
+  call is in the journal's inbox (``PendingConfirmation.invocation_id``): a person
+  may decide it in the service's console or API instead of through
+  :meth:`GuardedTools.approve` / :meth:`GuardedTools.deny`, and the first decision
+  recorded wins (compare-and-set, R7). :meth:`GuardedTools.decided` (and
+  :meth:`GuardedTools.wait_for_decisions`) read those decisions into the
+  ``RunState`` — ``approve``, or ``reject`` with the denial the model is told,
+  reason included — and the resumed run continues exactly the call that was
+  parked, once. After a restart, given the saved ``RunState`` and the invocation ids
+  :meth:`~GuardedTools.pending` gave, the resumed run finds each decided call in the
+  journal and runs it there, under the digest the person approved (a denial is
+  applied there too, and the model is told it as the call's result).
 
 The SDK is an optional dependency: ``pip install 'toolbound[agents]'``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -56,6 +70,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from toolbound._errors import ConfigurationError, ConfirmationMismatch, Problem
 from toolbound._model import Proposal
+from toolbound._outcome import AwaitingConfirmation
 from toolbound.adapters import NameMap
 from toolbound.adapters.openai_responses import tool_definitions
 from toolbound.gates.confirm import denial
@@ -86,7 +101,10 @@ if TYPE_CHECKING:
     from agents.tool_context import ToolContext as SDKToolContext
 
     from toolbound._model import JSONObject
-    from toolbound._outcome import AwaitingConfirmation, Outcome
+    from toolbound._outcome import Outcome
+    from toolbound.gates.confirm import Confirmation
+    from toolbound.inbox import Decided
+    from toolbound.pipeline.inbox import HeldInbox
     from toolbound.pipeline.runtime import Runtime
     from toolbound.registry import RegisteredTool
 
@@ -122,6 +140,19 @@ class PendingConfirmation:
     digest: str | None
     reason: str | None
     problem: Problem | None
+    invocation_id: str | None = None
+    """With a journal: the call as parked in the journal's inbox, where a person may
+    decide it. Keep ``{call_id: invocation_id}`` with a saved ``RunState`` to resume
+    it after a restart (:meth:`GuardedTools.decided`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A call :meth:`GuardedTools.pending` parked in the runtime: which one, which bytes."""
+
+    invocation_id: str
+    arguments: bytes
+    digest: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +162,10 @@ class _Decision:
     digest: str | None
     approver: str
     expires_at: datetime
+    confirmation: Confirmation | None = None
+    """Issued on the call parked in the inbox: the run resumes that very call."""
+    journal: str | None = None
+    """Decided in the console on a call a previous life parked: run from the journal."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +177,99 @@ class _Admission:
     digest: str | None = None
     confirm: str | None = None
     """The policy's reason to ask a person; ``None`` when it would not ask."""
+
+
+class _ParkedCalls:
+    """The calls :meth:`GuardedTools.pending` parked in a runtime with a journal, by call id.
+
+    Parked, each is in the journal's inbox; a decision reaches it in this process
+    (:meth:`resume`) or, after a restart, from the journal (:meth:`from_journal`).
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._calls: dict[str, _Parked] = {}
+        self._lock = threading.Lock()
+
+    def inbox(self) -> HeldInbox:
+        if self.runtime.inbox is None:
+            msg = "decisions are read from a journal: give the runtime one (Runtime(journal=...))"
+            raise ConfigurationError(msg, code="no_journal")
+        return self.runtime.inbox
+
+    def park(
+        self, tool: RegisteredTool, call_id: str, raw: bytes, context: CallContext
+    ) -> _Parked | Outcome:
+        """The call parked in the runtime, so it waits in the journal's inbox; once per call.
+
+        The outcome instead when the runtime did not park it.
+        """
+        with self._lock:
+            known = self._calls.get(call_id)
+        held = set(self.runtime.parked())
+        if known is not None and known.arguments == raw and known.invocation_id in held:
+            return known
+        spec = tool.spec
+        proposal = Proposal(
+            name=spec.name, version=spec.version, arguments=raw, proposal_id=call_id
+        )
+        outcome = self.runtime.run(proposal, context)
+        if not isinstance(outcome, AwaitingConfirmation):
+            return outcome
+        parked = _Parked(outcome.invocation_id, raw, outcome.request.digest)
+        with self._lock:
+            self._calls[call_id] = parked
+        return parked
+
+    def invocation_id(self, call_id: str) -> str | None:
+        with self._lock:
+            parked = self._calls.get(call_id)
+        return None if parked is None else parked.invocation_id
+
+    def held(self, call_id: str) -> _Parked | None:
+        """The call parked for ``call_id``, if the runtime still holds it."""
+        with self._lock:
+            parked = self._calls.get(call_id)
+        if parked is None or parked.invocation_id not in set(self.runtime.parked()):
+            return None
+        return parked
+
+    def forget(self, call_id: str) -> None:
+        with self._lock:
+            self._calls.pop(call_id, None)
+
+    async def resume(
+        self, confirmation: Confirmation, call_id: str, arguments: bytes
+    ) -> Outcome | None:
+        """The parked call continued with the person's decision, if it is this very call."""
+        with self._lock:
+            parked = self._calls.get(call_id)
+        if parked is None or parked.arguments != arguments:
+            return None  # R7: another call, or other bytes than those parked
+        try:
+            outcome = await self.runtime.aconfirm(confirmation)
+        except ConfirmationMismatch:
+            return None
+        self.forget(call_id)
+        return outcome
+
+    async def from_journal(
+        self, invocation_id: str, digest: str | None, call_id: str, context: CallContext
+    ) -> Outcome:
+        """A decided call a previous life of this program parked, run once from the journal."""
+        inbox = self.inbox()
+        call = await self.runtime.off_loop(inbox.journal.journal.get_call, invocation_id)
+        request = {} if call is None else call.body.get("request")
+        if (
+            call is None
+            or call.digest != digest
+            or not isinstance(request, dict)
+            or request.get("call_id") != call_id
+        ):
+            # R7: a decision never transfers to another call.
+            msg = f"call {call_id!r} is not the journal's {invocation_id}"
+            raise ConfigurationError(msg, code="approval_without_confirmation")
+        return await inbox.aresume(invocation_id, context)
 
 
 class GuardedTools:
@@ -183,6 +311,7 @@ class GuardedTools:
         self._names = NameMap(toolset.specs)
         self._by_provider_name: dict[str, RegisteredTool] = {}
         self._decisions: dict[str, _Decision] = {}
+        self._parked = _ParkedCalls(runtime)
         self._denied: dict[str, datetime] = {}
         """Calls a person refused, by call id, until approval_ttl: a denial is final (R7)."""
         self._lock = threading.Lock()
@@ -208,15 +337,23 @@ class GuardedTools:
             if context is None:
                 context = self._call_context(result.context_wrapper)
             seen = self._admission(tool, _utf8(raw), context)
+            parked: _Parked | None = None
+            if self.runtime.inbox is not None and seen.confirm is not None:
+                kept = self._parked.park(tool, call_id, _utf8(raw), context)
+                if isinstance(kept, _Parked):
+                    parked = kept
+                else:
+                    self._report(kept)
             out.append(
                 PendingConfirmation(
                     item=item,
                     call_id=call_id,
                     tool=tool.spec.ref,
                     arguments=seen.arguments,
-                    digest=seen.digest,
+                    digest=seen.digest if parked is None else parked.digest,
                     reason=seen.confirm,
                     problem=seen.problem,
+                    invocation_id=None if parked is None else parked.invocation_id,
                 )
             )
         return out
@@ -241,7 +378,15 @@ class GuardedTools:
             why = pending.problem.code if pending.problem is not None else "no digest"
             msg = f"toolbound rejects call {pending.call_id} ({why}): dismiss it"
             raise ConfigurationError(msg, code="not_confirmable")
-        self._decide(pending.call_id, pending.digest, approver)
+        held = self._parked.held(pending.call_id)
+        if held is not None:
+            # Recorded in the journal first: a decision made in the console meanwhile wins.
+            confirmation = self.runtime.issue(
+                held.invocation_id, digest=pending.digest, approver=approver
+            )
+            self._keep(pending.call_id, confirmation=confirmation)
+        else:
+            self._decide(pending.call_id, pending.digest, approver)
         state.approve(pending.item)
 
     def dismiss(self, state: RunState, pending: PendingConfirmation) -> None:
@@ -274,6 +419,16 @@ class GuardedTools:
         with self._lock:
             self._decisions.pop(pending.call_id, None)
             self._denied[pending.call_id] = self.runtime.clock.now() + self._approval_ttl
+        held = self._parked.held(pending.call_id)
+        if held is not None:
+            # The call parked in the inbox ends denied, the journal's compare-and-set first.
+            outcome = self.runtime.deny(
+                held.invocation_id, digest=held.digest, approver=approver, reason=reason
+            )
+            self._parked.forget(pending.call_id)
+            self._report(outcome)
+            state.reject(pending.item, rejection_message=outcome.message.text)
+            return
         problem = Problem(
             kind="confirmation",
             code="denied_by_person",
@@ -290,6 +445,102 @@ class GuardedTools:
             commit_status="not_committed",
         )
         state.reject(pending.item, rejection_message=message.text)
+
+    # -- decisions made in the console or the API (the journal's inbox) -------------------
+
+    def decided(self, state: RunState, parked: Mapping[str, str] | None = None) -> bool:
+        """Whether every interruption of these tools in ``state`` is decided; applied if so.
+
+        The decisions a person made in the service's console or API on the calls
+        :meth:`pending` parked, read from the runtime's journal. When all are decided
+        each is applied to ``state`` as the SDK's own approval: ``approve``, or
+        ``reject`` with the denial the model is told (the person's reason quoted);
+        resume with ``Runner.run(agent, state)``. ``False`` while any call still waits
+        (``state`` unchanged). ``parked`` maps call ids to the invocation ids
+        :meth:`pending` gave, for a program resuming a saved ``RunState`` after a
+        restart: each such call is run, or denied, from the journal when the run
+        reaches it, once. Reads the journal: call it off an event loop. Raises
+        :class:`~toolbound.ConfigurationError` ``no_journal`` for a runtime without one.
+        """
+        inbox = self._parked.inbox()
+        found = []
+        for item in state.get_interruptions():
+            call_id = _member(item.raw_item, "call_id")
+            if item.tool_name not in self._by_provider_name or not isinstance(call_id, str):
+                continue
+            invocation_id = (parked or {}).get(call_id) or self._parked.invocation_id(call_id)
+            got = None if invocation_id is None else inbox.journal.decision(invocation_id)
+            if got is None:
+                return False
+            found.append((item, call_id, got))
+        held = set(self.runtime.parked())
+        for item, call_id, got in found:
+            if got.invocation_id not in held:
+                # Parked by a previous life of this program: applied from the journal.
+                self._keep(call_id, digest=got.digest, approver=got.approver, journal=got)
+                state.approve(item)
+                continue
+            confirmation = inbox.take(got.invocation_id)
+            if confirmation is None:
+                return False  # claimed meanwhile by another reader: it is theirs to resume
+            if confirmation.approved:
+                self._keep(call_id, confirmation=confirmation)
+                state.approve(item)
+            else:
+                outcome = self.runtime.confirm(confirmation)
+                self._parked.forget(call_id)
+                self._report(outcome)
+                state.reject(item, rejection_message=outcome.message.text)
+        return True
+
+    async def wait_for_decisions(
+        self,
+        state: RunState,
+        timeout: float,
+        *,
+        parked: Mapping[str, str] | None = None,
+        interval: float = 0.5,
+    ) -> bool:
+        """:meth:`decided`, asked every ``interval`` seconds until ``timeout``; ``False`` then.
+
+        The journal is read off the event loop.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            done = await self.runtime.off_loop(self.decided, state, parked)
+            left = deadline - loop.time()
+            if done or left <= 0:
+                return done
+            await asyncio.sleep(min(interval, left))
+
+    def _keep(
+        self,
+        call_id: str,
+        *,
+        confirmation: Confirmation | None = None,
+        digest: str | None = None,
+        approver: str = "",
+        journal: Decided | None = None,
+    ) -> None:
+        """Keep a decision on a parked call until the resumed run reaches the call."""
+        expires_at = self.runtime.clock.now() + self._approval_ttl
+        if confirmation is not None:
+            digest, approver = confirmation.digest, confirmation.approver
+            expires_at = confirmation.expires_at
+        decision = _Decision(
+            digest=digest,
+            approver=approver,
+            expires_at=expires_at,
+            confirmation=confirmation,
+            journal=None if journal is None else journal.invocation_id,
+        )
+        with self._lock:
+            self._decisions[call_id] = decision
+
+    def _report(self, outcome: Outcome) -> None:
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
 
     def _decide(self, call_id: str, digest: str | None, approver: str) -> None:
         now = self.runtime.clock.now()
@@ -321,8 +572,7 @@ class GuardedTools:
 
         async def on_invoke_tool(ctx: SDKToolContext[Any], arguments: str) -> str:
             outcome = await self._run(tool, ctx, arguments)
-            if self._on_outcome is not None:
-                self._on_outcome(outcome)
+            self._report(outcome)
             return outcome.message.text
 
         function_tool = self._build(definition, on_invoke_tool, needs_approval)
@@ -360,6 +610,15 @@ class GuardedTools:
         with self._lock:
             decision = self._decisions.pop(call_id, None)
         context = self._call_context(ctx)
+        if decision is not None and decision.journal is not None:
+            return await self._parked.from_journal(
+                decision.journal, decision.digest, call_id, context
+            )
+        if decision is not None and decision.confirmation is not None:
+            resumed = await self._parked.resume(decision.confirmation, call_id, _utf8(arguments))
+            if resumed is not None:
+                return resumed
+            decision = None  # not the call the person decided: a new call, asked again
         if decision is not None and decision.digest is None:
             # Dismissed: the call may run to its rejection, never further.
             stop = threading.Event()
