@@ -303,6 +303,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
         owner: str | None = None,
         lease: float | None = None,
         running: bool = False,
+        arguments: str | None = None,
     ) -> StoredCall:
         holds = owner is not None and lease is not None
         with self._tx() as cur:
@@ -334,6 +335,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                         "approver": approver,
                         "digest": bound,
                         "reason": reason,
+                        **({} if arguments is None else {"arguments": arguments}),
                     },
                 )
                 self._append(cur, invocation_id, [event])
