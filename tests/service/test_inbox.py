@@ -11,6 +11,7 @@ person's reason, exactly once.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -366,3 +367,36 @@ def test_a_living_holder_renews_its_lease_so_its_calls_stay_decidable(client, se
         assert outcome.kind == "observed"
     finally:
         program.close()
+
+
+def test_an_edit_in_the_console_is_handed_over_too(client, program):
+    """The edit form is offered for a program's call; posted, it is passed to the program."""
+    parked = program.park("console")
+    page = client.get("/console/login").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    r = client.post(
+        "/console/login", data={"key": KEYS["ana"], "csrf": csrf}, follow_redirects=False
+    )
+    assert r.status_code == 303, r.text
+    pending = client.get("/console/pending").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', pending).group(1)  # type: ignore[union-attr]
+    assert 'value="edit"' in pending
+    assert "passed to the process holding the call, which checks and runs them" in pending
+    r = client.post(
+        f"/console/invocations/{parked.invocation_id}/decision",
+        data={
+            "csrf": csrf,
+            "digest": parked.request.digest,
+            "decision": "edit",
+            "arguments": json.dumps({"text": "console, edited"}),
+        },
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    assert r.headers["location"].endswith(f"/console/invocations/{parked.invocation_id}")
+    shown = client.get(r.headers["location"]).text
+    assert "passed to the library process holding the call" in shown
+    assert effects() == []
+    [ran] = program.runtime.inbox.apply()
+    assert ran.kind == "observed"
+    assert effects() == ["console, edited"]
