@@ -198,7 +198,9 @@ def edit(
     _check_parses(text)
     with _service(url, key_env, timeout, as_json=as_json) as client:
         answer = client.edit(invocation_id, digest=digest, arguments=text)
-    what = f"edited {invocation_id} → {answer.invocation_id}"
+    what = f"edited {invocation_id}"
+    if not answer.handed_over:  # run here: the corrected call is its own invocation
+        what += f" → {answer.invocation_id}"
     sys.exit(_report(answer.raw, what, approved=True, as_json=as_json))
 
 
@@ -305,10 +307,9 @@ def _argument_text(value: str) -> str:
 def _check_parses(text: str) -> None:
     """Refuse, before anything is sent, corrected arguments the parse gate would refuse.
 
-    The service takes the edit as the parked call's one decision before it parses the
-    corrected text: a typo would leave the parked call replaced by a rejected one. The
-    same strict parser here (no size or depth limit: the tool's are the service's to
-    apply) stops it at the command line, and the call still waits.
+    The service refuses such text too (422, nothing decided); the same strict parser
+    here (no size or depth limit: those are the runtime's to apply) stops it at the
+    command line without a round trip, and the call still waits.
     """
     try:
         parse_arguments(text.encode("utf-8", "surrogatepass"), _SYNTAX_ONLY)

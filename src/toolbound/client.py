@@ -477,8 +477,12 @@ class Client:
         Needs the approver role; ``digest`` is the one the person reviewed. The
         corrected ``arguments`` (JSON text as written, or an object) are a new call in
         the parked one's place, through every gate again: the answer is the new call's
-        outcome (its own ``invocation_id`` and digest). Like a decision, it is sent
-        again only when it never reached the service; a repeat that did would be
+        outcome (its own ``invocation_id`` and digest). A call another surface holds
+        (the MCP gateway, a library program) is corrected and run there: the answer is
+        then the parked call still ``awaiting_confirmation``,
+        :attr:`CallAnswer.handed_over` true. Text that does not parse is refused
+        (422, the parse gate's code) and the call still waits. Like a decision, it is
+        sent again only when it never reached the service; a repeat that did would be
         refused ``not_pending``, never run twice.
         """
         request = _edit(invocation_id, digest=digest, arguments=arguments)

@@ -7,7 +7,8 @@ parks a call in its own runtime and records it in the journal, held by its
 the service's API or console, which record the decision in the journal and hand it
 over. :class:`Inbox` is what the holder reads and writes of that:
 
-- :meth:`Inbox.decisions`: its parked calls someone decided elsewhere, not yet applied;
+- :meth:`Inbox.decisions`: its parked calls someone decided elsewhere (approved, denied,
+  or edited: corrected arguments approved in the call's place), not yet applied;
 - :meth:`Inbox.claim`: take one of them to apply it, once (compare-and-set: of the
   holder's own rounds, a restarted process and a second replica, one wins);
 - :meth:`Inbox.decide_here`: record a decision made in the process itself, by the same
@@ -62,7 +63,8 @@ class Decided:
     """A person's decision recorded in the journal for a parked call: who, when, which way.
 
     ``digest`` is the one the person was shown (bound to the call's); ``reason`` a
-    denial's, in their words.
+    denial's, in their words. ``arguments``: the corrected JSON text of an edit (the
+    person approved the call with these arguments in its place), ``None`` otherwise.
     """
 
     invocation_id: str
@@ -72,6 +74,7 @@ class Decided:
     at: datetime
     reason: str | None
     call: StoredCall
+    arguments: str | None = None
 
 
 class Inbox:
@@ -140,16 +143,19 @@ class Inbox:
         if event is not None and isinstance(event.get("data"), dict):
             data = event["data"]  # type: ignore[assignment]
         decision = data.get("decision", call.decision)
-        if decision not in {"approved", "denied"}:
+        arguments = data.get("arguments")
+        edit = arguments if decision == "edited" and isinstance(arguments, str) else None
+        if decision not in {"approved", "denied"} and edit is None:
             return None
         at = event.get("at") if event is not None else None
         reason = data.get("reason")
         return Decided(
             invocation_id=call.invocation_id,
-            approved=decision == "approved",
+            approved=decision != "denied",
             approver=str(data.get("approver", call.approver)),
             digest=str(data.get("digest") or call.digest),
             at=datetime.fromisoformat(str(at)) if at else call.updated_at,
             reason=reason if isinstance(reason, str) else None,
             call=call,
+            arguments=edit,
         )

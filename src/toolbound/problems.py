@@ -516,14 +516,6 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         raised_as=("ConfigurationError",),
     ),
     _c(
-        "edit_not_handed_over",
-        None,
-        "R7 R18",
-        "another surface holds the parked call: an edit is not handed over; approve or deny it",
-        raised_as=("ApiError",),
-        statuses=(409,),
-    ),
-    _c(
         "not_owner",
         None,
         "R2 R19",

@@ -10,6 +10,8 @@ the client's same call again gets the committed result: the write ran exactly on
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -163,3 +165,153 @@ def test_a_gateway_write_denied_in_the_service_with_a_reason_ends_with_it(
     assert again["error"]["code"] == "denied_by_person"
     assert "not on main" in again["error"]["message"]
     assert left == []  # not parked a second time
+
+
+def edit(desk: Desk, item: dict[str, Any], arguments: dict[str, Any]) -> Any:
+    return desk.decide(item, "edit", arguments=json.dumps(arguments))
+
+
+def staged(repo: Path) -> str:
+    out = subprocess.run(
+        ["git", "diff", "--cached", "--name-only"],  # noqa: S607 - git from PATH
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout
+
+
+def replacement_ended(config: GatewayConfig, tool: str, status: str, timeout: float = 10.0) -> None:
+    """Wait until a call of ``tool`` is recorded with ``status``: the corrected call ended.
+
+    The shown call ends (cancelled) as the corrected one begins; the same call asked
+    again gets the corrected call's outcome once it has one.
+    """
+    journal = journal_for(config.service.store_url)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            calls = journal.list_calls("acme", status=status)
+            if any(c.tool.startswith(tool) for c in calls):
+                return
+            time.sleep(0.05)
+        msg = f"no call of {tool} ended {status} within {timeout}s"
+        raise AssertionError(msg)
+    finally:
+        journal.close()
+
+
+def observed(config: GatewayConfig, tool: str) -> tuple[Any, list[dict[str, Any]]]:
+    """The one call of ``tool`` that ran, and its events."""
+    journal = journal_for(config.service.store_url)
+    try:
+        # Three calls: the one shown, its replacement, and the same call asked again
+        # (parked, then ended as it got the replacement's result).
+        calls = journal.list_calls("acme", tool=tool)
+        [ran] = [c for c in calls if c.status == "observed"]
+        return ran, journal.events(ran.invocation_id)
+    finally:
+        journal.close()
+
+
+def test_a_gateway_write_edited_in_the_service_runs_the_corrected_call_once(
+    tmp_path: Path, repo: Path
+) -> None:
+    """Edited in the API (202); the gateway runs the corrected commit once; asked again: it."""
+    subprocess.run(["git", "add", "notes.txt"], cwd=repo, check=True)  # noqa: S607
+    config = config_for(tmp_path, repo)
+    desk = Desk(config)
+    shown = {"repo_path": str(repo), "message": "add notes"}
+    corrected = {"repo_path": str(repo), "message": "add the first note"}
+    gw = gateway(config)
+
+    async def scenario() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with serving(gw) as url, as_(TOKENS["mira"], url) as client:
+            pending = envelope(await client.call_tool("git.git_commit", shown))
+            assert gw.recorder is not None
+            await asyncio.to_thread(gw.recorder.flush)
+            [listed] = await asyncio.to_thread(desk.waiting)
+            seen["listed"] = listed
+            r = await asyncio.to_thread(edit, desk, listed, corrected)
+            seen["edited"] = (r.status_code, r.json())
+            seen["ended"] = await asyncio.to_thread(ended, config, pending["invocation_id"])
+            await asyncio.to_thread(replacement_ended, config, "git.git_commit", "observed")
+            # The client asks the same call again: the corrected call's result, not a new park.
+            seen["again"] = await client.call_tool("git.git_commit", shown)
+            seen["left"] = await asyncio.to_thread(desk.waiting)
+        return seen
+
+    try:
+        seen = run(scenario())
+    finally:
+        desk.close()
+    status, body = seen["edited"]
+    assert status == 202, body
+    assert (body["handed_over"], body["decision"], body["surface"]) == (
+        True,
+        "edited",
+        "mcp-gateway",
+    )
+    call, _events = seen["ended"]
+    assert (call.status, call.decision, call.approver) == ("cancelled", "edited", "ops")
+    assert seen["again"].is_error is False
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"],  # noqa: S607 - git from PATH
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert head in str(seen["again"].content)  # the corrected commit's result
+    assert seen["left"] == []  # not parked a second time
+    assert commits(repo) == ["add the first note", "initial"]  # the corrected one, once
+    replacement, events = observed(config, call.tool)
+    assert (replacement.status, replacement.approver) == ("observed", "ops")
+    # R14: both digests, who edited and who approved.
+    [proposal, *_] = [e for e in events if e["kind"] == "proposal"]
+    assert proposal["data"]["edited_from"] == {
+        "invocation_id": call.invocation_id,
+        "digest": seen["listed"]["digest"],
+        "editor": "ops",
+    }
+    assert replacement.digest not in {None, seen["listed"]["digest"]}
+    [confirmed] = [e["data"]["record"] for e in events if e["kind"] == "confirmation"]
+    assert (confirmed["approver"], confirmed["digest"]) == ("ops", replacement.digest)
+    assert [e["kind"] for e in events].count("attempt") == 1
+
+
+def test_a_gateway_edit_its_gates_refuse_ends_refused_and_the_shown_call_never_runs(
+    tmp_path: Path, repo: Path
+) -> None:
+    """A path outside the grant's root: refused in the gateway; nothing is staged."""
+    config = config_for(tmp_path, repo)
+    desk = Desk(config)
+    shown = {"repo_path": str(repo), "files": ["notes.txt"]}
+    elsewhere = tmp_path.parent / "elsewhere"
+    gw = gateway(config)
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        async with serving(gw) as url, as_(TOKENS["mira"], url) as client:
+            pending = envelope(await client.call_tool("git.git_add", shown))
+            assert gw.recorder is not None
+            await asyncio.to_thread(gw.recorder.flush)
+            [listed] = await asyncio.to_thread(desk.waiting)
+            corrected = {"repo_path": str(elsewhere), "files": ["notes.txt"]}
+            r = await asyncio.to_thread(edit, desk, listed, corrected)
+            assert r.status_code == 202, r.text
+            settled = await asyncio.to_thread(ended, config, pending["invocation_id"])
+            await asyncio.to_thread(replacement_ended, config, "git.git_add", "rejected")
+            again = envelope(await client.call_tool("git.git_add", shown))
+            left = await asyncio.to_thread(desk.waiting)
+            return settled, again, left
+
+    try:
+        (call, _events), again, left = run(scenario())
+    finally:
+        desk.close()
+    assert (call.status, call.decision) == ("cancelled", "edited")
+    assert again["error"]["code"] == "resource_out_of_scope"  # the corrected call's refusal
+    assert left == []
+    assert staged(repo) == ""  # neither the corrected call nor the shown one ran

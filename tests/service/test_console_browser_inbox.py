@@ -142,7 +142,7 @@ def test_a_person_decides_a_programs_calls_in_the_console(server, config, browse
         assert card.locator(".parked-by").inner_text() == "library"
         assert card.locator(".digest").inner_text() == approved.request.digest
         assert "passed to the process holding the call" in card.inner_text()
-        assert card.locator("details.edit").count() == 0  # an edit is not handed over
+        assert card.locator("details.edit").count() == 1  # an edit is handed over too
         orphaned = page.locator(f"#call-{orphan.invocation_id}")
         assert "gone" in orphaned.locator(".holder-gone").inner_text()
         assert orphaned.locator("button.approve").count() == 0

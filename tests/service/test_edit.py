@@ -79,12 +79,26 @@ def test_the_corrected_call_s_trace_keeps_both_digests_and_the_editor(client):
     assert done["digest"] != parked["digest"]
 
 
-def test_an_edit_the_gates_refuse_runs_nothing(client):
-    """A duplicate key in the corrected text is refused like any model's (R3)."""
+def test_a_malformed_edit_is_refused_before_anything_is_decided(client):
+    """A duplicate key: 422 with the parse gate's code (R3); the call still waits."""
     parked = park(client, "first")
-    done = edit(client, parked, '{"text": "x", "text": "y"}').json()
+    r = edit(client, parked, '{"text": "x", "text": "y"}')
+    assert r.status_code == 422, r.text
+    assert r.json()["code"] == "duplicate_key"
+    shown = client.get(f"/v1/invocations/{parked['invocation_id']}", headers=auth("ana")).json()
+    assert (shown["status"], shown["decision"]) == ("awaiting_confirmation", None)
+    assert effects() == []
+    fixed = edit(client, parked, '{"text": "y"}')  # still decidable, by a sound edit
+    assert fixed.status_code == 200, fixed.text
+    assert effects() == ["y"]
+
+
+def test_an_edit_the_gates_refuse_runs_nothing(client):
+    """Text that parses but breaks the schema: the corrected call is rejected (R4)."""
+    parked = park(client, "first")
+    done = edit(client, parked, '{"text": ""}').json()
     assert done["status"] == "rejected"
-    assert done["problem"]["code"] == "duplicate_key"
+    assert done["problem"]["kind"] == "validation"
     assert effects() == []
 
 

@@ -11,6 +11,7 @@ person's reason, exactly once.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -239,13 +240,109 @@ def test_a_restarted_program_resumes_the_decided_call_under_the_same_digest(clie
         again.close()
 
 
-def test_an_edit_of_another_surfaces_call_is_refused(client, program):
-    """Edit-then-approve is the service's own: a library's call answers a clear 409."""
-    parked = program.park("no edits")
-    r = decide(client, parked, "edit", arguments=json.dumps({"text": "edited"}))
-    assert r.status_code == 409, r.text
-    assert r.json()["code"] == "edit_not_handed_over"
+def edit(client: TestClient, parked: AwaitingConfirmation, text: str, who: str = "ana"):
+    return client.post(
+        f"/v1/invocations/{parked.invocation_id}/decision",
+        json={"digest": parked.request.digest, "decision": "edit", "arguments": text},
+        headers=auth(who),
+    )
+
+
+def test_an_edit_through_the_api_is_handed_over_and_the_program_runs_it(client, program):
+    """202 handed_over; the program's runtime.inbox runs the corrected call, once, not the shown."""
+    parked = program.park("buy milk")
+    r = edit(client, parked, json.dumps({"text": "buy oat milk"}))
+    assert r.status_code == 202, r.text
+    answer = r.json()
+    assert (answer["handed_over"], answer["decision"], answer["surface"]) == (
+        True,
+        "edited",
+        "library",
+    )
+    assert answer["invocation_id"] == parked.invocation_id
+    assert effects() == []  # recorded by the service, run by the program
+    assert parked.invocation_id not in waiting(client)  # decided: no second decision
+    [ran] = program.runtime.inbox.apply()
+    assert ran.kind == "observed"
+    assert ran.invocation_id != parked.invocation_id
+    assert ran.proposal_id == parked.proposal_id  # the model's call id still pairs
+    assert effects() == ["buy oat milk"]
+    assert program.runtime.inbox.apply() == []  # applied once
+    assert effects() == ["buy oat milk"]
+    program.recorder.flush()
+    shown = program.journal.get_call(parked.invocation_id)
+    assert (shown.status, shown.decision, shown.approver) == ("cancelled", "edited", "ana")
+    corrected = program.journal.get_call(ran.invocation_id)
+    assert (corrected.status, corrected.approver) == ("observed", "ana")
+    assert corrected.digest != parked.request.digest
+    # R14: the corrected call's trace keeps both digests, who edited and who approved.
+    events = program.journal.events(ran.invocation_id)
+    [proposal, *_] = [e for e in events if e["kind"] == "proposal"]
+    assert proposal["data"]["edited_from"] == {
+        "invocation_id": parked.invocation_id,
+        "digest": parked.request.digest,
+        "editor": "ana",
+    }
+    [confirmed] = [e["data"]["record"] for e in events if e["kind"] == "confirmation"]
+    assert (confirmed["approver"], confirmed["digest"]) == ("ana", corrected.digest)
+
+
+def test_an_edit_the_programs_gates_refuse_ends_refused_and_nothing_runs(client, program):
+    """Parses, so it is handed over; the schema refuses it in the program: nothing runs."""
+    parked = program.park("keep me")
+    r = edit(client, parked, json.dumps({"text": ""}))  # minLength 1
+    assert r.status_code == 202, r.text
+    [refused] = program.runtime.inbox.apply()
+    assert refused.kind == "rejected"
+    assert refused.problem.kind == "validation"
+    assert effects() == []  # neither the corrected call nor the shown one
+    program.recorder.flush()
+    shown = program.journal.get_call(parked.invocation_id)
+    assert (shown.status, shown.decision) == ("cancelled", "edited")
+    corrected = program.journal.get_call(refused.invocation_id)
+    assert corrected.status == "rejected"
+    assert corrected.body["response"]["problem"]["code"] == refused.problem.code
+    assert program.runtime.pending() == []
+
+
+def test_a_malformed_edit_is_refused_and_the_call_still_waits(client, program):
+    """422 with the parse gate's code, nothing recorded: the call waits, decidable."""
+    parked = program.park("malformed")
+    r = edit(client, parked, '{"text": "x", "text": "y"}')
+    assert r.status_code == 422, r.text
+    assert r.json()["code"] == "duplicate_key"
+    assert "the call waits" in r.json()["detail"]
+    listed = waiting(client)[parked.invocation_id]
+    assert (listed["decidable"], listed["decision"]) == (True, None)
+    assert program.runtime.inbox.decisions() == []
+    assert program.journal.get_call(parked.invocation_id).decision is None
+
+
+def test_four_eyes_hold_for_an_edit_handed_over(client, program):
+    """The corrected call is made for the same subject: its own subject cannot edit it."""
+    parked = program.park("mine")
+    r = edit(client, parked, json.dumps({"text": "mine, edited"}), who="self")
+    assert r.status_code == 403, r.text
+    assert r.json()["code"] == "four_eyes"
+    assert program.runtime.inbox.decisions() == []
     assert waiting(client)[parked.invocation_id]["decidable"] is True
+
+
+def test_an_edited_call_is_not_resumed_by_a_restarted_program(client, service):
+    """Its approval is of the corrected arguments: resume refuses it, runs nothing."""
+    first = Program(service, holder="editing-agent", lease=0.3)
+    parked = first.park("edited, then the program died")
+    assert edit(client, parked, json.dumps({"text": "corrected"})).status_code == 202
+    first.close()
+    again = Program(service, holder="editing-agent")
+    try:
+        with pytest.raises(ConfirmationMismatch) as refused:
+            again.runtime.inbox.resume(parked.invocation_id, again.context())
+        assert refused.value.code == "not_decided"
+        assert "edited" in str(refused.value)
+        assert effects() == []
+    finally:
+        again.close()
 
 
 def test_the_client_reads_the_surface_and_a_handed_over_decision(client, program):
@@ -270,3 +367,36 @@ def test_a_living_holder_renews_its_lease_so_its_calls_stay_decidable(client, se
         assert outcome.kind == "observed"
     finally:
         program.close()
+
+
+def test_an_edit_in_the_console_is_handed_over_too(client, program):
+    """The edit form is offered for a program's call; posted, it is passed to the program."""
+    parked = program.park("console")
+    page = client.get("/console/login").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    r = client.post(
+        "/console/login", data={"key": KEYS["ana"], "csrf": csrf}, follow_redirects=False
+    )
+    assert r.status_code == 303, r.text
+    pending = client.get("/console/pending").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', pending).group(1)  # type: ignore[union-attr]
+    assert 'value="edit"' in pending
+    assert "passed to the process holding the call, which checks and runs them" in pending
+    r = client.post(
+        f"/console/invocations/{parked.invocation_id}/decision",
+        data={
+            "csrf": csrf,
+            "digest": parked.request.digest,
+            "decision": "edit",
+            "arguments": json.dumps({"text": "console, edited"}),
+        },
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text
+    assert r.headers["location"].endswith(f"/console/invocations/{parked.invocation_id}")
+    shown = client.get(r.headers["location"]).text
+    assert "passed to the library process holding the call" in shown
+    assert effects() == []
+    [ran] = program.runtime.inbox.apply()
+    assert ran.kind == "observed"
+    assert effects() == ["console, edited"]

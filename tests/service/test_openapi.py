@@ -194,6 +194,11 @@ def test_every_documented_status_is_one_the_api_answers(service, app):
         ("POST", "/v1/invocations/{invocation_id}/decision", 200): lambda: decide("ana", "parked"),
         ("POST", "/v1/invocations/{invocation_id}/decision", 409): lambda: decide("ana", "parked"),
         ("POST", "/v1/invocations/{invocation_id}/decision", 202): lambda: decide("ana", "held"),
+        ("POST", "/v1/invocations/{invocation_id}/decision", 422): lambda: client.post(
+            f"/v1/invocations/{ids['parked']['invocation_id']}/decision",
+            json={"digest": "d", "decision": "edit", "arguments": '{"a": 1, "a": 2}'},
+            headers=key("ana"),
+        ),
         ("GET", "/metrics", 200): lambda: client.get("/metrics", headers=key("ops")),
         ("GET", "/metrics", 401): lambda: client.get("/metrics"),
         ("GET", "/metrics", 403): lambda: client.get("/metrics", headers=key("agent")),

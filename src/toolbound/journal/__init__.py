@@ -199,12 +199,15 @@ class Journal(Protocol):
         owner: str | None = None,
         lease: float | None = None,
         running: bool = False,
+        arguments: str | None = None,
     ) -> StoredCall:
         """Record the one decision on a parked call; raise ``already_decided`` after.
 
         Compare-and-set on the head and a ``decision`` event (who, when, which way,
         the ``digest`` it binds to — the head's if not given — and ``reason``) in one
-        transaction: across processes, exactly one decision is recorded. With
+        transaction: across processes, exactly one decision is recorded. An ``edited``
+        decision keeps the corrected ``arguments`` (JSON text) in its event, for the
+        process holding the call to run them in its place. With
         ``owner``, the process recording it holds the call for ``lease`` seconds, to
         run it; ``running``: it runs it at once (the head's status becomes
         ``running``: a holder deciding its own parked call, nothing to hand over).

@@ -310,6 +310,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
         owner: str | None = None,
         lease: float | None = None,
         running: bool = False,
+        arguments: str | None = None,
     ) -> StoredCall:
         holds = owner is not None and lease is not None
         with self._tx() as cur:
@@ -339,6 +340,7 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                         "approver": approver,
                         "digest": digest if digest is not None else won.digest,
                         "reason": reason,
+                        **({} if arguments is None else {"arguments": arguments}),
                     },
                 )
                 self._append(cur, invocation_id, [event])

@@ -13,8 +13,10 @@ pending result calls again with the same call and gets the decided call's outcom
 a write's committed result replayed from the ledger (an identical call already
 confirmed cannot execute again); a read's result, or a denial with the person's
 reason, from :class:`HandedOver`, this server's memory of the calls it answered
-pending and that were decided elsewhere since. One still waiting on an elicitation
-finds the call decided and replays it the same way.
+pending and that were decided elsewhere since. A call a person edited there ends
+cancelled, never run; its corrected call runs here, and its outcome is the answer the
+same call asked again gets. One still waiting on an elicitation finds the call
+decided and replays it the same way.
 """
 
 from __future__ import annotations
@@ -66,9 +68,12 @@ class HandedOver:
             _bound(self._sent, self._limit)
 
     def ended(self, outcome: Outcome) -> None:
-        """A held call ended by a decision made elsewhere."""
+        """A held call ended by a decision made elsewhere.
+
+        An edit's outcome is its corrected call's: it answers the call it replaced.
+        """
         with self._lock:
-            self._ended[outcome.invocation_id] = outcome
+            self._ended[_answers(outcome)] = outcome
             _bound(self._ended, self._limit)
 
     def answer(self, subject: Subject, digest: str) -> Outcome | None:
@@ -80,6 +85,14 @@ class HandedOver:
             if outcome is not None:
                 del self._sent[key]
         return outcome
+
+
+def _answers(outcome: Outcome) -> str:
+    """The held call ``outcome`` ends: the one a person's edit replaced, or its own."""
+    proposed = outcome.trace.of_kind("proposal")
+    edit = proposed[0].data.get("edited_from") if proposed else None
+    replaced = edit.get("invocation_id") if isinstance(edit, dict) else None
+    return replaced if isinstance(replaced, str) else outcome.invocation_id
 
 
 def _bound(kept: OrderedDict[_K, _V], limit: int) -> None:

@@ -12,7 +12,9 @@ may decide it in the service's API or console as well as in this process.
 - :meth:`HeldInbox.apply` / :meth:`HeldInbox.aapply` take each decision made
   elsewhere, once, and apply it to the held call through the desk's rules and
   :meth:`~toolbound.Runtime.confirm` — the call runs, or is denied with the person's
-  reason, exactly as if decided here, its trace naming who decided;
+  reason, exactly as if decided here, its trace naming who decided; an edit goes
+  through :meth:`~toolbound.Runtime.edit`: the held call ends cancelled, never run,
+  and the corrected arguments are a new call, linked to it, through every gate here;
 - :meth:`HeldInbox.resume` / :meth:`HeldInbox.aresume`: a process that restarted
   runs a call its previous life parked and a person decided, under the digest the
   person approved. A call nobody decided is not runnable elsewhere.
@@ -96,6 +98,14 @@ class _Resumes(Protocol):
         self, confirmation: Confirmation, *, timeout: float | None = None
     ) -> Outcome: ...
 
+    def edit(
+        self, invocation_id: str, *, digest: str, arguments: str, approver: str
+    ) -> Outcome: ...
+
+    async def aedit(
+        self, invocation_id: str, *, digest: str, arguments: str, approver: str
+    ) -> Outcome: ...
+
 
 class HeldInbox:
     """``runtime``'s side of the inbox: decisions made elsewhere, applied to its calls."""
@@ -125,22 +135,41 @@ class HeldInbox:
         """Apply every decision made elsewhere to the call it decides; their outcomes.
 
         Each is claimed first (once, whatever races for it); a call that ran or was
-        denied here meanwhile is left as it is.
+        denied here meanwhile is left as it is. An edit is applied by the runtime's
+        own edit path (:meth:`~toolbound.Runtime.edit`): the held call ends cancelled,
+        never run, and the corrected arguments are a new call through every gate, as
+        if the person had edited it here; its outcome is the one returned.
         """
         outcomes = []
         for decided in self.decisions():
-            confirmation = self.take(decided.invocation_id)
-            if confirmation is not None:
-                outcomes.append(self._runtime.confirm(confirmation))
+            claimed = self.journal.claim(decided.invocation_id)
+            if claimed is None:
+                continue
+            if claimed.arguments is not None:
+                outcome = self._edit(claimed)
+            else:
+                confirmation = self._confirmation(claimed)
+                outcome = None if confirmation is None else self._runtime.confirm(confirmation)
+            if outcome is not None:
+                outcomes.append(outcome)
         return outcomes
 
     async def aapply(self) -> list[Outcome]:
         """:meth:`apply` for async callers: the journal is read off the event loop."""
         outcomes = []
         for decided in await self._runtime.off_loop(self.decisions):
-            confirmation = await self._runtime.off_loop(self.take, decided.invocation_id)
-            if confirmation is not None:
-                outcomes.append(await self._runtime.aconfirm(confirmation))
+            claimed = await self._runtime.off_loop(self.journal.claim, decided.invocation_id)
+            if claimed is None:
+                continue
+            if claimed.arguments is not None:
+                outcome = await self._aedit(claimed)
+            else:
+                confirmation = self._confirmation(claimed)
+                outcome = (
+                    None if confirmation is None else await self._runtime.aconfirm(confirmation)
+                )
+            if outcome is not None:
+                outcomes.append(outcome)
         return outcomes
 
     def resume(self, invocation_id: str, context: CallContext) -> Outcome:
@@ -149,8 +178,9 @@ class HeldInbox:
         ``context`` is the call's as the program gives it (subject, tools); its id
         and the person's decision come from the journal. Raises
         :class:`~toolbound.ConfirmationMismatch`: ``not_decided`` when nobody decided
-        the call (or it was applied already), ``holder_gone`` never — a call whose
-        holder is gone and was never decided is not runnable anywhere.
+        the call (or it was applied already) and when it was edited (only the process
+        holding it applies an edit), ``holder_gone`` never — a call whose holder is
+        gone and was never decided is not runnable anywhere.
         """
         proposal, resumed = self._resumed(invocation_id, context)
         return self._runtime.run(proposal, resumed)
@@ -168,11 +198,17 @@ class HeldInbox:
         The confirmation to resume it with (:meth:`~toolbound.Runtime.confirm`), as
         :meth:`~toolbound.Runtime.issue` would have given it had the person decided
         here; ``None`` if there is none to claim, another claimed it, or it no longer
-        fits the held call (decided here meanwhile, its window closed).
+        fits the held call (decided here meanwhile, its window closed). An edit is no
+        confirmation of the held call: it is left unclaimed, for :meth:`apply`.
         """
-        decided = self.journal.claim(invocation_id)
-        if decided is None:
+        waiting = self.journal.decision(invocation_id)
+        if waiting is not None and waiting.arguments is not None:
             return None
+        decided = self.journal.claim(invocation_id)
+        return None if decided is None else self._confirmation(decided)
+
+    def _confirmation(self, decided: Decided) -> Confirmation | None:
+        """The claimed decision, recorded for the held call by the runtime's own rules."""
         try:
             return self._desk.decide(
                 decided.invocation_id,
@@ -185,7 +221,38 @@ class HeldInbox:
         except ConfirmationMismatch:
             return None  # decided here meanwhile, expired or gone: it ends as it does
 
+    def _edit(self, decided: Decided) -> Outcome | None:
+        """The claimed edit, applied as the runtime applies one made here."""
+        assert decided.arguments is not None  # noqa: S101 - an edit's, checked by the caller
+        try:
+            return self._runtime.edit(
+                decided.invocation_id,
+                digest=decided.digest,
+                arguments=decided.arguments,
+                approver=decided.approver,
+            )
+        except ConfirmationMismatch:
+            return None  # decided here meanwhile, expired or gone: it ends as it does
+
+    async def _aedit(self, decided: Decided) -> Outcome | None:
+        """:meth:`_edit` for async callers."""
+        assert decided.arguments is not None  # noqa: S101 - an edit's, checked by the caller
+        try:
+            return await self._runtime.aedit(
+                decided.invocation_id,
+                digest=decided.digest,
+                arguments=decided.arguments,
+                approver=decided.approver,
+            )
+        except ConfirmationMismatch:
+            return None
+
     def _resumed(self, invocation_id: str, context: CallContext) -> tuple[Proposal, CallContext]:
+        edited = self.journal.decision(invocation_id)
+        if edited is not None and edited.arguments is not None:
+            # Its approval is of the corrected arguments, not of the parked request.
+            msg = f"{invocation_id} was edited: the process holding it runs the corrected call"
+            raise ConfirmationMismatch(msg, code="not_decided")
         decided = self.journal.claim(invocation_id)
         if decided is None:
             msg = f"nobody decided {invocation_id}, or its decision was applied already"

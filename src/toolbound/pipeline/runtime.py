@@ -327,11 +327,8 @@ class Runtime:
         (``denied_by_person``, quoted and attributed, at most
         :data:`~toolbound.gates.confirm.REASON_CHARS` characters).
         """
-        return self.confirm(
-            self.issue(
-                invocation_id, digest=digest, approver=approver, approved=False, reason=reason
-            )
-        )
+        issue = partial(self.issue, invocation_id, digest=digest, approver=approver)
+        return self.confirm(issue(approved=False, reason=reason))
 
     def confirm(self, confirmation: Confirmation, *, timeout: float | None = None) -> Outcome:
         """Resume a parked call with a decision :meth:`issue` recorded (R7).
@@ -389,12 +386,14 @@ class Runtime:
         approver: str,
         timeout: float | None = None,
     ) -> Outcome:
-        """:meth:`edit` for async callers."""
+        """:meth:`edit` for async callers (a journal's compare-and-set off the loop)."""
         proposal, context = self._edited(invocation_id, digest, arguments, approver)
         outcome = await self.arun(proposal, context)
         if outcome.kind != "awaiting_confirmation":
             return outcome
-        return await self.aconfirm(self._editor_approves(outcome, approver), timeout=timeout)
+        approves = partial(self._editor_approves, outcome, approver)
+        confirmation = approves() if self.inbox is None else await self.off_loop(approves)
+        return await self.aconfirm(confirmation, timeout=timeout)
 
     def _edited(
         self, invocation_id: str, digest: str, arguments: str | bytes, approver: str

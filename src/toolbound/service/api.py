@@ -392,7 +392,7 @@ class _Api:
                 digest=digest,
                 arguments=str(arguments),
             )
-            return JSONResponse(answer)
+            return JSONResponse(answer, status_code=202 if answer.get("handed_over") else 200)
         # A reason sent with an approval is not a denial's: it is not kept, as in the console.
         reason = reason_from(body.get("reason"), code="bad_request_body")
         answer = await self.service.decide(

@@ -242,6 +242,10 @@ async def _edit(
     if not isinstance(arguments, str) or not arguments.strip():
         raise ApiError(400, "bad_form", "send the corrected arguments as JSON")
     answer = await edits.edit(service, principal, invocation_id, digest=digest, arguments=arguments)
+    if answer.get("handed_over"):
+        where = f"the {answer['surface']} process holding the call"
+        _flash(request, "ok", f"Edited and approved. The edit was passed to {where}.")
+        return _redirect(f"{CONSOLE_PATH}/invocations/{quote(invocation_id, safe='')}")
     message = f"Edited and approved. The corrected call ended {answer['status']}."
     _flash(request, "ok", message)
     replacement = str(answer["invocation_id"])

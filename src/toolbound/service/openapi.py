@@ -57,7 +57,9 @@ _PROBLEMS: Final[dict[int, str]] = {
     404: "No such invocation in this tenant (not_found)",
     409: "Not in a state this request can act on",
     413: "The body is larger than [service] max_body_bytes (request_too_large)",
-    422: "The Idempotency-Key was used with another body (idempotency_key_reused)",
+    422: "The Idempotency-Key was used with another body (idempotency_key_reused), or an"
+    " edit's arguments do not parse (the parse gate's code: invalid_json, duplicate_key, …;"
+    " nothing is decided)",
 }
 _SUMMARY: Final[dict[str, Any]] = {
     "type": "object",
@@ -109,9 +111,10 @@ _HANDED_OVER: Final[dict[str, Any]] = {
         "status": {"type": "string"},
         "state": {"type": "string"},
         "digest": {"type": "string"},
-        "decision": {"enum": ["approved", "denied"]},
+        "decision": {"enum": ["approved", "denied", "edited"]},
         "approver": {"type": "string"},
         "reason": {"type": ["string", "null"]},
+        "arguments": {"type": "string", "description": "an edit's corrected JSON text"},
         "handed_over": {"const": True},
     },
 }
@@ -470,7 +473,7 @@ OPENAPI: Final[dict[str, Any]] = {
         },
         "/v1/invocations/{invocation_id}/decision": {
             "post": {
-                "summary": "Approve or deny a parked call, bound to the digest reviewed",
+                "summary": "Approve, deny or edit a parked call, bound to the digest reviewed",
                 "parameters": [_ID],
                 "requestBody": {
                     "required": True,
@@ -483,12 +486,14 @@ OPENAPI: Final[dict[str, Any]] = {
                     404,
                     409,
                     413,
+                    422,
                     s200=_json(_ref("Outcome"), "The call's outcome after the decision"),
                     s202=_json(
                         _HANDED_OVER,
                         "Recorded and handed over to the surface holding the call, which"
-                        " runs or denies it (another surface's call; holder_gone 409 once"
-                        " its holder has stopped)",
+                        " runs or denies it, or runs an edit's corrected call through every"
+                        " gate there (another surface's call; holder_gone 409 once its"
+                        " holder has stopped)",
                     ),
                 ),
             }
