@@ -287,3 +287,46 @@ def test_an_edit_given_in_the_program_runs_the_corrected_call_once(service):
         assert program.journal.list_calls("acme", status="awaiting_confirmation") == []
     finally:
         program.close()
+
+
+def test_an_edit_made_in_the_api_runs_the_corrected_call_once(client, service):
+    """Ana edits the paused call in the API; the resumed graph runs her arguments, once."""
+    program = GraphProgram(service.config, InMemorySaver(), add_note("first draft"))
+    try:
+        paused = program.graph.invoke({"messages": [HumanMessage("add a note")]}, THREAD)
+        (pause,) = paused["__interrupt__"]
+        program.flush()
+        decide(client, pause, "edit", arguments='{"text": "corrected in the console"}')
+        answer = decided(program.runtime, pause)
+        assert answer is not None
+        [decision] = answer["decisions"]
+        assert decision.get("arguments") == '{"text": "corrected in the console"}'
+        program.graph.invoke(Command(resume=answer), THREAD)
+        assert effects() == ["corrected in the console"]  # never the shown draft
+        program.flush()
+        assert program.journal.list_calls("acme", status="awaiting_confirmation") == []
+        assert decided(program.runtime, pause) is None
+        assert effects() == ["corrected in the console"]
+    finally:
+        program.close()
+
+
+def test_an_edit_made_while_the_program_was_down_runs_the_corrected_call_once(client, service):
+    """The program stops; ana edits; the restarted graph runs her arguments, never the draft."""
+    checkpointer = InMemorySaver()
+    first_life = GraphProgram(service.config, checkpointer, add_note("first draft"))
+    paused = first_life.graph.invoke({"messages": [HumanMessage("add a note")]}, THREAD)
+    (pause,) = paused["__interrupt__"]
+    first_life.close()
+    decide(client, pause, "edit", arguments='{"text": "corrected meanwhile"}')
+
+    second_life = GraphProgram(service.config, checkpointer)
+    try:
+        (found,) = second_life.graph.get_state(THREAD).interrupts
+        answer = decided(second_life.runtime, found)
+        assert answer is not None
+        done = second_life.graph.invoke(Command(resume=answer), THREAD)
+        assert "__interrupt__" not in done
+        assert effects() == ["corrected meanwhile"]
+    finally:
+        second_life.close()

@@ -313,3 +313,52 @@ def test_a_denial_in_the_program_is_the_parked_calls_with_its_reason(service):
         assert (ended.status, ended.decision, ended.approver) == ("rejected", "denied", "ana")
     finally:
         program.close()
+
+
+def test_an_edit_made_in_the_api_runs_the_corrected_call_once(client, service):
+    """Ana edits the parked call in the API; the resumed run runs her arguments, once."""
+    script = Script("first draft")
+    program = AgentProgram(service.config, script)
+    try:
+        result = asyncio.run(Runner.run(program.agent, "add a note", run_config=NO_TRACING))
+        (pending,) = program.guarded.pending(result)
+        program.flush()
+        decide(client, pending, "edit", arguments='{"text": "corrected in the console"}')
+        state = result.to_state()
+        assert program.guarded.decided(state) is True
+        done = asyncio.run(Runner.run(program.agent, state, run_config=NO_TRACING))
+        assert done.final_output == "done"
+        assert effects() == ["corrected in the console"]  # never the shown draft
+        assert json.loads(script.told["c1"])["data"] is not None
+        program.flush()
+        shown = program.journal.get_call(str(pending.invocation_id))
+        assert shown is not None
+        assert (shown.status, shown.decision) == ("cancelled", "edited")
+        assert program.runtime.pending() == []
+    finally:
+        program.close()
+
+
+def test_an_edit_made_while_the_program_was_down_runs_once(client, service):
+    """The program stops; ana edits; the restarted program runs her arguments, once."""
+    first_life = AgentProgram(service.config, Script("first draft"))
+    result = asyncio.run(Runner.run(first_life.agent, "add a note", run_config=NO_TRACING))
+    (pending,) = first_life.guarded.pending(result)
+    saved = result.to_state().to_string()
+    parked = {pending.call_id: str(pending.invocation_id)}
+    first_life.close()
+    decide(client, pending, "edit", arguments='{"text": "corrected meanwhile"}')
+
+    second_life = AgentProgram(service.config, Script("first draft"))
+    try:
+        state = asyncio.run(RunState.from_string(second_life.agent, saved))
+        assert second_life.guarded.decided(state, parked) is True
+        asyncio.run(Runner.run(second_life.agent, state, run_config=NO_TRACING))
+        assert effects() == ["corrected meanwhile"]
+        # The same saved state once more: the edit was claimed; nothing runs again.
+        again = asyncio.run(RunState.from_string(second_life.agent, saved))
+        if second_life.guarded.decided(again, parked):
+            asyncio.run(Runner.run(second_life.agent, again, run_config=NO_TRACING))
+        assert effects() == ["corrected meanwhile"]
+    finally:
+        second_life.close()

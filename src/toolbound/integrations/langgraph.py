@@ -341,6 +341,9 @@ def decided(runtime: Runtime, pending: Interrupt | Mapping[str, object]) -> Answ
         }
         if found.reason is not None and not found.approved:
             decision["reason"] = found.reason
+        if found.arguments is not None:
+            # An edit: the person approved corrected arguments in the call's place.
+            decision["arguments"] = found.arguments
         decisions.append(decision)
     return {"decisions": decisions}
 
@@ -827,7 +830,14 @@ def _resume_earlier(
         if held:
             runtime.cancel_pending(earlier)
         return None
-    if held:
+    if found.arguments is not None:
+        # An edit: held here, the corrected call runs in the parked one's place, once.
+        # Parked by a previous life, only this pass's call can take the corrected
+        # arguments (the caller edits it), the parked one is left as the journal has it.
+        outcome = inbox.take_edit(earlier) if held else None
+        if outcome is None:
+            return None
+    elif held:
         confirmation = inbox.take(earlier)
         if confirmation is None:
             return None
@@ -850,7 +860,11 @@ async def _aresume_earlier(
         if held:
             runtime.cancel_pending(earlier)
         return None
-    if held:
+    if found.arguments is not None:
+        outcome = await inbox.atake_edit(earlier) if held else None
+        if outcome is None:
+            return None
+    elif held:
         confirmation = await runtime.off_loop(inbox.take, earlier)
         if confirmation is None:
             return None

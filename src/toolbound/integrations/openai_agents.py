@@ -166,6 +166,10 @@ class _Decision:
     """Issued on the call parked in the inbox: the run resumes that very call."""
     journal: str | None = None
     """Decided in the console on a call a previous life parked: run from the journal."""
+    arguments: str | None = None
+    """An edit's corrected arguments: they run in the call's place, approved."""
+    edited: str | None = None
+    """The parked call an edit made in the console replaces."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +254,24 @@ class _ParkedCalls:
             outcome = await self.runtime.aconfirm(confirmation)
         except ConfirmationMismatch:
             return None
+        self.forget(call_id)
+        return outcome
+
+    async def take_edit(self, invocation_id: str, call_id: str) -> Outcome | bool:
+        """The console's edit of the parked call claimed, once; applied if held here.
+
+        The corrected call's outcome when the runtime holds the call. ``True`` when a
+        previous life parked it and the edit is now this program's to apply (the call
+        at hand is admitted afresh and edited); ``False`` when there is no edit left
+        to claim (applied already, or claimed elsewhere): the call is not approved.
+        """
+        inbox = self.inbox()
+        if invocation_id not in set(self.runtime.parked()):
+            claimed = await self.runtime.off_loop(inbox.journal.claim, invocation_id)
+            return claimed is not None and claimed.arguments is not None
+        outcome = await inbox.atake_edit(invocation_id)
+        if outcome is None:
+            return False
         self.forget(call_id)
         return outcome
 
@@ -475,6 +497,12 @@ class GuardedTools:
             found.append((item, call_id, got))
         held = set(self.runtime.parked())
         for item, call_id, got in found:
+            if got.arguments is not None:
+                # An edit: the SDK approves the call, and when the run reaches it the
+                # corrected arguments run in its place, through every gate.
+                self._keep(call_id, digest=got.digest, approver=got.approver, edit=got)
+                state.approve(item)
+                continue
             if got.invocation_id not in held:
                 # Parked by a previous life of this program: applied from the journal.
                 self._keep(call_id, digest=got.digest, approver=got.approver, journal=got)
@@ -522,6 +550,7 @@ class GuardedTools:
         digest: str | None = None,
         approver: str = "",
         journal: Decided | None = None,
+        edit: Decided | None = None,
     ) -> None:
         """Keep a decision on a parked call until the resumed run reaches the call."""
         expires_at = self.runtime.clock.now() + self._approval_ttl
@@ -534,6 +563,8 @@ class GuardedTools:
             expires_at=expires_at,
             confirmation=confirmation,
             journal=None if journal is None else journal.invocation_id,
+            arguments=None if edit is None else edit.arguments,
+            edited=None if edit is None else edit.invocation_id,
         )
         with self._lock:
             self._decisions[call_id] = decision
@@ -610,6 +641,13 @@ class GuardedTools:
         with self._lock:
             decision = self._decisions.pop(call_id, None)
         context = self._call_context(ctx)
+        if decision is not None and decision.edited is not None:
+            edited = await self._parked.take_edit(decision.edited, call_id)
+            if not isinstance(edited, bool):
+                return edited
+            if not edited:
+                decision = None  # nothing left to apply: the call is not approved
+            # Else parked by a previous life: this call is admitted afresh and edited.
         if decision is not None and decision.journal is not None:
             return await self._parked.from_journal(
                 decision.journal, decision.digest, call_id, context
@@ -648,6 +686,13 @@ class GuardedTools:
         if remaining <= timedelta(0):
             remaining = timedelta(microseconds=-1)  # expired: a zero ttl means the default
         try:
+            if decision.arguments is not None:
+                return await runtime.aedit(
+                    parked.invocation_id,
+                    digest=decision.digest,
+                    arguments=decision.arguments,
+                    approver=decision.approver,
+                )
             # The runtime checks the digest the person saw against the parked call's.
             return await runtime.aapprove(
                 parked.invocation_id,

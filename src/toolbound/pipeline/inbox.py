@@ -207,6 +207,21 @@ class HeldInbox:
         decided = self.journal.claim(invocation_id)
         return None if decided is None else self._confirmation(decided)
 
+    def take_edit(self, invocation_id: str) -> Outcome | None:
+        """Claim an edit made elsewhere on a held call and run the corrected call here.
+
+        The held call ends cancelled, never run; the corrected arguments go through
+        every gate (:meth:`~toolbound.Runtime.edit`). ``None`` when there is no edit to
+        claim, another claimed it, or it no longer fits the held call.
+        """
+        claimed = self.journal.claim(invocation_id)
+        return None if claimed is None or claimed.arguments is None else self._edit(claimed)
+
+    async def atake_edit(self, invocation_id: str) -> Outcome | None:
+        """:meth:`take_edit` for async callers: the journal is read off the event loop."""
+        claimed = await self._runtime.off_loop(self.journal.claim, invocation_id)
+        return None if claimed is None or claimed.arguments is None else await self._aedit(claimed)
+
     def _confirmation(self, decided: Decided) -> Confirmation | None:
         """The claimed decision, recorded for the held call by the runtime's own rules."""
         try:
