@@ -227,3 +227,68 @@ def test_a_denial_with_a_reason_in_the_api_reaches_the_agents_model(client, serv
         assert any("use the team board" in told and "ana" in told for told in script.told)
     finally:
         program.close()
+
+
+def test_an_edit_made_in_the_api_runs_the_corrected_call_once(client, service):
+    """Ana edits the parked call in the API; the resumed run runs her arguments, once."""
+    script = Script("first draft")
+    program = AgentProgram(service.config, script)
+    try:
+        first = asyncio.run(program.agent.run("add a note"))
+        requests = first.output
+        assert isinstance(requests, DeferredToolRequests)
+        program.flush()
+        invocation_id = parked_id(requests)
+        digest = requests.metadata["c1"]["toolbound"]["digest"]
+        r = client.post(
+            f"/v1/invocations/{invocation_id}/decision",
+            json={"digest": digest, "decision": "edit", "arguments": '{"text": "corrected"}'},
+            headers=auth(),
+        )
+        assert (r.status_code, r.json()["decision"]) == (202, "edited"), r.text
+        results = program.toolset.decided(requests)
+        assert results is not None
+        assert results.answered_by == {"c1": "ana"}
+        done = asyncio.run(
+            program.agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+        )
+        assert done.output == "done"
+        assert effects() == ["corrected"]  # never the shown draft
+        program.flush()
+        shown = program.journal.get_call(invocation_id)
+        assert (shown.status, shown.decision) == ("cancelled", "edited")
+        assert program.journal.list_calls("acme", status="awaiting_confirmation") == []
+    finally:
+        program.close()
+
+
+def test_an_edit_made_while_the_program_was_down_never_runs_the_shown_call(client, service):
+    """Only the process holding a call applies an edit: the restarted run is refused."""
+    first_life = AgentProgram(service.config, Script("first draft"))
+    first = asyncio.run(first_life.agent.run("add a note"))
+    requests = first.output
+    assert isinstance(requests, DeferredToolRequests)
+    invocation_id = parked_id(requests)
+    digest = requests.metadata["c1"]["toolbound"]["digest"]
+    first_life.close()
+    r = client.post(
+        f"/v1/invocations/{invocation_id}/decision",
+        json={"digest": digest, "decision": "edit", "arguments": '{"text": "corrected"}'},
+        headers=auth(),
+    )
+    assert r.status_code == 202, r.text
+
+    second_life = AgentProgram(service.config, Script("first draft"))
+    try:
+        results = second_life.toolset.decided(requests)
+        assert results is not None
+        with pytest.raises(ConfirmationMismatch) as refused:
+            asyncio.run(
+                second_life.agent.run(
+                    message_history=first.all_messages(), deferred_tool_results=results
+                )
+            )
+        assert refused.value.code == "not_decided"
+        assert effects() == []
+    finally:
+        second_life.close()

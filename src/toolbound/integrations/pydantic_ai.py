@@ -109,6 +109,8 @@ if TYPE_CHECKING:
     from toolbound._errors import ProblemKind
     from toolbound._outcome import Outcome
     from toolbound.gates.confirm import ConfirmationRequest
+    from toolbound.inbox import Decided
+    from toolbound.pipeline.inbox import HeldInbox
     from toolbound.pipeline.runtime import Runtime
     from toolbound.registry import ToolSet
 
@@ -414,18 +416,51 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
                 results.approvals[call_id] = ToolApproved()
                 results.metadata[call_id] = {_META: {"journal": named_call}}
                 continue
-            confirmation = inbox.take(decided.invocation_id)
-            if confirmation is None:
+            if not self._take(inbox, decided, call_id, results):
                 return None  # claimed meanwhile by another reader: it is theirs to resume
-            if confirmation.approved:
-                results.approvals[call_id] = ToolApproved()
-                results.metadata[call_id] = {_META: {"confirmation": confirmation.as_json()}}
-            else:
-                outcome = self._runtime.confirm(confirmation)
-                self._forget(decided.invocation_id)
-                self._report(outcome)
-                results.approvals[call_id] = ToolDenied(outcome.message.text)
         return results
+
+    def _take(
+        self, inbox: HeldInbox, decided: Decided, call_id: str, results: DeferredToolResults
+    ) -> bool:
+        """The decision on a held call claimed once and put in ``results``; ``False`` if taken."""
+        if decided.arguments is not None:
+            edit = self._take_edit(inbox, decided.invocation_id)
+            if edit is None:
+                return False
+            results.approvals[call_id] = ToolApproved(override_args=edit[1])
+            results.metadata[call_id] = {_META: {"edit": edit[0].as_json()}}
+            return True
+        confirmation = inbox.take(decided.invocation_id)
+        if confirmation is None:
+            return False
+        if confirmation.approved:
+            results.approvals[call_id] = ToolApproved()
+            results.metadata[call_id] = {_META: {"confirmation": confirmation.as_json()}}
+        else:
+            outcome = self._runtime.confirm(confirmation)
+            self._forget(decided.invocation_id)
+            self._report(outcome)
+            results.approvals[call_id] = ToolDenied(outcome.message.text)
+        return True
+
+    def _take_edit(
+        self, inbox: HeldInbox, invocation_id: str
+    ) -> tuple[Edit, dict[str, Any]] | None:
+        """The console's edit of a held call, claimed once and kept for the resumed run.
+
+        Pydantic AI's own way: the call is approved with the corrected arguments
+        (``override_args``) and runs as a new proposal in the shown one's place
+        (:meth:`toolbound.Runtime.edit`), as an edit passed to :meth:`decide` does.
+        """
+        claimed = inbox.journal.claim(invocation_id)
+        corrected = None if claimed is None else json.loads(claimed.arguments or "null")
+        if claimed is None or not isinstance(corrected, dict):
+            return None
+        edit = Edit(invocation_id=invocation_id, digest=claimed.digest, editor=claimed.approver)
+        with self._lock:
+            self._edits[invocation_id] = edit
+        return edit, corrected
 
     async def wait_for_decisions(
         self, requests: DeferredToolRequests, timeout: float, *, interval: float = 0.5
