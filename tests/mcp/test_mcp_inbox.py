@@ -150,6 +150,8 @@ def test_a_gateway_write_denied_in_the_service_with_a_reason_ends_with_it(
             settled = await asyncio.to_thread(ended, config, pending["invocation_id"])
             # The client asks the same call again: the model reads the denial and its reason.
             again = envelope(await client.call_tool("git.git_add", add))
+            # The recorder writes behind the call: what the journal lists once written.
+            await asyncio.to_thread(gw.recorder.flush)
             left = await asyncio.to_thread(desk.waiting)
             return settled, again, left
 
@@ -304,6 +306,8 @@ def test_a_gateway_edit_its_gates_refuse_ends_refused_and_the_shown_call_never_r
             settled = await asyncio.to_thread(ended, config, pending["invocation_id"])
             await asyncio.to_thread(replacement_ended, config, "git.git_add", "rejected")
             again = envelope(await client.call_tool("git.git_add", shown))
+            # The recorder writes behind the call: what the journal lists once written.
+            await asyncio.to_thread(gw.recorder.flush)
             left = await asyncio.to_thread(desk.waiting)
             return settled, again, left
 

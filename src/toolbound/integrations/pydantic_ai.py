@@ -425,9 +425,11 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
     ) -> bool:
         """The decision on a held call claimed once and put in ``results``; ``False`` if taken."""
         if decided.arguments is not None:
-            edit = self._take_edit(inbox, decided.invocation_id)
+            edit = _claim_edit(inbox, decided.invocation_id)
             if edit is None:
                 return False
+            with self._lock:
+                self._edits[decided.invocation_id] = edit[0]
             results.approvals[call_id] = ToolApproved(override_args=edit[1])
             results.metadata[call_id] = {_META: {"edit": edit[0].as_json()}}
             return True
@@ -444,24 +446,6 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
             results.approvals[call_id] = ToolDenied(outcome.message.text)
         return True
 
-    def _take_edit(
-        self, inbox: HeldInbox, invocation_id: str
-    ) -> tuple[Edit, dict[str, Any]] | None:
-        """The console's edit of a held call, claimed once and kept for the resumed run.
-
-        Pydantic AI's own way: the call is approved with the corrected arguments
-        (``override_args``) and runs as a new proposal in the shown one's place
-        (:meth:`toolbound.Runtime.edit`), as an edit passed to :meth:`decide` does.
-        """
-        claimed = inbox.journal.claim(invocation_id)
-        corrected = None if claimed is None else json.loads(claimed.arguments or "null")
-        if claimed is None or not isinstance(corrected, dict):
-            return None
-        edit = Edit(invocation_id=invocation_id, digest=claimed.digest, editor=claimed.approver)
-        with self._lock:
-            self._edits[invocation_id] = edit
-        return edit, corrected
-
     async def wait_for_decisions(
         self, requests: DeferredToolRequests, timeout: float, *, interval: float = 0.5
     ) -> DeferredToolResults | None:
@@ -477,27 +461,6 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
                 return results
             await asyncio.sleep(min(interval, left))
 
-    async def _from_journal(
-        self, named: tuple[str, str], proposal: Proposal, context: CallContext
-    ) -> Outcome:
-        """A decided call a previous life of this program parked, run once from the journal."""
-        inbox = self._runtime.inbox
-        if inbox is None:
-            msg = "this approval names a call in a journal: give the runtime one"
-            raise ConfigurationError(msg, code="no_journal")
-        call = await self._runtime.off_loop(inbox.journal.journal.get_call, named[0])
-        request = {} if call is None else call.body.get("request")
-        if (
-            call is None
-            or call.digest != named[1]
-            or not isinstance(request, dict)
-            or request.get("call_id") != proposal.proposal_id
-        ):
-            # R7: a decision never transfers to another call.
-            msg = f"call {proposal.proposal_id!r} is not the journal's {named[0]}"
-            raise ConfigurationError(msg, code="approval_without_confirmation")
-        return await inbox.aresume(named[0], context)
-
     async def _resume(
         self,
         proposal: Proposal,
@@ -508,7 +471,7 @@ class ToolboundToolset(AbstractToolset[AgentDepsT]):
         """An approved call: continue the parked call, and only that one, only unchanged."""
         journaled = _named_request({_META: _journal_entry(metadata)})
         if journaled is not None:
-            outcome = await self._from_journal(journaled, proposal, context)
+            outcome = await _from_journal(self._runtime, journaled, proposal, context)
             return self._answer(outcome, proposal, arguments)
         edit = self._edit_in(metadata)
         if edit is not None:
@@ -703,6 +666,43 @@ def _response_of(messages: list[ModelMessage], call_id: str) -> ModelResponse | 
         ):
             return message
     return None
+
+
+async def _from_journal(
+    runtime: Runtime, named: tuple[str, str], proposal: Proposal, context: CallContext
+) -> Outcome:
+    """A decided call a previous life of this program parked, run once from the journal."""
+    inbox = runtime.inbox
+    if inbox is None:
+        msg = "this approval names a call in a journal: give the runtime one"
+        raise ConfigurationError(msg, code="no_journal")
+    call = await runtime.off_loop(inbox.journal.journal.get_call, named[0])
+    request = {} if call is None else call.body.get("request")
+    if (
+        call is None
+        or call.digest != named[1]
+        or not isinstance(request, dict)
+        or request.get("call_id") != proposal.proposal_id
+    ):
+        # R7: a decision never transfers to another call.
+        msg = f"call {proposal.proposal_id!r} is not the journal's {named[0]}"
+        raise ConfigurationError(msg, code="approval_without_confirmation")
+    return await inbox.aresume(named[0], context)
+
+
+def _claim_edit(inbox: HeldInbox, invocation_id: str) -> tuple[Edit, dict[str, Any]] | None:
+    """The console's edit of a held call, claimed once: the edit and its corrected arguments.
+
+    Pydantic AI's own way: the call is approved with the corrected arguments
+    (``override_args``) and runs as a new proposal in the shown one's place
+    (:meth:`toolbound.Runtime.edit`), as an edit passed to ``decide`` does.
+    """
+    claimed = inbox.journal.claim(invocation_id)
+    corrected = None if claimed is None else json.loads(claimed.arguments or "null")
+    if claimed is None or not isinstance(corrected, dict):
+        return None
+    edit = Edit(invocation_id=invocation_id, digest=claimed.digest, editor=claimed.approver)
+    return edit, corrected
 
 
 def _toolbound_entry(metadata: object) -> Mapping[str, object] | None:
