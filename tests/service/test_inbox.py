@@ -17,42 +17,25 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
-from service_config import KEYS, config_text
+from service_config import KEYS
 from service_pack import effects
-from starlette.testclient import TestClient
 
 from toolbound import ConfirmationMismatch, Proposal, Subject
 from toolbound.client import CallAnswer, Invocation
-from toolbound.config import parse_config
 from toolbound.pipeline.call import CallContext
 from toolbound.pipeline.runtime import Runtime
 from toolbound.recording import JournalRecorder
-from toolbound.service.api import create_app
-from toolbound.service.core import Service
 from toolbound.wiring import journal_for, policy_for
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from starlette.testclient import TestClient
+
     from toolbound._outcome import AwaitingConfirmation
+    from toolbound.service.core import Service
 
 AGENT = Subject(id="agent-1", tenant="acme")
-
-
-@pytest.fixture
-def service(tmp_path, effects_path, monkeypatch) -> Iterator[Service]:
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "toolbound.toml"
-    path.write_text(config_text("sqlite:///toolbound.db"))
-    svc = Service(parse_config(path.read_text(), source=path))
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def client(service: Service) -> Iterator[TestClient]:
-    with TestClient(create_app(service)) as c:
-        yield c
 
 
 class Program:

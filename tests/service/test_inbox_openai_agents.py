@@ -17,16 +17,12 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from service_config import KEYS, config_text
+from service_config import KEYS
 from service_pack import effects
-from starlette.testclient import TestClient
 
 from toolbound import ConfigurationError, ConfirmationMismatch, Runtime, Subject
 from toolbound._clock import SystemClock
-from toolbound.config import parse_config
 from toolbound.pipeline.call import CallContext
-from toolbound.service.api import create_app
-from toolbound.service.core import Service
 from toolbound.wiring import journal_for, policy_for
 
 pytest.importorskip("agents")
@@ -44,28 +40,12 @@ from openai.types.responses import (
 from toolbound.integrations.openai_agents import GuardedTools, PendingConfirmation
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from starlette.testclient import TestClient
 
     from toolbound.config import ServiceConfig
 
 AGENT = Subject(id="agent-1", tenant="acme")
 NO_TRACING = RunConfig(tracing_disabled=True)
-
-
-@pytest.fixture
-def service(tmp_path, effects_path, monkeypatch) -> Iterator[Service]:
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "toolbound.toml"
-    path.write_text(config_text("sqlite:///toolbound.db"))
-    svc = Service(parse_config(path.read_text(), source=path))
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def client(service: Service) -> Iterator[TestClient]:
-    with TestClient(create_app(service)) as c:
-        yield c
 
 
 class Script(Model):

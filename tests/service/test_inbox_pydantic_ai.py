@@ -16,17 +16,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from service_config import KEYS, config_text
+from service_config import KEYS
 from service_pack import effects
-from starlette.testclient import TestClient
 
 from toolbound import ConfirmationMismatch, Subject
 from toolbound._clock import SystemClock
-from toolbound.config import parse_config
 from toolbound.pipeline.call import CallContext
 from toolbound.pipeline.runtime import Runtime
-from toolbound.service.api import create_app
-from toolbound.service.core import Service
 from toolbound.wiring import journal_for, policy_for
 
 pydantic_ai = pytest.importorskip("pydantic_ai")
@@ -38,30 +34,13 @@ from pydantic_ai.models.function import FunctionModel  # noqa: E402
 from toolbound.integrations.pydantic_ai import ToolboundToolset  # noqa: E402
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.models.function import AgentInfo
+    from starlette.testclient import TestClient
 
     from toolbound.config import ServiceConfig
 
 AGENT = Subject(id="agent-1", tenant="acme")
-
-
-@pytest.fixture
-def service(tmp_path, effects_path, monkeypatch) -> Iterator[Service]:
-    monkeypatch.chdir(tmp_path)
-    path = tmp_path / "toolbound.toml"
-    path.write_text(config_text("sqlite:///toolbound.db"))
-    svc = Service(parse_config(path.read_text(), source=path))
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def client(service: Service) -> Iterator[TestClient]:
-    with TestClient(create_app(service)) as c:
-        yield c
 
 
 class Script:
