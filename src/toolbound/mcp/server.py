@@ -71,6 +71,7 @@ from toolbound.mcp.relay import (
     progress_token,
 )
 from toolbound.mcp.reporting import LogLevels, relaying
+from toolbound.mcp.rounds import CAPABILITIES_META_KEY, ROUNDS, Round, StateSeal
 from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
 from toolbound.mcp.tokens import off_loop_if_fetching
@@ -458,6 +459,7 @@ class GuardedServer:
         self.handed = HandedOver()
         """Calls answered pending and decided elsewhere since (:mod:`toolbound.mcp.inbox`)."""
         self._state_key = os.urandom(32)
+        self._states = StateSeal(os.urandom(32))
 
     # -- the SDK server ----------------------------------------------------------------
 
@@ -619,18 +621,26 @@ class GuardedServer:
         )
         legacy = ctx is not None and _legacy(ctx)
         sink = _progress_sink(ctx, meta)
+        round_ = self._round(params, subject, meta, ctx)
         relayed = PROGRESS.set(sink)
         calling = CALLER.set(None if ctx is None else caller_of(ctx, subject))
+        rounding = ROUNDS.set(round_)
         try:
             async with relaying(ctx, sink, self.log_levels) as reports:
                 outcome = await self.runtime.arun(proposal, context)
         finally:
+            ROUNDS.reset(rounding)
             CALLER.reset(calling)
             PROGRESS.reset(relayed)
         reports.record(outcome.trace)
         parked = self._parked(outcome)
         if parked is None:
-            return self._result(outcome, tools, legacy=legacy)
+            wanted = None if round_ is None else round_.asked
+            return (
+                self._result(outcome, tools, legacy=legacy)
+                if wanted is None
+                else self._relayed_input(wanted, outcome, subject, params.name)
+            )
         fresh = outcome.kind == "awaiting_confirmation"  # parked now, not the one waiting
         settled = self.handed.answer(subject, parked.digest) if fresh else None
         if settled is not None:
@@ -655,6 +665,51 @@ class GuardedServer:
             if again is not None:
                 return pending_result(again, proposal_id=proposal.proposal_id)
         return self._result(decided, tools, legacy=legacy)
+
+    # -- an upstream's input requests (toolbound.mcp.rounds) ------------------------------
+
+    def _round(
+        self,
+        params: types.CallToolRequestParams,
+        subject: Subject,
+        meta: Mapping[str, object],
+        ctx: ServerRequestContext[Any, Any] | None,
+    ) -> Round | None:
+        """The round of a 2026-07-28 call; -32602 for a requestState the gateway did not seal."""
+        if ctx is None or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        declared = meta.get(CAPABILITIES_META_KEY)
+        responses = params.input_responses
+        round_ = Round(
+            capabilities=dict(declared) if isinstance(declared, dict) else None,
+            responses=None
+            if responses is None
+            else {
+                key: value.model_dump(by_alias=True, mode="json", exclude_none=True)
+                for key, value in responses.items()
+            },
+        )
+        state = params.request_state
+        if state is not None and StateSeal.is_sealed(state):
+            opened = self._states.open(state, subject=subject, tool=params.name)
+            if opened is None:
+                raise MCPError(
+                    code=types.INVALID_PARAMS,
+                    message="requestState was not issued by this gateway for this caller and tool",
+                )
+            round_.state, round_.digest = opened
+        return round_
+
+    def _relayed_input(
+        self, asked: JSONObject, outcome: Outcome, subject: Subject, tool: str
+    ) -> types.InputRequiredResult:
+        """The upstream's InputRequiredResult for the caller, its state sealed to this call."""
+        digest = _digest_of(outcome) or ""
+        state = asked.get("requestState")
+        sealed = self._states.seal(
+            state if isinstance(state, str) else None, digest=digest, subject=subject, tool=tool
+        )
+        return types.InputRequiredResult.model_validate({**asked, "requestState": sealed})
 
     # -- confirmation ----------------------------------------------------------------------
 
