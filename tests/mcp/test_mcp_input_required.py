@@ -231,31 +231,49 @@ def test_a_state_retried_with_other_arguments_sends_nothing_to_the_upstream(
     assert "state-ok" not in text
 
 
-@pytest.mark.parametrize(
-    ("settings", "why"),
-    [
-        ({"relay_input_requests": True}, "allow_elicitation is not set"),
-        (RELAYING, "does not offer"),
-    ],
-)
-def test_an_input_request_the_gateway_may_not_relay_is_refused_and_nobody_is_asked(
-    tmp_path: Path, settings: dict[str, object], why: str
+def test_an_input_request_the_configuration_does_not_allow_is_refused_and_nobody_is_asked(
+    tmp_path: Path,
 ) -> None:
-    """Without allow_elicitation, or to a client offering no elicitation: a tool error."""
-    config = write_config(tmp_path, asking_upstream(**settings))
-    offers = why != "does not offer"
+    """Without allow_elicitation, an upstream's elicitation is a tool error."""
+    config = write_config(tmp_path, asking_upstream(relay_input_requests=True))
+    asked: list[object] = []
+
+    async def person(_ctx: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": "Alice"})
 
     async def scenario() -> types.CallToolResult:
         gw = gateway(config)
-        callbacks = {"elicitation_callback": _named} if offers else {}
-        async with serving(gw) as url, client(url, TOKENS["mira"], **callbacks) as c:
-            return await c.session.call_tool(f"ask.{PREFIX}elicitation", {})
+        async with (
+            serving(gw) as url,
+            client(url, TOKENS["mira"], elicitation_callback=person) as c,
+        ):
+            return await c.call_tool(f"ask.{PREFIX}elicitation", {})
 
     result = run(scenario())
     assert result.is_error is True
     text = str(result.content[0].text)  # type: ignore[union-attr]
     assert "input_request_refused" in text
-    assert why in text
+    assert "allow_elicitation is not set" in text
+    assert asked == []
+
+
+def test_an_input_request_the_caller_s_client_does_not_offer_is_a_missing_capability_error(
+    tmp_path: Path,
+) -> None:
+    """A client that declared no elicitation gets -32021 naming it, not the question."""
+    config = write_config(tmp_path, asking_upstream(**RELAYING))
+
+    async def scenario() -> MCPError:
+        gw = gateway(config)
+        async with serving(gw) as url, client(url, TOKENS["mira"]) as c:
+            with pytest.raises(MCPError) as refused:
+                await c.session.call_tool(f"ask.{PREFIX}elicitation", {})
+            return refused.value
+
+    error = run(scenario())
+    assert error.error.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert error.error.data == {"requiredCapabilities": {"elicitation": {}}}
 
 
 def test_a_2025_caller_s_calls_stay_on_the_handshake_connection(tmp_path: Path) -> None:

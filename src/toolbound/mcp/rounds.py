@@ -16,6 +16,10 @@ with its ``inputResponses`` and that state. For an upstream configured
     caller retries with inputResponses  its inputResponses go to the upstream as they
       and that requestState             came, with the upstream's own state, once the
                                         retried call is admitted with the same digest
+    an input request the caller's       JSON-RPC -32021 (missing required client
+      client does not offer             capability), data.requiredCapabilities naming it
+    one the configuration does not      refused (``input_request_refused``)
+      allow
     a requestState the gateway did      JSON-RPC -32602, before anything runs
       not seal, or sealed for another
       caller or tool
@@ -50,7 +54,8 @@ __all__ = [
     "ROUNDS",
     "Round",
     "StateSeal",
-    "allowed_requests",
+    "missing_capabilities",
+    "refused_requests",
 ]
 
 CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
@@ -81,16 +86,17 @@ class Round:
     state: str | None = None
     digest: str | None = None
     asked: dict[str, Any] | None = field(default=None)
+    missing: dict[str, Any] | None = field(default=None)
+    """Set instead when the upstream asks for what the caller's client does not offer:
+    those capabilities (``requiredCapabilities`` of the -32021 error the caller gets)."""
 
 
 ROUNDS: ContextVar[Round | None] = ContextVar("toolbound_mcp_round", default=None)
 """The current 2026-07-28 ``tools/call`` round, if the caller is on such a connection."""
 
 
-def allowed_requests(
-    requests: dict[str, Any], *, allow: dict[str, bool], capabilities: dict[str, Any] | None
-) -> str | None:
-    """Why ``requests`` may not reach the caller, or ``None`` when every one may.
+def refused_requests(requests: dict[str, Any], *, allow: dict[str, bool]) -> str | None:
+    """Why the gateway may not relay ``requests``, or ``None`` when it may relay each one.
 
     ``allow`` holds the upstream's ``allow_elicitation`` and ``allow_sampling``.
     """
@@ -99,12 +105,23 @@ def allowed_requests(
         needs = _NEEDS.get(method) if isinstance(method, str) else None
         if needs is None:
             return f"input request {key!r} asks for {method!r}, which the gateway does not relay"
-        setting, capability = needs
+        setting = needs[0]
         if setting is not None and not allow.get(setting, False):
             return f"input request {key!r} is {method}, and {setting} is not set for it"
-        if capabilities is not None and capability not in capabilities:
-            return f"input request {key!r} is {method}, which the caller's client does not offer"
     return None
+
+
+def missing_capabilities(
+    requests: dict[str, Any], capabilities: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The client capabilities ``requests`` need that the caller did not declare."""
+    missing: dict[str, Any] = {}
+    for request in requests.values():
+        method = request.get("method") if isinstance(request, dict) else None
+        needs = _NEEDS.get(method) if isinstance(method, str) else None
+        if needs is not None and needs[1] not in (capabilities or {}):
+            missing[needs[1]] = {}
+    return missing
 
 
 class StateSeal:

@@ -87,6 +87,7 @@ try:
     from mcp.server.stdio import stdio_server
     from mcp.server.transport_security import TransportSecuritySettings
     from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+    from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
@@ -635,11 +636,11 @@ class GuardedServer:
         reports.record(outcome.trace)
         parked = self._parked(outcome)
         if parked is None:
-            wanted = None if round_ is None else round_.asked
+            asking = round_ is not None and (round_.asked or round_.missing)
             return (
-                self._result(outcome, tools, legacy=legacy)
-                if wanted is None
-                else self._relayed_input(wanted, outcome, subject, params.name)
+                self._relayed_input(round_, outcome, subject, params.name)
+                if round_ is not None and asking
+                else self._result(outcome, tools, legacy=legacy)
             )
         fresh = outcome.kind == "awaiting_confirmation"  # parked now, not the one waiting
         settled = self.handed.answer(subject, parked.digest) if fresh else None
@@ -701,9 +702,20 @@ class GuardedServer:
         return round_
 
     def _relayed_input(
-        self, asked: JSONObject, outcome: Outcome, subject: Subject, tool: str
+        self, round_: Round, outcome: Outcome, subject: Subject, tool: str
     ) -> types.InputRequiredResult:
-        """The upstream's InputRequiredResult for the caller, its state sealed to this call."""
+        """The upstream's InputRequiredResult for the caller, its state sealed to this call.
+
+        -32021 when it asks for what the caller's client does not offer.
+        """
+        if round_.missing:
+            raise MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=f"{tool} needs client capabilities this request did not declare: "
+                + ", ".join(sorted(round_.missing)),
+                data={"requiredCapabilities": round_.missing},
+            )
+        asked = round_.asked or {}
         digest = _digest_of(outcome) or ""
         state = asked.get("requestState")
         sealed = self._states.seal(

@@ -56,7 +56,7 @@ from toolbound.gates.normalize import canonical_json
 from toolbound.mcp.child import Child
 from toolbound.mcp.passage import Passage
 from toolbound.mcp.relay import PROGRESS
-from toolbound.mcp.rounds import ROUNDS, Round, allowed_requests
+from toolbound.mcp.rounds import ROUNDS, Round, missing_capabilities, refused_requests
 
 try:
     import mcp_types as types
@@ -934,7 +934,11 @@ class UpstreamTool:
             "allow_elicitation": config.allow_elicitation,
             "allow_sampling": config.allow_sampling,
         }
-        why = allowed_requests(requests, allow=allow, capabilities=round_.capabilities)
+        why = refused_requests(requests, allow=allow)
+        missing = missing_capabilities(requests, round_.capabilities)
+        if why is None and missing:
+            round_.missing = missing
+            why = f"the caller's client does not offer {', '.join(sorted(missing))}"
         if why is not None:
             msg = f"upstream {config.name}: {why}"
             raise NotCommitted(
