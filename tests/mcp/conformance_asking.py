@@ -12,7 +12,10 @@ the answers, as the conformance suite's ``input-required-result-*`` scenarios wa
 * ``..._multiple_inputs`` asks for all three at once; ``..._multi_round`` asks
   ``step1`` then ``step2``, with a new ``requestState`` each round;
 * ``..._capabilities`` asks only for what the request's ``_meta`` says the client
-  offers (sampling, else elicitation).
+  offers (sampling, else elicitation);
+* the stateless diagnostics: ``test_missing_capability`` always asks for a sample
+  (a client that offers no sampling gets -32021 from the gateway),
+  ``test_streaming_elicitation`` asks the user.
 
 A call that carries no answer for what it needs is asked again. ``arguments.note``,
 if given, is echoed, so a test can see which arguments reached this server.
@@ -34,6 +37,10 @@ TOOLS = [
                input_schema=NO_ARGUMENTS)
     for suffix in ("elicitation", "sampling", "list_roots", "request_state", "multiple_inputs",
                    "multi_round", "tampered_state", "capabilities")
+] + [
+    types.Tool(name=name, description=f"A stateless diagnostic ({name}).",
+               input_schema=NO_ARGUMENTS)
+    for name in ("test_missing_capability", "test_streaming_elicitation")
 ]  # fmt: skip
 
 
@@ -98,27 +105,39 @@ def answers(params: types.CallToolRequestParams) -> dict[str, Any]:
     }
 
 
-def capabilities_round(
-    ctx: Any, got: dict[str, Any]
+def diagnostic(
+    ctx: Any, name: str, got: dict[str, Any]
 ) -> types.CallToolResult | types.InputRequiredResult:
-    meta = dict(ctx.meta or {})
-    offered = meta.get("io.modelcontextprotocol/clientCapabilities") or {}
+    """The suite's stateless diagnostics, and the tool asking what the client offers."""
+    if name in {"test_missing_capability", "test_streaming_elicitation"}:
+        wanted = "sampling" if name == "test_missing_capability" else "elicitation"
+    else:
+        meta = dict(ctx.meta or {})
+        offered = meta.get("io.modelcontextprotocol/clientCapabilities") or {}
+        wanted = "sampling" if "sampling" in offered else "elicitation"
     if "ask" in got:
         return done("answered")
-    if "sampling" in offered:
+    if wanted == "sampling":
         return asking({"ask": sample("Say something", 20)}, None)
     return asking({"ask": elicit("Say something", "text")}, None)
+
+
+DIAGNOSTICS = {
+    "test_missing_capability",
+    "test_streaming_elicitation",
+    PREFIX + "capabilities",
+}
 
 
 def run(
     ctx: Any, params: types.CallToolRequestParams
 ) -> types.CallToolResult | types.InputRequiredResult:
-    suffix = params.name.removeprefix(PREFIX)
     got = answers(params)
+    if params.name in DIAGNOSTICS:
+        return diagnostic(ctx, params.name, got)
+    suffix = params.name.removeprefix(PREFIX)
     note = (params.arguments or {}).get("note")
     said = f" ({note})" if note else ""
-    if suffix == "capabilities":
-        return capabilities_round(ctx, got)
     if suffix == "multi_round" and params.request_state == "round-1" and "step1" in got:
         return asking({"step2": elicit("Step 2: What is your favorite color?", "color")}, "round-2")
     if suffix == "multi_round" and params.request_state == "round-2" and "step2" in got:
