@@ -36,7 +36,7 @@ TOOLS = ("elicitation", "sampling", "multi_round", "request_state")
 
 
 def asking_upstream(**settings: object) -> str:
-    """The asking server as upstream ``ask``; its tools are reads of ``ask:read``."""
+    """The asking server as upstream ``ask``; its tools and prompt are reads of ``ask:read``."""
     extra = "".join(f"{k} = {str(v).lower()}\n" for k, v in settings.items())
     rules = "".join(
         f'\n[upstream.tools.{PREFIX}{t}]\neffect = "read"\ncapability = "ask:read"\n' for t in TOOLS
@@ -46,6 +46,7 @@ def asking_upstream(**settings: object) -> str:
 [[upstream]]
 name = "ask"
 command = ["{sys.executable}", "{ASKING}"]
+prompts_capability = "ask:read"
 {extra}{rules}"""
         + grant("mira", "ask:read")
         + grant("leo", "ask:read")
@@ -294,3 +295,39 @@ def test_a_2025_caller_s_calls_stay_on_the_handshake_connection(tmp_path: Path) 
     # The upstream, on a 2025-era connection, cannot answer input_required.
     assert not isinstance(result, types.InputRequiredResult)
     assert result.is_error is True
+
+
+def test_a_prompt_asks_the_caller_too_and_its_state_is_bound_to_the_prompt_s_arguments(
+    tmp_path: Path,
+) -> None:
+    """prompts/get: asked, answered, rendered; the same state with other arguments: -32602."""
+    config = write_config(tmp_path, asking_upstream(**RELAYING))
+    name = f"ask.{PREFIX}prompt"
+
+    async def scenario() -> tuple[types.GetPromptResult, MCPError]:
+        gw = gateway(config)
+        answer = types.ElicitResult(action="accept", content={"context": "the tests"})
+        async with (
+            serving(gw) as url,
+            client(url, TOKENS["mira"], elicitation_callback=_named) as c,
+        ):
+            first = await c.session.get_prompt(name, {"a": "1"}, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            assert list(first.input_requests or {}) == ["user_context"]
+            done = await c.session.get_prompt(
+                name, {"a": "1"}, input_responses={"user_context": answer},
+                request_state=first.request_state, allow_input_required=True,
+            )  # fmt: skip
+            assert isinstance(done, types.GetPromptResult)
+            with pytest.raises(MCPError) as refused:
+                await c.session.get_prompt(
+                    name, {"a": "2"}, input_responses={"user_context": answer},
+                    request_state=first.request_state,
+                )  # fmt: skip
+        return done, refused.value
+
+    done, refused = run(scenario())
+    text = done.messages[0].content
+    assert isinstance(text, types.TextContent)
+    assert "Use this context: the tests" in text.text
+    assert refused.error.code == types.INVALID_PARAMS

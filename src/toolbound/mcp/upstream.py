@@ -391,6 +391,15 @@ class Upstream:
         """One ``prompts/get``, forwarded as it is."""
         return await self._on_home(self._get_prompt(name, arguments))
 
+    async def get_prompt_round(
+        self, name: str, arguments: dict[str, str], round_: Round
+    ) -> WireResult:
+        """One ``prompts/get`` round over the 2026-07-28 connection, answered as it came.
+
+        An ``InputRequiredResult`` included (:mod:`~toolbound.mcp.rounds`).
+        """
+        return await self._on_home(self._get_prompt_round(name, arguments, round_))
+
     async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
         """One ``completion/complete``, forwarded as it is."""
         return await self._on_home(self._complete(params))
@@ -506,6 +515,17 @@ class Upstream:
     async def _get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
         client = await self._connected()
         return await client.get_prompt(name, arguments)
+
+    async def _get_prompt_round(
+        self, name: str, arguments: dict[str, str], round_: Round
+    ) -> WireResult:
+        if self._modern is None:
+            self._modern = _ModernConnection(self.config, self._errlog)
+        client = await self._modern.connected()
+        params = _round_params({"name": name, "arguments": arguments}, round_)
+        request = types.GetPromptRequest(params=types.GetPromptRequestParams.model_validate(params))
+        answer = await client.session.send_request(request, _AsSent)
+        return answer.root
 
     async def _complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
         client = await self._connected()
@@ -746,11 +766,17 @@ def _round_request(
     params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
     if meta:
         params["_meta"] = dict(meta)
+    params = _round_params(params, round_)
+    return types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params))
+
+
+def _round_params(params: dict[str, Any], round_: Round) -> dict[str, Any]:
+    """``params`` with the caller's answers and the upstream's own state, if any."""
     if round_.responses is not None:
         params["inputResponses"] = round_.responses
     if round_.state is not None:
         params["requestState"] = round_.state
-    return types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params))
+    return params
 
 
 def _stderr() -> TextIO:
