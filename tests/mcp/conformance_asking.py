@@ -17,6 +17,9 @@ the answers, as the conformance suite's ``input-required-result-*`` scenarios wa
   (a client that offers no sampling gets -32021 from the gateway),
   ``test_streaming_elicitation`` asks the user.
 
+The prompt ``test_input_required_result_prompt`` asks ``user_context`` (elicitation)
+and is rendered with the answer.
+
 A call that carries no answer for what it needs is asked again. ``arguments.note``,
 if given, is echoed, so a test can see which arguments reached this server.
 """
@@ -151,16 +154,46 @@ def run(
     return asking(requests, state)
 
 
+PROMPT = types.Prompt(name=PREFIX + "prompt", description="Asks the user for its context.")
+
+
+def prompt(
+    params: types.GetPromptRequestParams,
+) -> types.GetPromptResult | types.InputRequiredResult:
+    answered = (params.input_responses or {}).get("user_context")
+    if not isinstance(answered, types.ElicitResult) or answered.content is None:
+        return asking(
+            {"user_context": elicit("What context should the prompt use?", "context")}, None
+        )
+    text = f"Use this context: {answered.content.get('context')}"
+    message = types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))
+    return types.GetPromptResult(messages=[message])
+
+
 def build() -> Server[Any]:
     async def list_tools(_ctx: Any, _params: object) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
+
+    async def list_prompts(_ctx: Any, _params: object) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[PROMPT])
+
+    async def get_prompt(
+        _ctx: Any, params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        return prompt(params)
 
     async def call_tool(
         ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         return run(ctx, params)
 
-    return Server("conformance-asking", on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(
+        "conformance-asking",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
 
 
 async def main() -> None:

@@ -175,6 +175,7 @@ allow_elicitation = true
 name = "asking"
 prefix = ""
 command = ["{sys.executable}", "{HERE / "conformance_asking.py"}"]
+prompts_capability = "conformance:call"
 allow_sampling = true
 allow_elicitation = true
 relay_input_requests = true
