@@ -119,6 +119,12 @@ def test_an_upstream_s_elicitation_is_asked_of_the_caller_and_its_answer_complet
     assert sorted(ends) == sorted([State.FAILED_BEFORE_COMMIT.value, State.OBSERVED.value])
     refused = [e for _, e in recorder.events if e.state is State.FAILED_BEFORE_COMMIT]
     assert [e.data["problem"].code for e in refused] == ["input_required"]
+    # The rounds read as one call: the second names the invocation that asked.
+    asking = [(i, e) for i, e in recorder.events if e.kind == "input_required"]
+    assert [e.data["requests"] for _, e in asking] == [{"user_name": "elicitation/create"}]
+    rounds = [(i, e) for i, e in recorder.events if e.kind == "input_round"]
+    assert [e.data for _, e in rounds] == [{"continues": asking[0][0], "answered": ["user_name"]}]
+    assert rounds[0][0] != asking[0][0]
 
 
 def test_each_round_s_state_is_the_gateway_s_seal_and_the_upstream_gets_its_own_back(

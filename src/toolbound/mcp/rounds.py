@@ -29,7 +29,10 @@ with its ``inputResponses`` and that state. For an upstream configured
 Every round is a whole call through the guard (validation, authorization,
 confirmation): a retry cannot skip it, and the state cannot carry a call to other
 arguments. A round answered ``input_required`` commits nothing and is recorded so
-(``input_required``); the round that completes is the call.
+(``input_required``, with an ``input_required`` trace event naming the requests);
+each later round's trace has an ``input_round`` event naming the invocation that
+first asked (``continues``) and the answers' keys, so the rounds read as one call
+and the round that completes is that call's outcome.
 
 :data:`ROUNDS` carries one round between :class:`~toolbound.mcp.server.GuardedServer`
 and :class:`~toolbound.mcp.upstream.UpstreamTool`, through the runtime that knows
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CAPABILITIES_META_KEY",
     "ROUNDS",
+    "Opened",
     "Round",
     "StateSeal",
     "missing_capabilities",
@@ -85,6 +89,9 @@ class Round:
     responses: dict[str, Any] | None = None
     state: str | None = None
     digest: str | None = None
+    continues: str | None = None
+    """The invocation id of the round that first asked, from a verified seal: every
+    later round's trace names it, so the rounds read as one call."""
     asked: dict[str, Any] | None = field(default=None)
     missing: dict[str, Any] | None = field(default=None)
     """Set instead when the upstream asks for what the caller's client does not offer:
@@ -130,34 +137,49 @@ class StateSeal:
     def __init__(self, key: bytes) -> None:
         self._key = key
 
-    def seal(self, state: str | None, *, digest: str, subject: Subject, tool: str) -> str:
-        """The ``requestState`` the caller gets: the upstream's state, bound and signed."""
+    def seal(
+        self, state: str | None, *, digest: str, subject: Subject, tool: str, call: str = ""
+    ) -> str:
+        """The ``requestState`` the caller gets: the upstream's state, bound and signed.
+
+        ``call`` is the invocation id of the round that first asked (none for a prompt).
+        """
         inner = base64.urlsafe_b64encode((state or "").encode()).decode()
         flag = "s" if state is not None else "n"
-        mac = self._mac(flag, inner, digest, subject, tool)
-        return f"{_PREFIX}.{flag}.{inner}.{digest}.{mac}"
+        mac = self._mac((flag, inner, digest, call), subject, tool)
+        return f"{_PREFIX}.{flag}.{inner}.{digest}.{call}.{mac}"
 
     @staticmethod
     def is_sealed(text: str) -> bool:
         """Whether ``text`` claims to be one of ours (it may still be forged)."""
         return text.startswith(f"{_PREFIX}.")
 
-    def open(self, text: str, *, subject: Subject, tool: str) -> tuple[str | None, str] | None:
-        """The upstream's state and the digest it is bound to; ``None`` if not genuine."""
+    def open(self, text: str, *, subject: Subject, tool: str) -> Opened | None:
+        """The upstream's state, its digest and first call; ``None`` if not genuine."""
         parts = text.split(".")
-        if len(parts) != 5 or parts[0] != _PREFIX or parts[1] not in {"s", "n"}:  # noqa: PLR2004
+        if len(parts) != 6 or parts[0] != _PREFIX or parts[1] not in {"s", "n"}:  # noqa: PLR2004
             return None
-        _, flag, inner, digest, mac = parts
-        if not hmac.compare_digest(mac, self._mac(flag, inner, digest, subject, tool)):
+        _, flag, inner, digest, call, mac = parts
+        if not hmac.compare_digest(mac, self._mac((flag, inner, digest, call), subject, tool)):
             return None
         try:
             state = base64.urlsafe_b64decode(inner.encode()).decode()
         except (binascii.Error, UnicodeDecodeError):
             return None
-        return (state if flag == "s" else None), digest
+        return Opened(state=state if flag == "s" else None, digest=digest, call=call or None)
 
-    def _mac(self, flag: str, inner: str, digest: str, subject: Subject, tool: str) -> str:
-        text = "\x1f".join(
-            (flag, inner, digest, tool, subject.tenant, subject.id, subject.session or "")
-        )
+    def _mac(self, parts: tuple[str, ...], subject: Subject, tool: str) -> str:
+        text = "\x1f".join((*parts, tool, subject.tenant, subject.id, subject.session or ""))
         return hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What a genuine seal holds."""
+
+    state: str | None
+    """The upstream's own ``requestState`` (``None``: it sent none)."""
+    digest: str
+    """The digest of the call (or the prompt's arguments) it was sealed to."""
+    call: str | None
+    """The invocation id of the round that first asked; ``None`` for a prompt."""

@@ -901,7 +901,11 @@ class _InputRounds:
         digest = _digest_of(outcome) or ""
         state = asked.get("requestState")
         sealed = self._states.seal(
-            state if isinstance(state, str) else None, digest=digest, subject=subject, tool=tool
+            state if isinstance(state, str) else None,
+            digest=digest,
+            subject=subject,
+            tool=tool,
+            call=round_.continues or outcome.invocation_id,
         )
         return types.InputRequiredResult.model_validate({**asked, "requestState": sealed})
 
@@ -1294,7 +1298,7 @@ def _opened(
                 code=types.INVALID_PARAMS,
                 message="requestState was not issued by this gateway for this caller and request",
             )
-        round_.state, round_.digest = opened
+        round_.state, round_.digest, round_.continues = opened.state, opened.digest, opened.call
     return round_
 
 

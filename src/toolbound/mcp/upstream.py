@@ -916,6 +916,12 @@ class UpstreamTool:
                     )
                 else:
                     self._check_round(round_, ctx)
+                    if round_.continues is not None and ctx.trace is not None:
+                        ctx.trace.record(
+                            "input_round",
+                            continues=round_.continues,
+                            answered=sorted(round_.responses or {}),
+                        )
                     result = await upstream.call_round(
                         self.tool,
                         arguments,
@@ -927,7 +933,7 @@ class UpstreamTool:
                     )
             sent.answered(result)
         if round_ is not None and result.get("resultType") == "input_required":
-            self._ask(round_, result)
+            self._ask(round_, result, ctx)
         if result.get("isError") is True:
             # The tool's own word that it failed: its text reaches the model whole,
             # and no output contract applies to it.
@@ -952,7 +958,7 @@ class UpstreamTool:
                 hint="retry with the same arguments as the call that asked for input",
             )
 
-    def _ask(self, round_: Round, result: WireResult) -> NoReturn:
+    def _ask(self, round_: Round, result: WireResult, ctx: ToolContext) -> NoReturn:
         """The upstream asks the caller for input: hand it on, or refuse what may not pass."""
         requests = result.get("inputRequests") or {}
         config = self.upstream.config
@@ -974,6 +980,12 @@ class UpstreamTool:
                 hint="the gateway's configuration or the caller's client does not allow it",
             )
         round_.asked = result
+        if ctx.trace is not None:
+            ctx.trace.record(
+                "input_required",
+                upstream=config.name,
+                requests={key: r.get("method") for key, r in requests.items()},
+            )
         msg = f"upstream {config.name} asks the caller for input before {self.tool!r} can answer"
         raise NotCommitted(
             msg,
