@@ -1286,6 +1286,7 @@ class Upstream(Table):
     prompts_capability: Text | None = key(None, "who may get its prompts", '"git:prompts"')
     allow_sampling: bool = key(False, "relay its sampling to the caller", "true")  # noqa: FBT003
     allow_elicitation: bool = key(False, "relay its elicitation", "true")  # noqa: FBT003
+    relay_input_requests: bool = key(False, "relay its input requests", "true")  # noqa: FBT003
 
     @classmethod
     def raw_faults(cls, data: dict[str, Any]) -> list[Fault]:

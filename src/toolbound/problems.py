@@ -692,6 +692,33 @@ _ENTRIES: Final[tuple[ProblemCode, ...]] = (
         recoverable=True,
         raised_as=("NotCommitted",),
     ),
+    _c(
+        "input_required",
+        "execution",
+        "R18",
+        "an upstream asked a 2026-07-28 caller for input (SEP-2322): the caller got its "
+        "inputRequests, this round committed nothing, and the retry with the answers is the call",
+        recoverable=True,
+        raised_as=("NotCommitted",),
+    ),
+    _c(
+        "input_request_refused",
+        "execution",
+        "R18",
+        "an upstream asked for input the gateway may not relay (allow_elicitation or "
+        "allow_sampling not set) or the caller's client does not offer; nothing was asked",
+        recoverable=False,
+        raised_as=("NotCommitted",),
+    ),
+    _c(
+        "input_state_mismatch",
+        "execution",
+        "R5 R18",
+        "a retry's requestState was sealed for a call with other arguments (another "
+        "digest); nothing was sent to the upstream",
+        recoverable=True,
+        raised_as=("NotCommitted",),
+    ),
     # -- timeout (R9) --------------------------------------------------------------------
     _c(
         "deadline_exceeded",

@@ -8,9 +8,10 @@ federation and relays are what the suite checks. The gateway tests use it too.
 
 ``test_tool_with_progress`` reports 0, 50 and 100 of 100; ``test_slow`` (``seconds``)
 sleeps, and writes ``cancelled`` to ``$CONFORMANCE_STATE`` when it is cancelled first.
-``test_tool_with_logging`` sends three info log messages, ``test_sampling`` and the
-``test_elicitation*`` tools ask the client (through the gateway, which relays only
-where its configuration allows), ``test_touch_resource`` (``uri``) announces
+``test_tool_with_logging`` (and ``test_logging_tool``, the stateless suite's name)
+sends three info log messages, ``test_sampling`` and the ``test_elicitation*`` tools
+ask the client (through the gateway, which relays only where its configuration
+allows), ``test_touch_resource`` (``uri``) announces
 that a resource changed (``notifications/resources/updated``) if it was subscribed,
 and ``test_announce_tools_changed`` sends ``notifications/tools/list_changed``.
 """
@@ -77,6 +78,7 @@ TOOLS = [
         {"type": "object", "properties": {"seconds": {"type": "number"}}},
     ),
     tool("test_tool_with_logging", "Sends three log messages."),
+    tool("test_logging_tool", "Sends three log messages (the stateless suite's name)."),
     tool(
         "test_sampling",
         "Asks the client's model.",
@@ -276,7 +278,7 @@ async def say(
     ctx: Any, params: types.CallToolRequestParams, watched: set[str]
 ) -> types.CallToolResult | None:
     """The tools that send the client notifications (or nothing special)."""
-    if params.name == "test_tool_with_logging":
+    if params.name in {"test_tool_with_logging", "test_logging_tool"}:
         for step, line in enumerate(
             ("Tool execution started", "Tool processing data", "Tool execution completed")
         ):

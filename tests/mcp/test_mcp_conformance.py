@@ -71,11 +71,19 @@ UPSTREAM_FIXTURES = (
     "test_multiple_content_types",
     "test_tool_with_progress",
     "test_tool_with_logging",
+    "test_logging_tool",
     "test_sampling",
     "test_elicitation",
     "test_elicitation_sep1034_defaults",
     "test_elicitation_sep1330_enums",
 )
+ASKING_FIXTURES = (
+    *(f"test_input_required_result_{suffix}"
+      for suffix in ("elicitation", "sampling", "list_roots", "request_state", "multiple_inputs",
+                     "multi_round", "tampered_state", "capabilities")),
+    "test_missing_capability",
+    "test_streaming_elicitation",
+)  # fmt: skip
 EVERYTHING_READS = ("echo", "get-sum", "get-tiny-image", "get-structured-content")
 
 
@@ -120,6 +128,14 @@ capability = "conformance:call"
 """
         for tool in UPSTREAM_FIXTURES
     )
+    asking_rules = "".join(
+        f"""
+[upstream.tools.{tool}]
+effect = "read"
+capability = "conformance:call"
+"""
+        for tool in ASKING_FIXTURES
+    )
     toolbound = str(Path(sys.executable).parent / "toolbound")
     pythonpath = ":".join([str(HERE), str(HERE.parents[1] / "src")])  # the code under test
     path = folder / "gateway.toml"
@@ -154,6 +170,16 @@ prompts_capability = "conformance:call"
 allow_sampling = true
 allow_elicitation = true
 {media_rules}
+
+[[upstream]]
+name = "asking"
+prefix = ""
+command = ["{sys.executable}", "{HERE / "conformance_asking.py"}"]
+prompts_capability = "conformance:call"
+allow_sampling = true
+allow_elicitation = true
+relay_input_requests = true
+{asking_rules}
 """
     )
     return path

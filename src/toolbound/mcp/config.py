@@ -34,6 +34,7 @@ exactly as the service reads them; this module adds two::
     prompts_capability = "git:prompts"       # who may list and get its prompts
     allow_sampling = false            # relay its sampling/createMessage to the caller
     allow_elicitation = false         # relay its elicitation/create to the caller
+    relay_input_requests = false      # a 2026-07-28 caller's calls may ask it for input
 
     [upstream.tools.git_commit]
     effect = "irreversible_write"     # unset: irreversible_write, the most conservative
@@ -141,6 +142,10 @@ class UpstreamConfig:
     """Whether its ``sampling/createMessage`` requests reach the client whose call caused them."""
     allow_elicitation: bool = False
     """Whether its ``elicitation/create`` requests reach the client whose call caused them."""
+    relay_input_requests: bool = False
+    """Whether a 2026-07-28 caller's calls go over a 2026-07-28 connection, whose
+    ``InputRequiredResult`` (SEP-2322) reaches the caller, and the caller's retry the
+    upstream (:mod:`toolbound.mcp.rounds`)."""
 
     @property
     def resources_grant(self) -> str:

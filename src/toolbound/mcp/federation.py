@@ -41,6 +41,7 @@ from toolbound.library import READ_TOOL_PREFIX
 from toolbound.mcp.content import mark_block
 from toolbound.mcp.passage import Downstream
 from toolbound.mcp.reads import RESOURCE_NOT_FOUND, not_found, read_through, run_on
+from toolbound.mcp.rounds import missing_capabilities, refused_requests
 from toolbound.registry import Registry
 
 try:
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import JSONObject, JSONValue, Subject
     from toolbound.execution.tool import ToolContext
+    from toolbound.mcp.rounds import Round
     from toolbound.mcp.upstream import Upstream
     from toolbound.pipeline.runtime import Runtime
 
@@ -195,6 +197,44 @@ class Federation:
             m.model_copy(update={"content": mark_block(m.content)}) for m in result.messages
         ]
         return result.model_copy(update={"messages": messages})
+
+    async def get_prompt_round(
+        self, subject: Subject, name: str, arguments: dict[str, str], round_: Round
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """``prompts/get`` from a 2026-07-28 caller (:mod:`toolbound.mcp.rounds`).
+
+        To an upstream configured ``relay_input_requests``, over its 2026-07-28
+        connection: its ``InputRequiredResult`` comes back as it came (the server
+        seals its state), or a JSON-RPC error when it asks for what may not pass.
+        """
+        upstream, own = await self._prompt(subject, name)
+        if not upstream.config.relay_input_requests:
+            return await self.get_prompt(subject, name, arguments)
+        raw = await upstream.get_prompt_round(own, arguments, round_)
+        if raw.get("resultType") != "input_required":
+            result = types.GetPromptResult.model_validate(raw)
+            messages = [
+                m.model_copy(update={"content": mark_block(m.content)}) for m in result.messages
+            ]
+            return result.model_copy(update={"messages": messages})
+        requests = raw.get("inputRequests") or {}
+        config = upstream.config
+        allow = {
+            "allow_elicitation": config.allow_elicitation,
+            "allow_sampling": config.allow_sampling,
+        }
+        why = refused_requests(requests, allow=allow)
+        if why is not None:
+            raise MCPError(code=types.INVALID_REQUEST, message=f"upstream {config.name}: {why}")
+        missing = missing_capabilities(requests, round_.capabilities)
+        if missing:
+            raise MCPError(
+                code=types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=f"{name} needs client capabilities this request did not declare: "
+                + ", ".join(sorted(missing)),
+                data={"requiredCapabilities": missing},
+            )
+        return types.InputRequiredResult.model_validate(raw)
 
     async def complete(
         self, subject: Subject, params: types.CompleteRequestParams

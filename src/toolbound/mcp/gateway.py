@@ -15,7 +15,9 @@ results pass through as blocks, bounded and marked untrusted
 (:mod:`toolbound.mcp.content`); its progress reaches the client and a client's
 cancellation reaches it (:mod:`toolbound.mcp.relay`); its log messages reach the
 client whose call it serves, and its sampling and elicitation requests too where
-``allow_sampling`` / ``allow_elicitation`` say so (:mod:`toolbound.mcp.passage`).
+``allow_sampling`` / ``allow_elicitation`` say so (:mod:`toolbound.mcp.passage`) —
+on a 2026-07-28 connection as ``InputRequiredResult`` rounds, for an upstream
+configured ``relay_input_requests`` (:mod:`toolbound.mcp.rounds`).
 Its resources, templates and prompts are served to callers holding its
 ``resources_capability`` or ``prompts_capability``, each resource read a read through
 the runtime, and resource subscriptions are relayed to it

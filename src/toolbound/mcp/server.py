@@ -59,6 +59,7 @@ from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.access_log import AccessLog, note_caller, note_rpc
+from toolbound.gates.normalize import canonical_json
 from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
@@ -71,6 +72,7 @@ from toolbound.mcp.relay import (
     progress_token,
 )
 from toolbound.mcp.reporting import LogLevels, relaying
+from toolbound.mcp.rounds import CAPABILITIES_META_KEY, ROUNDS, Round, StateSeal
 from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
 from toolbound.mcp.tokens import off_loop_if_fetching
@@ -86,6 +88,7 @@ try:
     from mcp.server.stdio import stdio_server
     from mcp.server.transport_security import TransportSecuritySettings
     from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+    from mcp_types import MISSING_REQUIRED_CLIENT_CAPABILITY
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
@@ -398,6 +401,17 @@ class StaticCatalog:
 # -- the server --------------------------------------------------------------------------
 
 
+@runtime_checkable
+class PromptRounds(Protocol):
+    """A federation whose ``prompts/get`` may ask a 2026-07-28 caller for input."""
+
+    async def get_prompt_round(
+        self, subject: Subject, name: str, arguments: dict[str, str], round_: Round
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """``prompts/get`` with the caller's answers and the upstream's own state."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class _Answer:
     """What a person said through elicitation."""
@@ -458,6 +472,7 @@ class GuardedServer:
         self.handed = HandedOver()
         """Calls answered pending and decided elsewhere since (:mod:`toolbound.mcp.inbox`)."""
         self._state_key = os.urandom(32)
+        self._rounds = _InputRounds()
 
     # -- the SDK server ----------------------------------------------------------------
 
@@ -561,8 +576,15 @@ class GuardedServer:
 
         async def on_get_prompt(
             ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-        ) -> types.GetPromptResult:
-            return await fed.get_prompt(caller(ctx), params.name, dict(params.arguments or {}))
+        ) -> types.GetPromptResult | types.InputRequiredResult:
+            subject = caller(ctx)
+            arguments = dict(params.arguments or {})
+            if (
+                not isinstance(fed, PromptRounds)
+                or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            ):
+                return await fed.get_prompt(subject, params.name, arguments)
+            return await self._rounds.prompt(fed, ctx, params, subject)
 
         async def on_completion(
             ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
@@ -619,18 +641,26 @@ class GuardedServer:
         )
         legacy = ctx is not None and _legacy(ctx)
         sink = _progress_sink(ctx, meta)
+        round_ = self._rounds.call(params, subject, meta, ctx)
         relayed = PROGRESS.set(sink)
         calling = CALLER.set(None if ctx is None else caller_of(ctx, subject))
+        rounding = ROUNDS.set(round_)
         try:
             async with relaying(ctx, sink, self.log_levels) as reports:
                 outcome = await self.runtime.arun(proposal, context)
         finally:
+            ROUNDS.reset(rounding)
             CALLER.reset(calling)
             PROGRESS.reset(relayed)
         reports.record(outcome.trace)
         parked = self._parked(outcome)
         if parked is None:
-            return self._result(outcome, tools, legacy=legacy)
+            asking = round_ is not None and (round_.asked or round_.missing)
+            return (
+                self._rounds.relayed(round_, outcome, subject, params.name)
+                if round_ is not None and asking
+                else self._result(outcome, tools, legacy=legacy)
+            )
         fresh = outcome.kind == "awaiting_confirmation"  # parked now, not the one waiting
         settled = self.handed.answer(subject, parked.digest) if fresh else None
         if settled is not None:
@@ -796,6 +826,88 @@ class GuardedServer:
             type="text", text=message.text, annotations=text_annotations(blocks)
         )
         return types.CallToolResult(content=[envelope, *passed.blocks])
+
+
+class _InputRounds:
+    """Upstream input requests relayed to a 2026-07-28 caller (:mod:`~toolbound.mcp.rounds`)."""
+
+    def __init__(self) -> None:
+        self._states = StateSeal(os.urandom(32))
+
+    async def prompt(
+        self,
+        fed: PromptRounds,
+        ctx: ServerRequestContext[Any, Any],
+        params: types.GetPromptRequestParams,
+        subject: Subject,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        """``prompts/get`` from a 2026-07-28 caller: its state sealed to name and arguments."""
+        arguments = dict(params.arguments or {})
+        bound = f"prompts/get {params.name}"
+        digest = hashlib.sha256(canonical_json(cast("JSONObject", arguments))).hexdigest()
+        round_ = _opened(
+            self._states,
+            params.request_state,
+            subject=subject,
+            bound=bound,
+            meta=ctx.meta or {},
+            responses=params.input_responses,
+        )
+        if round_.digest is not None and round_.digest != digest:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message="requestState was given for other prompt arguments",
+            )
+        result = await fed.get_prompt_round(subject, params.name, arguments, round_)
+        if not isinstance(result, types.InputRequiredResult):
+            return result
+        sealed = self._states.seal(result.request_state, digest=digest, subject=subject, tool=bound)
+        return result.model_copy(update={"request_state": sealed})
+
+    def call(
+        self,
+        params: types.CallToolRequestParams,
+        subject: Subject,
+        meta: Mapping[str, object],
+        ctx: ServerRequestContext[Any, Any] | None,
+    ) -> Round | None:
+        """The round of a 2026-07-28 call; -32602 for a requestState the gateway did not seal."""
+        if ctx is None or ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        return _opened(
+            self._states,
+            params.request_state,
+            subject=subject,
+            bound=params.name,
+            meta=meta,
+            responses=params.input_responses,
+        )
+
+    def relayed(
+        self, round_: Round, outcome: Outcome, subject: Subject, tool: str
+    ) -> types.InputRequiredResult:
+        """The upstream's InputRequiredResult for the caller, its state sealed to this call.
+
+        -32021 when it asks for what the caller's client does not offer.
+        """
+        if round_.missing:
+            raise MCPError(
+                code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=f"{tool} needs client capabilities this request did not declare: "
+                + ", ".join(sorted(round_.missing)),
+                data={"requiredCapabilities": round_.missing},
+            )
+        asked = round_.asked or {}
+        digest = _digest_of(outcome) or ""
+        state = asked.get("requestState")
+        sealed = self._states.seal(
+            state if isinstance(state, str) else None,
+            digest=digest,
+            subject=subject,
+            tool=tool,
+            call=round_.continues or outcome.invocation_id,
+        )
+        return types.InputRequiredResult.model_validate({**asked, "requestState": sealed})
 
 
 # -- HTTP -----------------------------------------------------------------------------------
@@ -1157,6 +1269,37 @@ def _elicitation_message(parked: ConfirmationRequest) -> str:
         f"Digest: {parked.digest}\n"
         "It runs once, exactly as shown."
     )
+
+
+def _opened(
+    states: StateSeal,
+    state: str | None,
+    *,
+    subject: Subject,
+    bound: str,
+    meta: Mapping[str, object],
+    responses: Mapping[str, Any] | None,
+) -> Round:
+    """A 2026-07-28 request's round; -32602 for a requestState the gateway did not seal."""
+    declared = meta.get(CAPABILITIES_META_KEY)
+    round_ = Round(
+        capabilities=dict(declared) if isinstance(declared, dict) else None,
+        responses=None
+        if responses is None
+        else {
+            key: value.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for key, value in responses.items()
+        },
+    )
+    if state is not None and StateSeal.is_sealed(state):
+        opened = states.open(state, subject=subject, tool=bound)
+        if opened is None:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message="requestState was not issued by this gateway for this caller and request",
+            )
+        round_.state, round_.digest, round_.continues = opened.state, opened.digest, opened.call
+    return round_
 
 
 def _digest_of(outcome: Outcome) -> str | None:

@@ -40,7 +40,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, NoReturn, TextIO, TypeVar, cast
 
 from toolbound._errors import Rejection
 from toolbound.execution.retry import (
@@ -56,6 +56,7 @@ from toolbound.gates.normalize import canonical_json
 from toolbound.mcp.child import Child
 from toolbound.mcp.passage import Passage
 from toolbound.mcp.relay import PROGRESS
+from toolbound.mcp.rounds import ROUNDS, Round, missing_capabilities, refused_requests
 
 try:
     import mcp_types as types
@@ -63,6 +64,7 @@ try:
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
     from pydantic import RootModel, ValidationError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
@@ -321,6 +323,7 @@ class Upstream:
         self._closing: asyncio.Event | None = None
         self._holder: asyncio.Task[None] | None = None
         self._child: Child | None = None  # the process of a stdio upstream, once started
+        self._modern: _ModernConnection | None = None  # for relay_input_requests
         self._lock: asyncio.Lock | None = None
         # Closed from the moment it says its tools changed until they are compared.
         self._compared: asyncio.Event | None = None
@@ -346,6 +349,8 @@ class Upstream:
     async def stop(self) -> None:
         """Close the connection (and stop a stdio child)."""
         await self._disconnect()
+        if self._modern is not None:
+            await self._modern.disconnect()
 
     def compared(self) -> None:
         """Its tools were listed and compared with the served ones: calls may go out again."""
@@ -386,6 +391,15 @@ class Upstream:
         """One ``prompts/get``, forwarded as it is."""
         return await self._on_home(self._get_prompt(name, arguments))
 
+    async def get_prompt_round(
+        self, name: str, arguments: dict[str, str], round_: Round
+    ) -> WireResult:
+        """One ``prompts/get`` round over the 2026-07-28 connection, answered as it came.
+
+        An ``InputRequiredResult`` included (:mod:`~toolbound.mcp.rounds`).
+        """
+        return await self._on_home(self._get_prompt_round(name, arguments, round_))
+
     async def complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
         """One ``completion/complete``, forwarded as it is."""
         return await self._on_home(self._complete(params))
@@ -416,6 +430,26 @@ class Upstream:
         """
         return await self._on_home(
             self._call(name, arguments, meta, timeout, write=write, check=check)
+        )
+
+    async def call_round(
+        self,
+        name: str,
+        arguments: JSONObject,
+        *,
+        round_: Round,
+        meta: Mapping[str, object] | None,
+        timeout: float | None,
+        write: bool,
+        check: Callable[[], None] | None = None,
+    ) -> WireResult:
+        """One ``tools/call`` round over the 2026-07-28 connection (:mod:`~toolbound.mcp.rounds`).
+
+        The caller's ``inputResponses`` and the upstream's own ``requestState`` go
+        with it; the answer may be an ``InputRequiredResult``, returned as it came.
+        """
+        return await self._on_home(
+            self._call_round(name, arguments, round_, meta, timeout, write=write, check=check)
         )
 
     # -- on the home loop ----------------------------------------------------------
@@ -482,6 +516,17 @@ class Upstream:
         client = await self._connected()
         return await client.get_prompt(name, arguments)
 
+    async def _get_prompt_round(
+        self, name: str, arguments: dict[str, str], round_: Round
+    ) -> WireResult:
+        if self._modern is None:
+            self._modern = _ModernConnection(self.config, self._errlog)
+        client = await self._modern.connected()
+        params = _round_params({"name": name, "arguments": arguments}, round_)
+        request = types.GetPromptRequest(params=types.GetPromptRequestParams.model_validate(params))
+        answer = await client.session.send_request(request, _AsSent)
+        return answer.root
+
     async def _complete(self, params: types.CompleteRequestParams) -> types.CompleteResult:
         client = await self._connected()
         context = None if params.context is None else params.context.arguments
@@ -545,6 +590,45 @@ class Upstream:
             if signal is None:
                 raise
             raise signal from exc
+
+    async def _call_round(
+        self,
+        name: str,
+        arguments: JSONObject,
+        round_: Round,
+        meta: Mapping[str, object] | None,
+        timeout: float | None,
+        *,
+        write: bool,
+        check: Callable[[], None] | None,
+    ) -> WireResult:
+        if self._modern is None:
+            self._modern = _ModernConnection(self.config, self._errlog)
+        modern = self._modern
+        try:
+            client = await modern.connected()
+        except Exception as exc:
+            raise NotReached(self._unreached(exc)) from exc
+        await self._settled(timeout)
+        if check is not None:
+            check()
+        try:
+            request = _round_request(name, arguments, round_, meta)
+            async with asyncio.timeout(timeout):
+                with continued(meta):
+                    answer = await client.session.send_request(
+                        request, _AsSent, progress_callback=PROGRESS.get()
+                    )
+        except Exception as exc:
+            if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
+                await modern.disconnect()
+            signal = call_failure(exc, write=write)
+            if signal is None:
+                raise
+            raise signal from exc
+        if answer.root.get("resultType") == "input_required":
+            return answer.root
+        return normal_blocks(answer.root)
 
     async def _settled(self, timeout: float | None) -> None:
         """Wait until the tools the upstream said changed are compared; NotReached if not."""
@@ -667,6 +751,34 @@ async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[An
         yield streams
 
 
+async def _never(*_args: object) -> Any:  # noqa: ANN401 - stands for any SDK callback
+    msg = "the gateway answers no input request itself"
+    raise NotImplementedError(msg)
+
+
+_NEVER: Any = _never
+
+
+def _round_request(
+    name: str, arguments: JSONObject, round_: Round, meta: Mapping[str, object] | None
+) -> types.CallToolRequest:
+    """One round's ``tools/call``: the caller's answers and the upstream's own state."""
+    params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
+    if meta:
+        params["_meta"] = dict(meta)
+    params = _round_params(params, round_)
+    return types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params))
+
+
+def _round_params(params: dict[str, Any], round_: Round) -> dict[str, Any]:
+    """``params`` with the caller's answers and the upstream's own state, if any."""
+    if round_.responses is not None:
+        params["inputResponses"] = round_.responses
+    if round_.state is not None:
+        params["requestState"] = round_.state
+    return params
+
+
 def _stderr() -> TextIO:
     """Where a child's stderr goes: ours, or the original one if ours was replaced."""
     try:
@@ -674,6 +786,80 @@ def _stderr() -> TextIO:
     except (AttributeError, OSError, ValueError):
         return sys.__stderr__ or sys.stderr
     return sys.stderr
+
+
+class _ModernConnection:
+    """An upstream's 2026-07-28 connection, for ``relay_input_requests``.
+
+    Opened at its first call and held by one task, as anyio requires
+    (:mod:`toolbound.mcp.rounds`).
+    """
+
+    def __init__(self, config: UpstreamConfig, errlog: TextIO) -> None:
+        self.config = config
+        self._errlog = errlog
+        self._client: Client | None = None
+        self._closing: asyncio.Event | None = None
+        self._holder: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def connected(self) -> Client:
+        if self._client is not None:
+            return self._client
+        async with self._lock:
+            if self._client is None:
+                ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+                closing = asyncio.Event()
+                self._closing = closing
+                self._holder = asyncio.create_task(self._hold(ready, closing))
+                self._client = await ready
+            return self._client
+
+    async def _hold(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
+        """Enter and leave the 2026-07-28 client in this one task."""
+        try:
+            async with Client(
+                self._transport(),
+                client_info=_CLIENT_INFO,
+                mode=MODERN_PROTOCOL_VERSIONS[-1],
+                # Never called: the caller answers the input requests, not the gateway.
+                # They declare what the caller may be asked (:mod:`toolbound.mcp.rounds`).
+                sampling_callback=_NEVER if self.config.allow_sampling else None,
+                elicitation_callback=_NEVER if self.config.allow_elicitation else None,
+                list_roots_callback=_NEVER,
+                cache=None,
+            ) as client:
+                ready.set_result(client)
+                await closing.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
+            elif not isinstance(exc, asyncio.CancelledError | Exception):
+                raise
+        finally:
+            if self._closing is closing:
+                self._client = None
+
+    async def disconnect(self) -> None:
+        holder, closing = self._holder, self._closing
+        self._client = None
+        if closing is not None:
+            closing.set()
+        if holder is not None and holder is not asyncio.current_task():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(holder, timeout=5.0)
+
+    def _transport(self) -> Any:  # noqa: ANN401 - the SDK's Transport
+        cfg = self.config
+        if cfg.url is not None:
+            headers: dict[str, str] = {}
+            if cfg.bearer_env is not None:
+                headers["Authorization"] = f"Bearer {os.environ.get(cfg.bearer_env, '')}"
+            return _http_transport(cfg.url, headers)
+        params = StdioServerParameters(
+            command=cfg.command[0], args=list(cfg.command[1:]), env=dict(cfg.env), cwd=cfg.cwd
+        )
+        return stdio_client(params, errlog=self._errlog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -717,16 +903,37 @@ class UpstreamTool:
             ctx=ctx,
             meta=meta,
         ) as sent:
+            round_ = ROUNDS.get() if upstream.config.relay_input_requests else None
             with upstream.passage.serving(ctx.trace):
-                result = await upstream.call(
-                    self.tool,
-                    arguments,
-                    meta=sent.meta or None,
-                    timeout=timeout,
-                    write=self.write,
-                    check=self.refuse_if_changed,
-                )
+                if round_ is None:
+                    result = await upstream.call(
+                        self.tool,
+                        arguments,
+                        meta=sent.meta or None,
+                        timeout=timeout,
+                        write=self.write,
+                        check=self.refuse_if_changed,
+                    )
+                else:
+                    self._check_round(round_, ctx)
+                    if round_.continues is not None and ctx.trace is not None:
+                        ctx.trace.record(
+                            "input_round",
+                            continues=round_.continues,
+                            answered=sorted(round_.responses or {}),
+                        )
+                    result = await upstream.call_round(
+                        self.tool,
+                        arguments,
+                        round_=round_,
+                        meta=sent.meta or None,
+                        timeout=timeout,
+                        write=self.write,
+                        check=self.refuse_if_changed,
+                    )
             sent.answered(result)
+        if round_ is not None and result.get("resultType") == "input_required":
+            self._ask(round_, result, ctx)
         if result.get("isError") is True:
             # The tool's own word that it failed: its text reaches the model whole,
             # and no output contract applies to it.
@@ -737,6 +944,54 @@ class UpstreamTool:
                 hint="the upstream tool reported this error; fix the cause and make a new call",
             )
         return result_value(result, structured=self.structured)
+
+    def _check_round(self, round_: Round, ctx: ToolContext) -> None:
+        """Refuse a retry whose upstream state was sealed for other arguments."""
+        if round_.digest is not None and round_.digest != ctx.invocation.digest:
+            msg = (
+                "the requestState of this retry was given for a call with other arguments; "
+                "nothing was sent"
+            )
+            raise NotCommitted(
+                msg,
+                code="input_state_mismatch",
+                hint="retry with the same arguments as the call that asked for input",
+            )
+
+    def _ask(self, round_: Round, result: WireResult, ctx: ToolContext) -> NoReturn:
+        """The upstream asks the caller for input: hand it on, or refuse what may not pass."""
+        requests = result.get("inputRequests") or {}
+        config = self.upstream.config
+        allow = {
+            "allow_elicitation": config.allow_elicitation,
+            "allow_sampling": config.allow_sampling,
+        }
+        why = refused_requests(requests, allow=allow)
+        missing = missing_capabilities(requests, round_.capabilities)
+        if why is None and missing:
+            round_.missing = missing
+            why = f"the caller's client does not offer {', '.join(sorted(missing))}"
+        if why is not None:
+            msg = f"upstream {config.name}: {why}"
+            raise NotCommitted(
+                msg,
+                code="input_request_refused",
+                recoverable=False,
+                hint="the gateway's configuration or the caller's client does not allow it",
+            )
+        round_.asked = result
+        if ctx.trace is not None:
+            ctx.trace.record(
+                "input_required",
+                upstream=config.name,
+                requests={key: r.get("method") for key, r in requests.items()},
+            )
+        msg = f"upstream {config.name} asks the caller for input before {self.tool!r} can answer"
+        raise NotCommitted(
+            msg,
+            code="input_required",
+            hint="answer its inputRequests and retry the same call with them",
+        )
 
     def refuse_if_changed(self) -> None:
         """Raise ``tool_quarantined`` when this definition is no longer the one served."""
