@@ -58,6 +58,7 @@ from toolbound.provenance.classes import asked_classes, field_class, luhn, text_
 from toolbound.provenance.intents import stems
 from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail
 from toolbound.provenance.normalize import analyse, fold, number, short_terms
+from toolbound.provenance.records import UNSELECTED, listing, selected
 from toolbound.provenance.roles import system_fields
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import JSONValue, ToolSpec
     from toolbound.provenance.classes import DataClassName
+    from toolbound.provenance.records import Listing
 
 __all__ = ["DEFAULT_MIN_LENGTH", "Provenance"]
 
@@ -184,8 +186,10 @@ class Provenance:
         "_leaf_pointer",
         "_leaf_start",
         "_leaves",
+        "_listings",
         "_lock",
         "_said",
+        "_said_text",
         "_short",
         "_short_quantities",
         "_system",
@@ -232,6 +236,8 @@ class Provenance:
         self._short_quantities: dict[str, dict[_Kind, Source]] = {}
         self._asked: frozenset[DataClassName] = frozenset()
         self._said: tuple[tuple[str, ...], ...] = ()
+        self._said_text = ""  # the user's words, folded: what selects a record
+        self._listings: dict[int, Listing] = {}  # by id() of a vouching tool's label
         self._system: dict[tuple[str, str], tuple[ToolSpec, frozenset[str]]] = {}
 
     # -- feeding ----------------------------------------------------------------
@@ -294,10 +300,15 @@ class Provenance:
         )
         asked: frozenset[DataClassName] = frozenset()
         said: tuple[tuple[str, ...], ...] = ()
+        said_text = ""
         if label.origin == "user":  # only the person's own words ask for data or writes
             words = [t for _, t, number in _leaves(value) if not number]
             asked = asked.union(*(asked_classes(t) for t in words))
             said = tuple(stems(t) for t in words)
+            said_text = "".join(fold(t) + "\x00" for _, t, _ in _leaves(value))
+        records = (
+            listing(value, self.min_length, only) if trusted and label.origin == "tool" else None
+        )
         kind = _kind(label)
         with self._lock:
             entry = len(self._labels)
@@ -305,6 +316,9 @@ class Provenance:
             self._kinds.append(kind)
             self._asked |= asked
             self._said += said
+            self._said_text += said_text
+            if records:
+                self._listings[id(label)] = records
             for pointer, folded, data_class in leaves:
                 _remember(
                     self._leaves, folded, kind, label, pointer, data_class=data_class, leaf=True
@@ -411,14 +425,18 @@ class Provenance:
                 trails.append(Trail(pointer=pointer, value=value, matches=short, number=numeric))
                 continue
             if sources:
-                matches.append(Match(text=forms[0], whole=True, sources=tuple(sources.values())))
+                matches.append(
+                    Match(text=forms[0], whole=True, sources=self._vouched(sources.values()))
+                )
                 # A piece of a value found whole says nothing the whole does not.
                 pieces = {p for p in pieces if not any(p in form for form in forms)}
             index = self._tokens
             for token in sorted(pieces):
                 seen = index.get(token)
                 if seen:
-                    matches.append(Match(text=token, whole=False, sources=tuple(seen.values())))
+                    matches.append(
+                        Match(text=token, whole=False, sources=self._vouched(seen.values()))
+                    )
             trail = Trail(pointer=pointer, value=value, matches=tuple(matches), number=numeric)
             trails.append(trail)
         return FlowReport.of(
@@ -448,10 +466,38 @@ class Provenance:
                         whole=True,
                         exact=True,
                         quantity=quantity,
-                        sources=tuple(seen.values()),
+                        sources=self._vouched(seen.values()),
                     )
                     return Trail(pointer=pointer, value=value, matches=(match,), number=numeric)
         return Trail(pointer=pointer, value=value, number=numeric)
+
+    def _vouched(self, sources: Iterable[Source]) -> tuple[Source, ...]:
+        """``sources``, each a tool vouched for only where the user's words select its record.
+
+        A value from a trusted listing (:mod:`~toolbound.provenance.records`) in a
+        record the user did not select is kept as evidence, but as untrusted.
+        """
+        out: list[Source] = []
+        for source in sources:
+            records = self._listings.get(id(source.label))
+            record = None if records is None else records.get(source.at)
+            if record is not None and not selected(
+                record, self._said_text, named=self._user_wrote, timed=self._user_timed
+            ):
+                label = replace(source.label, untrusted=True, note=UNSELECTED)
+                source = replace(source, label=label)  # noqa: PLW2901 - the same, demoted
+            out.append(source)
+        return tuple(out)
+
+    def _user_wrote(self, word: str) -> bool:
+        return any(
+            kind[0] == "user"
+            for table in (self._short, self._tokens)
+            for kind in table.get(word, {})
+        )
+
+    def _user_timed(self, word: str) -> bool:
+        return any(kind[0] == "user" for kind in self._short_quantities.get(word, {}))
 
     def _find(self, text: str, key: str, sources: dict[_Kind, Source]) -> None:
         """Add the first trusted leaf holding ``key``, once per entry and kind."""
