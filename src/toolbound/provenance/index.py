@@ -84,6 +84,8 @@ wrote (:func:`~toolbound.provenance.short_terms`), never as a piece of a date.
 _Kind = tuple[str, str | None, str | None, str | None]
 _SPACE = re.compile(r"\s")
 
+_TITLE_WORDS = 4  # the most words a system-assigned name or title holds before it is prose
+
 SYSTEM_ASSIGNED = "system-assigned fields"
 """The note on the label of an untrusted tool's system-assigned fields (trusted)."""
 
@@ -268,7 +270,14 @@ class Provenance:
             )
             if assigned:
                 vouched = replace(label, untrusted=False, note=SYSTEM_ASSIGNED)
-                self.add(vouched, value, classes=spec.data_classes, only=assigned)
+                # A marked field of a few words (a title: "Windshield crack") selects its
+                # record by a word; a longer one is prose whatever its schema says.
+                marked = frozenset(
+                    p
+                    for p, text, _ in _leaves(value)
+                    if field_shape(p) in system and len(text.split()) <= _TITLE_WORDS
+                )
+                self.add(vouched, value, classes=spec.data_classes, only=assigned, words=marked)
         return self.add(label, value, classes=spec.data_classes)
 
     def _system_fields(self, spec: ToolSpec) -> frozenset[str]:
@@ -286,13 +295,16 @@ class Provenance:
         *,
         classes: Mapping[str, DataClassName] | None = None,
         only: frozenset[str] | None = None,
+        words: frozenset[str] | None = None,
     ) -> Label:
         """Index ``value`` under ``label``; returns the label.
 
         ``classes`` declares the data classes of fields (shape pointers into
         ``value``, :mod:`~toolbound.provenance.classes`); private values are also
         classed by their field's name and the words beside them. ``only`` limits
-        the leaves indexed to these pointers.
+        the leaves indexed to these pointers; ``words`` the leaves whose words
+        select a record of a tool's result (:mod:`~toolbound.provenance.records`;
+        by default those indexed).
         """
         trusted = not label.untrusted
         leaves, found, short, short_quantities = self._analyse(
@@ -302,12 +314,14 @@ class Provenance:
         said: tuple[tuple[str, ...], ...] = ()
         said_text = ""
         if label.origin == "user":  # only the person's own words ask for data or writes
-            words = [t for _, t, number in _leaves(value) if not number]
-            asked = asked.union(*(asked_classes(t) for t in words))
-            said = tuple(stems(t) for t in words)
+            texts = [t for _, t, number in _leaves(value) if not number]
+            asked = asked.union(*(asked_classes(t) for t in texts))
+            said = tuple(stems(t) for t in texts)
             said_text = "".join(fold(t) + "\x00" for _, t, _ in _leaves(value))
         records = (
-            listing(value, self.min_length, only) if trusted and label.origin == "tool" else None
+            listing(value, self.min_length, only, words=only if words is None else words)
+            if trusted and label.origin == "tool"
+            else None
         )
         kind = _kind(label)
         with self._lock:

@@ -91,8 +91,18 @@ def _walk(value: JSONValue, pointer: str, place: _Place) -> Iterator[tuple[str, 
             yield from _walk(item, at, (at, len(value)) if own else place)
 
 
-def listing(value: JSONValue, min_length: int, only: frozenset[str] | None = None) -> Listing:
-    """The record of each leaf of ``value`` (of the leaves in ``only``, when given)."""
+def listing(
+    value: JSONValue,
+    min_length: int,
+    only: frozenset[str] | None = None,
+    *,
+    words: frozenset[str] | None = None,
+) -> Listing:
+    """The record of each leaf of ``value`` (of the leaves in ``only``, when given).
+
+    ``words`` names the leaves the system wrote, whose words select their record
+    (``None``: every leaf, a trusted tool's result).
+    """
     members: dict[str | None, list[tuple[str, str]]] = {}
     sizes: dict[str | None, int] = {}
     for pointer, text, place in _walk(value, "", None):
@@ -106,12 +116,12 @@ def listing(value: JSONValue, min_length: int, only: frozenset[str] | None = Non
             continue
         forms: set[str] = set()
         short: set[str] = set()
-        words: set[str] = set()
+        said: set[str] = set()
         for pointer, text in leaves:
             found, pieces = analyse(text, min_length)
-            if only is None or pointer in only:
-                words.update(pieces)
-                words.update(short_terms(text, min_length)[0])
+            if words is None or pointer in words:
+                said.update(pieces)
+                said.update(short_terms(text, min_length)[0])
             if found:
                 forms.update(found)
             elif folded := fold(text):
@@ -123,7 +133,7 @@ def listing(value: JSONValue, min_length: int, only: frozenset[str] | None = Non
             alone=sizes[key] == 1,
             forms=frozenset(forms),
             short=frozenset(short),
-            words=frozenset(words),
+            words=frozenset(said),
         )
         out.update(dict.fromkeys(wanted, record))
     return out
