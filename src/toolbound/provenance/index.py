@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import JSONValue, ToolSpec
     from toolbound.provenance.classes import DataClassName
-    from toolbound.provenance.records import Listing
+    from toolbound.provenance.records import Analysis, Listing, Record
 
 __all__ = ["DEFAULT_MIN_LENGTH", "Provenance"]
 
@@ -181,6 +181,7 @@ class Provenance:
 
     __slots__ = (
         "_asked",
+        "_demoted",
         "_entry_ends",
         "_kinds",
         "_labels",
@@ -192,6 +193,7 @@ class Provenance:
         "_lock",
         "_said",
         "_said_text",
+        "_selection",
         "_short",
         "_short_quantities",
         "_system",
@@ -240,6 +242,8 @@ class Provenance:
         self._said: tuple[tuple[str, ...], ...] = ()
         self._said_text = ""  # the user's words, folded: what selects a record
         self._listings: dict[int, Listing] = {}  # by id() of a vouching tool's label
+        self._selection: dict[int, tuple[int, bool]] = {}  # by id() of a record
+        self._demoted: dict[int, Label] = {}  # by id() of a vouching tool's label
         self._system: dict[tuple[str, str], tuple[ToolSpec, frozenset[str]]] = {}
 
     # -- feeding ----------------------------------------------------------------
@@ -307,8 +311,13 @@ class Provenance:
         by default those indexed).
         """
         trusted = not label.untrusted
+        known: dict[str, Analysis] = {}
         leaves, found, short, short_quantities = self._analyse(
-            value, trusted=trusted, classes=classes if label.private else None, only=only
+            value,
+            trusted=trusted,
+            classes=classes if label.private else None,
+            only=only,
+            known=known,
         )
         asked: frozenset[DataClassName] = frozenset()
         said: tuple[tuple[str, ...], ...] = ()
@@ -319,7 +328,9 @@ class Provenance:
             said = tuple(stems(t) for t in texts)
             said_text = "".join(fold(t) + "\x00" for _, t, _ in _leaves(value))
         records = (
-            listing(value, self.min_length, only, words=only if words is None else words)
+            listing(
+                value, self.min_length, only, words=only if words is None else words, known=known
+            )
             if trusted and label.origin == "tool"
             else None
         )
@@ -364,6 +375,7 @@ class Provenance:
         trusted: bool,
         classes: Mapping[str, DataClassName] | None,
         only: frozenset[str] | None = None,
+        known: dict[str, Analysis] | None = None,
     ) -> tuple[
         list[tuple[str, str, DataClassName | None]],
         dict[str, _Classed],
@@ -373,7 +385,8 @@ class Provenance:
         """The folded leaves, tokens and short ids and quantities of ``value``, by pointer.
 
         With ``classes`` (private data; ``None`` otherwise) each leaf and token
-        carries its data class, if any.
+        carries its data class, if any. ``known`` receives each trusted leaf's
+        analysis, for its record (:func:`~toolbound.provenance.records.listing`).
         """
         leaves: list[tuple[str, str, DataClassName | None]] = []
         found: dict[str, _Classed] = {}
@@ -394,6 +407,8 @@ class Provenance:
                 # Short words vouch for short identifiers, so only trusted ones are kept:
                 # an untrusted "13" would prove nothing a missing one does not.
                 ids, quantities = short_terms(text, self.min_length)
+                if known is not None:
+                    known[pointer] = (forms, pieces, ids)
                 for word in ids:
                     short.setdefault(word, pointer)
                 for word in quantities:
@@ -495,13 +510,26 @@ class Provenance:
         for source in sources:
             records = self._listings.get(id(source.label))
             record = None if records is None else records.get(source.at)
-            if record is not None and not selected(
-                record, self._said_text, named=self._user_wrote, timed=self._user_timed
-            ):
-                label = replace(source.label, untrusted=True, note=UNSELECTED)
-                source = replace(source, label=label)  # noqa: PLW2901 - the same, demoted
+            if record is not None and not self._selected(record):
+                demoted = self._demoted.get(id(source.label))
+                if demoted is None:
+                    demoted = replace(source.label, untrusted=True, note=UNSELECTED)
+                    self._demoted[id(source.label)] = demoted  # a plain store: either is right
+                source = Source(  # noqa: PLW2901 - the same source, demoted
+                    label=demoted, at=source.at, data_class=source.data_class, leaf=source.leaf
+                )
             out.append(source)
         return tuple(out)
+
+    def _selected(self, record: Record) -> bool:
+        """Whether the user's words select ``record``, cached until the user says more."""
+        said = self._said_text
+        cached = self._selection.get(id(record))
+        if cached is not None and cached[0] == len(said):
+            return cached[1]
+        chosen = selected(record, said, named=self._user_wrote, timed=self._user_timed)
+        self._selection[id(record)] = (len(said), chosen)  # a plain store: either is right
+        return chosen
 
     def _user_wrote(self, word: str) -> bool:
         return any(

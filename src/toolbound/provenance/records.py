@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Final
 from toolbound.provenance.normalize import analyse, fold, number, short_terms
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     from toolbound._model import JSONValue
 
-__all__ = ["UNSELECTED", "Listing", "Record", "listing", "selected"]
+__all__ = ["UNSELECTED", "Analysis", "Listing", "Record", "listing", "selected"]
 
 UNSELECTED: Final = "a record the user's words do not select"
 """The note on the label of a vouched value whose record the user did not select."""
@@ -60,6 +60,9 @@ class Record:
     words: frozenset[str] = frozenset()
     """The words of its fields the system wrote: tokens and short identifiers."""
 
+
+Analysis = tuple[tuple[str, ...], set[str], set[str]]
+"""A leaf's folded forms, its tokens and its short identifiers."""
 
 Listing = dict[str, Record]
 """Each leaf pointer of a result mapped to the record holding it."""
@@ -97,12 +100,15 @@ def listing(
     only: frozenset[str] | None = None,
     *,
     words: frozenset[str] | None = None,
+    known: Mapping[str, Analysis] | None = None,
 ) -> Listing:
     """The record of each leaf of ``value`` (of the leaves in ``only``, when given).
 
     ``words`` names the leaves the system wrote, whose words select their record
-    (``None``: every leaf, a trusted tool's result).
+    (``None``: every leaf, a trusted tool's result). ``known`` holds leaves already
+    analysed by the index, so that none is analysed twice.
     """
+    known = known or {}
     members: dict[str | None, list[tuple[str, str]]] = {}
     sizes: dict[str | None, int] = {}
     for pointer, text, place in _walk(value, "", None):
@@ -118,10 +124,11 @@ def listing(
         short: set[str] = set()
         said: set[str] = set()
         for pointer, text in leaves:
-            found, pieces = analyse(text, min_length)
+            done = known.get(pointer)
+            found, pieces = (done[0], done[1]) if done else analyse(text, min_length)
             if words is None or pointer in words:
                 said.update(pieces)
-                said.update(short_terms(text, min_length)[0])
+                said.update(done[2] if done else short_terms(text, min_length)[0])
             if found:
                 forms.update(found)
             elif folded := fold(text):
