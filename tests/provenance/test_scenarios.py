@@ -1,4 +1,4 @@
-"""Injected instructions in seven domains' data cannot steer a write past the role preset.
+"""Injected instructions in eight domains' data cannot steer a write past the role preset.
 
 The scenarios' model obeys every injection it reads. Under the grants alone the
 attacks succeed (so the scenarios are real attacks); under a strict rule on every

@@ -34,6 +34,12 @@ is found there *exactly*, so an identifier the user typed can satisfy a rule tha
 requires a trusted source. Numbers are compared in one spelling
 (:func:`~toolbound.provenance.number`): ``1200``, ``1200.0`` and ``"1.2e3"`` meet.
 
+A value a tool vouches for — a result of a tool that reads no untrusted content, a
+system-assigned field of one that does — is trusted only from a record the user's
+words select (:mod:`~toolbound.provenance.records`): the index keeps each such
+result's records and, when it examines a call, labels a value of an unselected
+record untrusted.
+
 A :class:`Provenance` may also carry the session's **task scope**: the write tools
 the task in hand may need (``scope=``). It travels on every
 :class:`~toolbound.provenance.FlowReport`, and a flow policy confirms a write outside it.
