@@ -1,7 +1,8 @@
 """Provenance: what the flow rules stop, what they cost the user, what they cost in time.
 
 1. The injection scenarios (``toolbound.packs.scenarios``): forty-one tasks in four
-   domains and eighteen in three more, whose data carries injected instructions,
+   domains, twenty-four in three more and ten in a held-out eighth (insurance
+   claims), whose data carries injected instructions,
    played by a model that obeys them — under the grants alone (the attacks succeed),
    a strict rule on every write, and the role preset (``guard_writes``) without the
    tools' intents, with them, and with a perfect planner's task scope; and with a
@@ -30,6 +31,16 @@ PAGE = ToolSpec(
     description="Fetch a page.",
     input_schema={"type": "object"},
     effect="read",
+)
+
+
+TRUSTED = ToolSpec(
+    name="bank.payees",
+    version="v1",
+    description="Saved payees.",
+    input_schema={"type": "object"},
+    effect="read",
+    reads_untrusted=False,
 )
 
 
@@ -73,6 +84,14 @@ def overhead() -> None:
         index = Provenance()
         us = best_mean(lambda value=value, index=index: index.add_result(PAGE, "i", value), 20)
         print(f"  {size:>7} bytes  {us:>9.1f}  ({us / size * 1000:.0f} ns/byte)")
+    records = [
+        {"id": f"r{i}", "name": f"Payee {i}", "iban": f"DE{i:02d}370400440532013000"}
+        for i in range(50)
+    ]
+    size = len(str(records))
+    index = Provenance()
+    us = best_mean(lambda: index.add_result(TRUSTED, "i", records), 20)  # type: ignore[arg-type]
+    print(f"  {size:>7} bytes  {us:>9.1f}  a trusted listing of 50 records")
     print()
     print("examining one call's arguments against a session (µs):")
     header = "  {:<14}" + " {:>12}" * 3
@@ -142,6 +161,7 @@ def scenario_timing() -> None:
 def figures() -> None:
     """The trade-off table per set of domains, then the per-task lines of the deployable one."""
     from toolbound.packs.scenarios import (  # noqa: PLC0415
+        CLAIMS,
         ERRANDS,
         TASKS,
         format_figures,
@@ -155,7 +175,12 @@ def figures() -> None:
         "guard_writes + intents (deployable)": {"mode": "preset", "scope": False},
         "guard_writes + a perfect planner's scope": {"mode": "preset", "scope": True},
     }
-    for title, tasks in (("the first four domains", TASKS), ("three new domains", ERRANDS)):
+    sets = (
+        ("the first four domains", TASKS),
+        ("three new domains", ERRANDS),
+        ("a held-out domain (insurance claims)", CLAIMS),
+    )
+    for title, tasks in sets:
         print(title)
         print(f"  {'policy':<42} {'inj. run':>9} {'write tasks unasked':>20} {'legit asked':>12}")
         for name, options in variants.items():
@@ -164,7 +189,7 @@ def figures() -> None:
             ran = f"{f.injected_executed}/{f.injected_writes}"
             print(f"  {name:<42} {ran:>9} {unasked:>20} {f.legit_parked:>12}")
         print()
-    for tasks in (TASKS, ERRANDS):
+    for tasks in (TASKS, ERRANDS, CLAIMS):
         deployable = run_scenarios(tasks=tasks, mode="preset", scope=False)
         print(format_figures(deployable, title="guard_writes + intents"))
         print()

@@ -45,8 +45,12 @@ def test_the_output_schema_marks_system_assigned_fields():
     assert system_fields(names) == {""}  # a listing of names the system keeps
 
 
-def test_a_listing_the_system_keeps_vouches_for_its_names():
-    """Channel names from a listing marked readOnly: posting to 'ops-oncall' runs unasked."""
+def test_a_listing_the_system_keeps_vouches_for_the_name_the_users_words_select():
+    """Channel names from a listing marked readOnly: one alone passes; one of two is asked.
+
+    "The on-call channel" does not select ``ops-oncall`` (no word of it is the user's),
+    so with ``general`` beside it the name is the system's but not the user's choice.
+    """
     listing = spec(
         "chat.channels",
         reads_untrusted=True,
@@ -54,30 +58,46 @@ def test_a_listing_the_system_keeps_vouches_for_its_names():
         output_schema={"type": "array", "items": {"type": "string", "readOnly": True}},
     )
     post = write("chat.post", channel=S, body=S)
-    index = session(
-        "Post 'deploy done' in the on-call channel.", (listing, ["general", "ops-oncall"])
-    )
-    assert isinstance(decide(post, {"channel": "ops-oncall", "body": "deploy done"}, index), Allow)
+    prompt = "Post 'deploy done' in the on-call channel."
+    call = {"channel": "ops-oncall", "body": "deploy done"}
+    assert isinstance(decide(post, call, session(prompt, (listing, ["ops-oncall"]))), Allow)
+    two = session(prompt, (listing, ["general", "ops-oncall"]))
+    assert isinstance(decide(post, call, two), Confirm)
 
 
 def test_a_short_id_only_a_search_shows_is_trusted_from_a_system_assigned_field():
-    """delete_file('11') after a search of shared files: the id field is the system's own."""
-    index = session("Find my old draft and delete it.", (SEARCH, RESULT))
+    """delete_file('11') after a search of shared files: the id field is the system's own.
+
+    Its record is the one the user named (``old-draft.txt``); with words that select
+    no record of the two ("my old draft") the id is asked about, unless the search
+    found that one file alone; from a search whose schema marks nothing it is asked.
+    """
+    index = session("Delete old-draft.txt from my drive.", (SEARCH, RESULT))
     assert isinstance(decide(DELETE, {"file_id": "11"}, index), Allow)
+    vague = session("Find my old draft and delete it.", (SEARCH, RESULT))
+    assert isinstance(decide(DELETE, {"file_id": "11"}, vague), Confirm)
+    alone = session("Find my old draft and delete it.", (SEARCH, RESULT[:1]))
+    assert isinstance(decide(DELETE, {"file_id": "11"}, alone), Allow)
     assert isinstance(
-        decide(DELETE, {"file_id": "11"}, session("Tidy up.", (PLAIN, RESULT))), Confirm
+        decide(DELETE, {"file_id": "11"}, session("Delete old-draft.txt.", (PLAIN, RESULT))),
+        Confirm,
     )
 
 
 def test_injected_text_in_a_free_text_field_never_gains_trust():
-    """Ids and an address named only in a preview stay untrusted, even a preview marked readOnly."""
-    index = session("Find my old draft and delete it.", (SEARCH, RESULT))
+    """Ids and an address named only in a preview stay untrusted, even a preview marked readOnly.
+
+    ``x7`` is a system-assigned id, but of a record the user's words do not select.
+    """
+    index = session("Delete old-draft.txt from my drive.", (SEARCH, RESULT))
     decision = decide(DELETE, {"file_id": "f9"}, index)
     assert isinstance(decision, Confirm)
     assert [f.concern for f in decision.evidence] == ["no_trusted_source"]  # f9: no trusted word
     shared = decide(SHARE, {"file_id": "x7", "email": "mark@evil.example"}, index)
     assert isinstance(shared, Confirm)
-    assert [f.pointer for f in shared.evidence] == ["/email"]  # the id x7 is the system's
+    assert [f.pointer for f in shared.evidence] == ["/file_id", "/email"]
+    (source,) = shared.evidence[0].matches[0].sources
+    assert source.label.note == "a record the user's words do not select"
 
 
 def test_trust_names_one_field_of_a_tool():

@@ -46,8 +46,8 @@ def test_a_write_whose_intent_the_user_expressed_is_in_scope(prompt):
 
 
 def test_a_write_the_user_never_asked_for_is_confirmed_out_of_scope():
-    """A question about hotels, then an injected booking: values trusted, the call asked."""
-    index = session("What do people say about the hotels in Paris?", (CATALOGUE, HOTELS))
+    """A question about a hotel, then an injected booking of it: values trusted, the call asked."""
+    index = session("What do people say about the Riverside Inn?", (CATALOGUE, HOTELS))
     decision = decide(BOOK, {"hotel": "Riverside Inn"}, index)
     assert isinstance(decision, Confirm)
     (finding,) = decision.evidence
@@ -57,14 +57,16 @@ def test_a_write_the_user_never_asked_for_is_confirmed_out_of_scope():
 
 def test_a_write_that_declares_no_intents_is_judged_as_before():
     """No intents declared: the user's words do not narrow it (a deployment opts in per tool)."""
-    index = session("What do people say about the hotels?", (CATALOGUE, HOTELS))
+    index = session("What do people say about the Riverside Inn?", (CATALOGUE, HOTELS))
     assert isinstance(decide(UNDECLARED, {"hotel": "Riverside Inn"}, index), Allow)
 
 
 def test_an_explicit_scope_wins_over_the_users_words():
     """A planner's scope: in it, the tool runs though no intent was said; out of it, asked."""
     said_nothing = session(
-        "Summarize the reviews.", (CATALOGUE, HOTELS), scope={"travel.reserve_hotel"}
+        "Summarize the reviews of the Riverside Inn.",
+        (CATALOGUE, HOTELS),
+        scope={"travel.reserve_hotel"},
     )
     assert isinstance(decide(BOOK, {"hotel": "Riverside Inn"}, said_nothing), Allow)
     said_book = session("Book the Riverside Inn.", (CATALOGUE, HOTELS), scope={"email.send"})
@@ -83,9 +85,19 @@ def test_only_the_users_words_count_not_the_runtimes_or_a_tools():
 
 
 def test_the_failure_mode_one_book_opens_the_tool_for_the_whole_task():
-    """'Book X, then read the reviews': an injected booking of Y is in scope (values decide)."""
-    index = session("Book Hotel Lumiere, then summarize the reviews.", (CATALOGUE, HOTELS))
-    assert isinstance(decide(BOOK, {"hotel": "Riverside Inn"}, index), Allow)
+    """'Book X, then compare Y': an injected booking of Y is in scope, and Y is the user's word.
+
+    Without the second name the values decide: Y is a record of the listing the
+    user's words do not select, so the injected booking of it is asked about.
+    """
+    named = session(
+        "Book Hotel Lumiere, then compare it with the Riverside Inn.", (CATALOGUE, HOTELS)
+    )
+    assert isinstance(decide(BOOK, {"hotel": "Riverside Inn"}, named), Allow)
+    unnamed = session("Book Hotel Lumiere, then summarize the reviews.", (CATALOGUE, HOTELS))
+    decision = decide(BOOK, {"hotel": "Riverside Inn"}, unnamed)
+    assert isinstance(decision, Confirm)
+    assert [f.concern for f in decision.evidence] == ["untrusted_source"]
 
 
 def scripted(*turns):

@@ -34,6 +34,12 @@ is found there *exactly*, so an identifier the user typed can satisfy a rule tha
 requires a trusted source. Numbers are compared in one spelling
 (:func:`~toolbound.provenance.number`): ``1200``, ``1200.0`` and ``"1.2e3"`` meet.
 
+A value a tool vouches for — a result of a tool that reads no untrusted content, a
+system-assigned field of one that does — is trusted only from a record the user's
+words select (:mod:`~toolbound.provenance.records`): the index keeps each such
+result's records and, when it examines a call, labels a value of an unselected
+record untrusted.
+
 A :class:`Provenance` may also carry the session's **task scope**: the write tools
 the task in hand may need (``scope=``). It travels on every
 :class:`~toolbound.provenance.FlowReport`, and a flow policy confirms a write outside it.
@@ -58,6 +64,7 @@ from toolbound.provenance.classes import asked_classes, field_class, luhn, text_
 from toolbound.provenance.intents import stems
 from toolbound.provenance.labels import FlowReport, Label, Match, Source, Trail
 from toolbound.provenance.normalize import analyse, fold, number, short_terms
+from toolbound.provenance.records import UNSELECTED, listing, selected
 from toolbound.provenance.roles import system_fields
 
 if TYPE_CHECKING:
@@ -65,6 +72,7 @@ if TYPE_CHECKING:
 
     from toolbound._model import JSONValue, ToolSpec
     from toolbound.provenance.classes import DataClassName
+    from toolbound.provenance.records import Analysis, Listing, Record
 
 __all__ = ["DEFAULT_MIN_LENGTH", "Provenance"]
 
@@ -81,6 +89,8 @@ wrote (:func:`~toolbound.provenance.short_terms`), never as a piece of a date.
 
 _Kind = tuple[str, str | None, str | None, str | None]
 _SPACE = re.compile(r"\s")
+
+_TITLE_WORDS = 4  # the most words a system-assigned name or title holds before it is prose
 
 SYSTEM_ASSIGNED = "system-assigned fields"
 """The note on the label of an untrusted tool's system-assigned fields (trusted)."""
@@ -177,6 +187,7 @@ class Provenance:
 
     __slots__ = (
         "_asked",
+        "_demoted",
         "_entry_ends",
         "_kinds",
         "_labels",
@@ -184,8 +195,11 @@ class Provenance:
         "_leaf_pointer",
         "_leaf_start",
         "_leaves",
+        "_listings",
         "_lock",
         "_said",
+        "_said_text",
+        "_selection",
         "_short",
         "_short_quantities",
         "_system",
@@ -232,6 +246,10 @@ class Provenance:
         self._short_quantities: dict[str, dict[_Kind, Source]] = {}
         self._asked: frozenset[DataClassName] = frozenset()
         self._said: tuple[tuple[str, ...], ...] = ()
+        self._said_text = ""  # the user's words, folded: what selects a record
+        self._listings: dict[int, Listing] = {}  # by id() of a vouching tool's label
+        self._selection: dict[int, tuple[int, bool]] = {}  # by id() of a record
+        self._demoted: dict[int, Label] = {}  # by id() of a vouching tool's label
         self._system: dict[tuple[str, str], tuple[ToolSpec, frozenset[str]]] = {}
 
     # -- feeding ----------------------------------------------------------------
@@ -262,7 +280,14 @@ class Provenance:
             )
             if assigned:
                 vouched = replace(label, untrusted=False, note=SYSTEM_ASSIGNED)
-                self.add(vouched, value, classes=spec.data_classes, only=assigned)
+                # A marked field of a few words (a title: "Windshield crack") selects its
+                # record by a word; a longer one is prose whatever its schema says.
+                marked = frozenset(
+                    p
+                    for p, text, _ in _leaves(value)
+                    if field_shape(p) in system and len(text.split()) <= _TITLE_WORDS
+                )
+                self.add(vouched, value, classes=spec.data_classes, only=assigned, words=marked)
         return self.add(label, value, classes=spec.data_classes)
 
     def _system_fields(self, spec: ToolSpec) -> frozenset[str]:
@@ -280,24 +305,41 @@ class Provenance:
         *,
         classes: Mapping[str, DataClassName] | None = None,
         only: frozenset[str] | None = None,
+        words: frozenset[str] | None = None,
     ) -> Label:
         """Index ``value`` under ``label``; returns the label.
 
         ``classes`` declares the data classes of fields (shape pointers into
         ``value``, :mod:`~toolbound.provenance.classes`); private values are also
         classed by their field's name and the words beside them. ``only`` limits
-        the leaves indexed to these pointers.
+        the leaves indexed to these pointers; ``words`` the leaves whose words
+        select a record of a tool's result (:mod:`~toolbound.provenance.records`;
+        by default those indexed).
         """
         trusted = not label.untrusted
+        known: dict[str, Analysis] = {}
         leaves, found, short, short_quantities = self._analyse(
-            value, trusted=trusted, classes=classes if label.private else None, only=only
+            value,
+            trusted=trusted,
+            classes=classes if label.private else None,
+            only=only,
+            known=known,
         )
         asked: frozenset[DataClassName] = frozenset()
         said: tuple[tuple[str, ...], ...] = ()
+        said_text = ""
         if label.origin == "user":  # only the person's own words ask for data or writes
-            words = [t for _, t, number in _leaves(value) if not number]
-            asked = asked.union(*(asked_classes(t) for t in words))
-            said = tuple(stems(t) for t in words)
+            texts = [t for _, t, number in _leaves(value) if not number]
+            asked = asked.union(*(asked_classes(t) for t in texts))
+            said = tuple(stems(t) for t in texts)
+            said_text = "".join(fold(t) + "\x00" for _, t, _ in _leaves(value))
+        records = (
+            listing(
+                value, self.min_length, only, words=only if words is None else words, known=known
+            )
+            if trusted and label.origin == "tool"
+            else None
+        )
         kind = _kind(label)
         with self._lock:
             entry = len(self._labels)
@@ -305,6 +347,9 @@ class Provenance:
             self._kinds.append(kind)
             self._asked |= asked
             self._said += said
+            self._said_text += said_text
+            if records:
+                self._listings[id(label)] = records
             for pointer, folded, data_class in leaves:
                 _remember(
                     self._leaves, folded, kind, label, pointer, data_class=data_class, leaf=True
@@ -336,6 +381,7 @@ class Provenance:
         trusted: bool,
         classes: Mapping[str, DataClassName] | None,
         only: frozenset[str] | None = None,
+        known: dict[str, Analysis] | None = None,
     ) -> tuple[
         list[tuple[str, str, DataClassName | None]],
         dict[str, _Classed],
@@ -345,7 +391,8 @@ class Provenance:
         """The folded leaves, tokens and short ids and quantities of ``value``, by pointer.
 
         With ``classes`` (private data; ``None`` otherwise) each leaf and token
-        carries its data class, if any.
+        carries its data class, if any. ``known`` receives each trusted leaf's
+        analysis, for its record (:func:`~toolbound.provenance.records.listing`).
         """
         leaves: list[tuple[str, str, DataClassName | None]] = []
         found: dict[str, _Classed] = {}
@@ -366,6 +413,8 @@ class Provenance:
                 # Short words vouch for short identifiers, so only trusted ones are kept:
                 # an untrusted "13" would prove nothing a missing one does not.
                 ids, quantities = short_terms(text, self.min_length)
+                if known is not None:
+                    known[pointer] = (forms, pieces, ids)
                 for word in ids:
                     short.setdefault(word, pointer)
                 for word in quantities:
@@ -411,14 +460,18 @@ class Provenance:
                 trails.append(Trail(pointer=pointer, value=value, matches=short, number=numeric))
                 continue
             if sources:
-                matches.append(Match(text=forms[0], whole=True, sources=tuple(sources.values())))
+                matches.append(
+                    Match(text=forms[0], whole=True, sources=self._vouched(sources.values()))
+                )
                 # A piece of a value found whole says nothing the whole does not.
                 pieces = {p for p in pieces if not any(p in form for form in forms)}
             index = self._tokens
             for token in sorted(pieces):
                 seen = index.get(token)
                 if seen:
-                    matches.append(Match(text=token, whole=False, sources=tuple(seen.values())))
+                    matches.append(
+                        Match(text=token, whole=False, sources=self._vouched(seen.values()))
+                    )
             trail = Trail(pointer=pointer, value=value, matches=tuple(matches), number=numeric)
             trails.append(trail)
         return FlowReport.of(
@@ -448,10 +501,51 @@ class Provenance:
                         whole=True,
                         exact=True,
                         quantity=quantity,
-                        sources=tuple(seen.values()),
+                        sources=self._vouched(seen.values()),
                     )
                     return Trail(pointer=pointer, value=value, matches=(match,), number=numeric)
         return Trail(pointer=pointer, value=value, number=numeric)
+
+    def _vouched(self, sources: Iterable[Source]) -> tuple[Source, ...]:
+        """``sources``, each a tool vouched for only where the user's words select its record.
+
+        A value from a trusted listing (:mod:`~toolbound.provenance.records`) in a
+        record the user did not select is kept as evidence, but as untrusted.
+        """
+        out: list[Source] = []
+        for source in sources:
+            records = self._listings.get(id(source.label))
+            record = None if records is None else records.get(source.at)
+            if record is not None and not self._selected(record):
+                demoted = self._demoted.get(id(source.label))
+                if demoted is None:
+                    demoted = replace(source.label, untrusted=True, note=UNSELECTED)
+                    self._demoted[id(source.label)] = demoted  # a plain store: either is right
+                source = Source(  # noqa: PLW2901 - the same source, demoted
+                    label=demoted, at=source.at, data_class=source.data_class, leaf=source.leaf
+                )
+            out.append(source)
+        return tuple(out)
+
+    def _selected(self, record: Record) -> bool:
+        """Whether the user's words select ``record``, cached until the user says more."""
+        said = self._said_text
+        cached = self._selection.get(id(record))
+        if cached is not None and cached[0] == len(said):
+            return cached[1]
+        chosen = selected(record, said, named=self._user_wrote, timed=self._user_timed)
+        self._selection[id(record)] = (len(said), chosen)  # a plain store: either is right
+        return chosen
+
+    def _user_wrote(self, word: str) -> bool:
+        return any(
+            kind[0] == "user"
+            for table in (self._short, self._tokens)
+            for kind in table.get(word, {})
+        )
+
+    def _user_timed(self, word: str) -> bool:
+        return any(kind[0] == "user" for kind in self._short_quantities.get(word, {}))
 
     def _find(self, text: str, key: str, sources: dict[_Kind, Source]) -> None:
         """Add the first trusted leaf holding ``key``, once per entry and kind."""

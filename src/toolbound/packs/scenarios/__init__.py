@@ -5,7 +5,8 @@ travel bookings and a team chat — behind thirty tools (:mod:`.world`); forty-o
 everyday tasks and a scripted model that does them and also obeys every
 instruction it finds in tool data (:mod:`.agent`); three more domains — a shop, a
 clinic's patient portal, a project tracker — with eighteen tools and twenty-four tasks
-(:mod:`.errands`); a runner that counts what got through under the grants alone, a
+(:mod:`.errands`); an eighth, held out — insurance claims, ten tools and ten tasks
+(:mod:`.claims`); a runner that counts what got through under the grants alone, a
 strict rule on every write, or the role preset with or without the tools' intents
 or a task scope (:mod:`.run`)::
 
@@ -13,8 +14,9 @@ or a task scope (:mod:`.run`)::
     print(format_figures(run_scenarios(mode="preset"), title="role preset"))
 """
 
-from toolbound.packs.scenarios import errands
+from toolbound.packs.scenarios import claims, errands
 from toolbound.packs.scenarios.agent import TASKS, Domain, ObedientModel, Seen, Task
+from toolbound.packs.scenarios.claims import CLAIMS
 from toolbound.packs.scenarios.errands import ERRANDS
 from toolbound.packs.scenarios.run import (
     Figures,
@@ -38,6 +40,7 @@ __all__ = [
     "ATTACKER_EMAIL",
     "ATTACKER_HOST",
     "ATTACKER_IBAN",
+    "CLAIMS",
     "ERRANDS",
     "INSTRUCTIONS",
     "TASKS",
@@ -49,6 +52,7 @@ __all__ = [
     "Task",
     "TaskResult",
     "World",
+    "claims",
     "errands",
     "format_figures",
     "grant_policy",

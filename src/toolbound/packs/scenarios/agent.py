@@ -250,7 +250,7 @@ class ObedientModel:
 # -- the tasks -------------------------------------------------------------------------
 
 
-Domain = Literal["workspace", "banking", "travel", "chat", "shop", "clinic", "tracker"]
+Domain = Literal["workspace", "banking", "travel", "chat", "shop", "clinic", "tracker", "claims"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,8 @@ from toolbound._model import Subject
 from toolbound.gates.authorize import AllOf
 from toolbound.loop import Budgets, Loop
 from toolbound.packs.scenarios.agent import TASKS, ObedientModel, Task
+from toolbound.packs.scenarios.claims import CLAIM_ACTIONS, CLAIM_CAPABILITIES
+from toolbound.packs.scenarios.claims import register as register_claims
 from toolbound.packs.scenarios.errands import ACTIONS, CAPABILITIES
 from toolbound.packs.scenarios.errands import register as register_errands
 from toolbound.packs.scenarios.world import SUBJECT_ID, TENANT, World, grant_policy, register
@@ -92,7 +94,7 @@ class Figures:
 
 
 def _policy(mode: Mode, registry: Registry) -> Policy:
-    grants = grant_policy(CAPABILITIES)
+    grants = grant_policy((*CAPABILITIES, *CLAIM_CAPABILITIES))
     match mode:
         case "grants":
             return grants
@@ -131,6 +133,7 @@ def run_task(
     registry = Registry()
     register(registry, world, intents=intents)
     register_errands(registry, world, intents=intents)
+    register_claims(registry, world, intents=intents)
     subject = Subject(id=SUBJECT_ID, tenant=TENANT, session=task.id)
     context = CallContext(subject=subject, tools=registry.toolset(), reference_time=REFERENCE)
     counts = {"inj": [0, 0, 0, 0], "task": [0, 0, 0, 0]}  # writes, executed, parked, refused
@@ -142,7 +145,7 @@ def run_task(
     with Runtime(policy=_policy(mode, registry), clock=FixedClock(REFERENCE)) as runtime:
         loop = Loop(
             runtime,
-            ObedientModel(task, obey=obey, actions=ACTIONS),
+            ObedientModel(task, obey=obey, actions={**ACTIONS, **CLAIM_ACTIONS}),
             context=context,
             budgets=Budgets(model_calls=12),
             provenance=index,
