@@ -91,7 +91,11 @@ def start(argv: list[str], health: str, folder: Path, record: str = "1") -> subp
     env = {
         **os.environ,
         "BARE_RECORD": record,
-        "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        # Absolute: the server runs in ``folder``, where a relative ``src`` is not the
+        # checkout's, and the installed package would be imported in its place.
+        "PYTHONPATH": os.pathsep.join(
+            [str(HERE), *(str(Path(p).resolve()) for p in _pythonpath())]
+        ),
         "BARE_DB": str(folder / f"bare-{record}.db"),
     }
     # The server's log goes to a file: a pipe nobody reads fills after a few hundred
@@ -111,6 +115,10 @@ def start(argv: list[str], health: str, folder: Path, record: str = "1") -> subp
     process.kill()
     process.wait()
     raise RuntimeError(log.read_text(errors="replace")[-4000:] or "no start")
+
+
+def _pythonpath() -> list[str]:
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 def wrk(url: str, body: str, headers: dict[str, str], seconds: int) -> dict[str, float]:
