@@ -91,12 +91,20 @@ def start(argv: list[str], health: str, folder: Path, record: str = "1") -> subp
     env = {
         **os.environ,
         "BARE_RECORD": record,
-        "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        # Absolute: the server runs in ``folder``, where a relative ``src`` is not the
+        # checkout's, and the installed package would be imported in its place.
+        "PYTHONPATH": os.pathsep.join(
+            [str(HERE), *(str(Path(p).resolve()) for p in _pythonpath())]
+        ),
         "BARE_DB": str(folder / f"bare-{record}.db"),
     }
-    process = subprocess.Popen(  # noqa: S603
-        argv, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    # The server's log goes to a file: a pipe nobody reads fills after a few hundred
+    # access lines and then blocks the server in the middle of a run.
+    log = folder / f"server-{free_port()}.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(  # noqa: S603
+            argv, env=env, cwd=folder, stdout=subprocess.DEVNULL, stderr=sink
+        )
     for _ in range(200):
         try:
             httpx.request(*health.split(" ", 1), timeout=0.5)  # type: ignore[arg-type]
@@ -105,7 +113,12 @@ def start(argv: list[str], health: str, folder: Path, record: str = "1") -> subp
         else:
             return process
     process.kill()
-    raise RuntimeError(process.stderr.read().decode() if process.stderr else "no start")
+    process.wait()
+    raise RuntimeError(log.read_text(errors="replace")[-4000:] or "no start")
+
+
+def _pythonpath() -> list[str]:
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 def wrk(url: str, body: str, headers: dict[str, str], seconds: int) -> dict[str, float]:

@@ -15,7 +15,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from toolbound.journal import SQLiteJournal, StoredCall
+import pytest
+
+from toolbound.journal import JournalError, SQLiteJournal, StoredCall
 from toolbound.service.core import new_invocation_id
 
 if TYPE_CHECKING:
@@ -116,3 +118,60 @@ def test_only_held_calls_are_in_the_lease_index(tmp_path: Path) -> None:
             " WHERE lease_until IS NOT NULL AND lease_until < 0 ORDER BY lease_until"
         ).fetchall()
         assert "toolbound_service_calls_leased" in str(plan)
+
+
+def _hold_the_writer(journal: SQLiteJournal, held: threading.Event, free: threading.Event) -> None:
+    with journal._tx():  # a write transaction left open, as a slow writer would
+        held.set()
+        free.wait(10)
+
+
+def test_a_writer_waits_its_turn_behind_another_of_the_same_process(tmp_path: Path) -> None:
+    """A write that finds another thread's transaction open runs once that one commits."""
+    journal = SQLiteJournal(tmp_path / "journal.db")
+    held, free = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_the_writer, args=(journal, held, free))
+    done: list[str] = []
+
+    def write() -> None:
+        journal.put_call(_call(1), events=[])
+        done.append("written")
+
+    try:
+        holder.start()
+        assert held.wait(10)
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(0.3)
+        assert done == []  # queued behind the open transaction
+        free.set()
+        writer.join(10)
+        assert done == ["written"]
+        assert journal.get_call("inv-1") is not None
+    finally:
+        free.set()
+        holder.join(10)
+        journal.close()
+
+
+def test_a_writer_held_past_the_busy_timeout_is_a_storage_unavailable_error(
+    tmp_path: Path,
+) -> None:
+    """Queued longer than ``busy_timeout``, a write fails as a store that cannot answer now."""
+    journal = SQLiteJournal(tmp_path / "journal.db", busy_timeout=0.2)
+    held, free = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_the_writer, args=(journal, held, free))
+    try:
+        holder.start()
+        assert held.wait(10)
+        with pytest.raises(JournalError) as refused:
+            journal.put_call(_call(1), events=[])
+        assert refused.value.code == "storage_unavailable"
+        free.set()
+        holder.join(10)
+        journal.put_call(_call(1), events=[])  # the store answers again once it is free
+        assert journal.get_call("inv-1") is not None
+    finally:
+        free.set()
+        holder.join(10)
+        journal.close()

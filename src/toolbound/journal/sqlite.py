@@ -38,6 +38,7 @@ class SQLiteJournal(SQLJournal):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
+        self._writer = threading.Lock()
         try:
             with self._tx() as cur:
                 create(cur, _column_names, self._mark)
@@ -64,7 +65,7 @@ class SQLiteJournal(SQLJournal):
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:
-        with _mapped():
+        with _mapped(), self._queued(write=write):
             conn = self._connection()
             cur = conn.cursor()
             cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -74,6 +75,28 @@ class SQLiteJournal(SQLJournal):
                 conn.rollback()
                 raise
             conn.commit()
+
+    @contextmanager
+    def _queued(self, *, write: bool) -> Iterator[None]:
+        """A write transaction of this process waits for the one before it on a lock.
+
+        SQLite's busy handler polls with growing sleeps (1 ms, 2 ms, 5 ms, …). The
+        service runs its pipelines on many threads under one GIL: a thread holding the
+        write lock is often waiting for the GIL, and every other writer of the process,
+        failing to take SQLite's lock, oversleeps and retries. Queued on a lock, the
+        next writer is woken as soon as the last commits; the busy handler is left to
+        arbitrate between processes only. Reads never queue (WAL).
+        """
+        if not write:
+            yield
+            return
+        if not self._writer.acquire(timeout=self.busy_timeout):
+            msg = f"journal {self.path}: still locked by another writer after busy_timeout"
+            raise JournalError(msg, code="storage_unavailable")
+        try:
+            yield
+        finally:
+            self._writer.release()
 
     @contextmanager
     def _alone(self) -> Iterator[Cursor]:
