@@ -150,7 +150,9 @@ class Inbox:
           pending, and nothing is parked a second time;
         - decided: its decision is applied where it is held (or taken over once its
           holder is gone) and its outcome is the answer — once: a call of the subject
-          with that digest made after the decision means the answer was given.
+          with that digest made after the decision means the answer was given. An
+          edit not applied yet counts only while its holder lives (only it applies
+          one).
 
         ``None`` otherwise: never parked elsewhere, its holder gone before anyone
         decided it (nobody can decide it any more), or its answer given already.
@@ -160,15 +162,29 @@ class Inbox:
         found = next((c for c in others if _parked_for_a_person(c)), None)
         if found is None or found.owner == self.holder:
             return None
-        if found.decision is None:
-            alive = found.lease_until is not None and found.lease_until >= now
-            return found if found.status == "awaiting_confirmation" and alive else None
+        alive = found.lease_until is not None and found.lease_until >= now
+        waiting = found.status == "awaiting_confirmation"
+        if found.decision is None or (found.decision == "edited" and waiting):
+            # Undecided, or an edit not applied yet: only its holder can go on with it.
+            return found if waiting and alive else None
         decided_at = self._handed_over_at(found)
         if decided_at is None:
             return None  # decided where it was held: the caller was answered there
         if any(c.created_at > decided_at for c in others):
             return None  # the same call was asked again since: it got this answer
         return found
+
+    def replacement(self, edited: StoredCall) -> StoredCall | None:
+        """The corrected call a person's edit of ``edited`` became, once recorded."""
+        for call in self.journal.list_calls(edited.tenant, tool=edited.tool, limit=_TWINS):
+            if call.created_at < edited.created_at:
+                break  # newest first: older calls cannot replace it
+            events = self.journal.events(call.invocation_id)
+            data = events[0].get("data") if events else None
+            edit = data.get("edited_from") if isinstance(data, dict) else None
+            if isinstance(edit, dict) and edit.get("invocation_id") == edited.invocation_id:
+                return call
+        return None
 
     def _handed_over_at(self, call: StoredCall) -> datetime | None:
         """When a person decided ``call`` elsewhere than its holder; ``None``: not so."""

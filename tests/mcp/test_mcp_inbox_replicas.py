@@ -427,3 +427,21 @@ def test_a_gateway_write_denied_in_the_service_is_told_on_b(
     assert again["error"]["code"] == "denied_by_person"
     assert "not on main" in again["error"]["message"]
     assert desk.waiting() == []
+
+
+def test_a_write_edited_in_the_service_is_answered_on_b_with_the_corrected_call(
+    served: tuple[Desk, list[Replica]], notes: Path
+) -> None:
+    """Edited in the API: A runs the corrected note once; B answers the shown call with it."""
+    desk, (a, b) = served
+    pending = envelope(run(call(a.url, "notes.add", ADD)))
+    listed = desk.listed(pending["invocation_id"])
+    r = desk.decide(listed, "edit", arguments='{"title": "buy oat milk"}')
+    assert r.status_code == 202, r.text
+    shown = desk.ended(pending["invocation_id"])
+    assert (shown.status, shown.decision) == ("cancelled", "edited")
+    again = run(call(b.url, "notes.add", ADD))
+    assert again.is_error is False, again
+    assert "buy oat milk" in str(again.content)
+    assert lines(notes) == ["buy oat milk"]  # the corrected call, once; the shown one never
+    assert desk.waiting() == []

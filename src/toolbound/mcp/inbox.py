@@ -23,7 +23,8 @@ replica of the surface on the same store that does not hold the call finds it in
 journal (:meth:`toolbound.inbox.Inbox.twin`) and answers with it instead of parking
 it a second time — pending while it waits; once a person decided it, the outcome its
 holder recorded (waiting up to :data:`WAIT` seconds for the holder to apply the
-decision), or, the holder gone, the call run here under the person's decision, once
+decision; an edit's, the corrected call's), or, the holder gone, the call run here
+under the person's decision, once
 (:meth:`toolbound.pipeline.inbox.HeldInbox.aresume`). On shutdown a replica ends the
 calls it still holds, cancelled (:func:`applying`): nobody can decide them any more.
 """
@@ -195,8 +196,26 @@ async def answered_elsewhere(
         await asyncio.sleep(0.1)
         found = await runtime.off_loop(inbox.journal.journal.get_call, twin.invocation_id)
         twin = twin if found is None else found
-    if twin.status in _UNDERWAY:
+    if twin.decision == "edited" and twin.status not in _UNDERWAY:
+        # The corrected call ran in its place: its outcome is the answer.
+        corrected = await _corrected(runtime, twin, deadline)
+        if corrected is not None:
+            return corrected
+    if twin.status in _UNDERWAY or twin.decision == "edited":
         request = twin.body.get("confirmation")
         assert isinstance(request, dict)  # noqa: S101 - a twin was parked for a person
         return ConfirmationRequest.from_json(request)
     return twin
+
+
+async def _corrected(runtime: Runtime, edited: StoredCall, deadline: float) -> StoredCall | None:
+    """The corrected call an edit of ``edited`` became, once it ended (until ``deadline``)."""
+    inbox = runtime.inbox
+    assert inbox is not None  # noqa: S101 - checked by answered_elsewhere()
+    while True:
+        found = await runtime.off_loop(inbox.journal.replacement, edited)
+        if found is not None and found.status not in _UNDERWAY:
+            return found
+        if time.monotonic() > deadline:
+            return None
+        await asyncio.sleep(0.1)
