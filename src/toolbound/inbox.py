@@ -157,10 +157,17 @@ class Inbox:
         ``None`` otherwise: never parked elsewhere, its holder gone before anyone
         decided it (nobody can decide it any more), or its answer given already.
         """
+        found = self.asked(tenant, subject, digest, besides=besides, now=now)
+        return None if found is None or found.owner == self.holder else found
+
+    def asked(
+        self, tenant: str, subject: str, digest: str, *, besides: str, now: float
+    ) -> StoredCall | None:
+        """:meth:`twin`, whichever process holds it (this one's too)."""
         calls = self.journal.list_calls(tenant, subject=subject, digest=digest, limit=_TWINS)
         others = [c for c in calls if c.invocation_id != besides]
         found = next((c for c in others if _parked_for_a_person(c)), None)
-        if found is None or found.owner == self.holder:
+        if found is None:
             return None
         alive = found.lease_until is not None and found.lease_until >= now
         waiting = found.status == "awaiting_confirmation"

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import httpx
 import pytest
 from mcp_support import PRINCIPALS, TOKENS, as_, commits, envelope, git_upstream, grant, run
 from node_support import wait_for_port
@@ -445,3 +446,40 @@ def test_a_write_edited_in_the_service_is_answered_on_b_with_the_corrected_call(
     assert "buy oat milk" in str(again.content)
     assert lines(notes) == ["buy oat milk"]  # the corrected call, once; the shown one never
     assert desk.waiting() == []
+
+
+def test_a_read_approved_in_the_service_is_answered_on_b_once_with_its_structured_value(
+    served: tuple[Desk, list[Replica]],
+) -> None:
+    """A read has no ledger record: B answers from the journal, once, value and all."""
+    desk, (a, b) = served
+    pending = envelope(run(call(a.url, "notes.read", {})))
+    listed = desk.listed(pending["invocation_id"])
+    assert desk.decide(listed, "approve").status_code == 202
+    desk.ended(pending["invocation_id"])
+    again = run(call(b.url, "notes.read", {}))
+    assert again.is_error is False, again
+    assert again.structured_content == {"titles": [], "count": 0}
+    kinds = [e["kind"] for e in desk.events(pending["invocation_id"])]
+    assert kinds.count("attempt") == 1  # ran on A, answered on B
+    fresh = envelope(run(call(a.url, "notes.read", {})))  # once, on any replica
+    assert fresh["status"] == "awaiting_confirmation"
+    assert fresh["invocation_id"] != pending["invocation_id"]
+
+
+def test_a_call_decided_at_its_own_replica_is_not_answered_again_on_b(
+    served: tuple[Desk, list[Replica]],
+) -> None:
+    """Approved through A's own /confirmations: A answered it; B asks a person anew."""
+    desk, (a, b) = served
+    pending = envelope(run(call(a.url, "notes.read", {})))
+    decided = httpx.post(  # not the service's: A's own confirmation endpoint
+        a.url.removesuffix("/mcp") + f"/confirmations/{pending['invocation_id']}",
+        json={"digest": pending["digest"], "decision": "approve"},
+        headers=desk.headers,
+    )
+    assert decided.status_code == 200, decided.text
+    desk.ended(pending["invocation_id"])
+    fresh = envelope(run(call(b.url, "notes.read", {})))
+    assert fresh["status"] == "awaiting_confirmation"
+    assert fresh["invocation_id"] != pending["invocation_id"]

@@ -51,7 +51,14 @@ if TYPE_CHECKING:
     from toolbound.pipeline.call import CallContext
     from toolbound.pipeline.runtime import Runtime
 
-__all__ = ["INTERVAL", "WAIT", "HandedOver", "answered_elsewhere", "applying"]
+__all__ = [
+    "INTERVAL",
+    "WAIT",
+    "HandedOver",
+    "answered_elsewhere",
+    "applying",
+    "still_unanswered",
+]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -206,6 +213,27 @@ async def answered_elsewhere(
         assert isinstance(request, dict)  # noqa: S101 - a twin was parked for a person
         return ConfirmationRequest.from_json(request)
     return twin
+
+
+async def still_unanswered(runtime: Runtime, parked: ConfirmationRequest, ended: Outcome) -> bool:
+    """Whether ``ended`` (kept in :class:`HandedOver`) is still the answer to give.
+
+    Not when the same call was answered on another replica meanwhile: the journal
+    has a call of the subject with that digest since the decision.
+    """
+    inbox = runtime.inbox
+    if inbox is None:
+        return True
+    subject = parked.subject
+    found = await runtime.off_loop(
+        inbox.journal.asked,
+        subject.tenant,
+        subject.id,
+        parked.digest,
+        besides=parked.invocation_id,
+        now=time.time(),
+    )
+    return found is not None and found.invocation_id == _answers(ended)
 
 
 async def _corrected(runtime: Runtime, edited: StoredCall, deadline: float) -> StoredCall | None:

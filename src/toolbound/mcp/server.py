@@ -64,7 +64,7 @@ from toolbound.gates.parse import ParseLimits, parse_arguments
 from toolbound.journal import StoredCall
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
-from toolbound.mcp.inbox import HandedOver, answered_elsewhere, applying
+from toolbound.mcp.inbox import HandedOver, answered_elsewhere, applying, still_unanswered
 from toolbound.mcp.relay import (
     CALLER,
     PROGRESS,
@@ -708,7 +708,7 @@ class GuardedServer:
         ``retried``: the call carries a person's answer to an elicitation here.
         """
         settled = self.handed.answer(context.subject, parked.digest)
-        if settled is not None:
+        if settled is not None and await still_unanswered(self.runtime, parked, settled):
             self.runtime.cancel_pending(parked.invocation_id)
             await self._recorded()  # once: another replica asked next finds this call
             return self._result(settled, context.tools, legacy=legacy)
