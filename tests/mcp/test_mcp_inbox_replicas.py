@@ -483,3 +483,27 @@ def test_a_call_decided_at_its_own_replica_is_not_answered_again_on_b(
     fresh = envelope(run(call(b.url, "notes.read", {})))
     assert fresh["status"] == "awaiting_confirmation"
     assert fresh["invocation_id"] != pending["invocation_id"]
+
+
+def test_a_gateway_commit_decided_while_its_replica_froze_is_made_once_by_b(
+    gateways: tuple[Desk, list[Replica]], repo: Path
+) -> None:
+    """A killed before applying the approval: B takes the commit over, through its upstream."""
+    desk, (a, b) = gateways
+    subprocess.run(["git", "add", "notes.txt"], cwd=repo, check=True)  # noqa: S607
+    commit = {"repo_path": str(repo), "message": "add notes"}
+    pending = envelope(run(call(a.url, "git.git_commit", commit)))
+    listed = desk.listed(pending["invocation_id"])
+    a.signal(signal.SIGSTOP)
+    assert desk.decide(listed, "approve").status_code == 202
+    a.stop(kill=True)
+    time.sleep(LEASE + 0.5)
+    again = run(call(b.url, "git.git_commit", commit))
+    assert again.is_error is False, again
+    assert commits(repo) == ["add notes", "initial"]
+    ended = desk.ended(pending["invocation_id"])
+    assert (ended.status, ended.approver) == ("observed", "ops")
+    assert [e["kind"] for e in desk.events(pending["invocation_id"])].count("attempt") == 1
+    replayed = run(call(b.url, "git.git_commit", commit))  # the ledger's replay
+    assert replayed.is_error is False, replayed
+    assert commits(repo) == ["add notes", "initial"]
