@@ -23,7 +23,7 @@ Applying a claimed decision to the call the runtime holds is the runtime's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfirmationMismatch
@@ -150,9 +150,10 @@ class Inbox:
           pending, and nothing is parked a second time;
         - decided: its decision is applied where it is held (or taken over once its
           holder is gone) and its outcome is the answer — once: a call of the subject
-          with that digest made after the decision means the answer was given. An
-          edit not applied yet counts only while its holder lives (only it applies
-          one).
+          with that digest made after the decision means the answer was given; and
+          only as long after the decision as the person had to decide it (the
+          confirmation window's length). An edit not applied yet counts only while
+          its holder lives (only it applies one).
 
         ``None`` otherwise: never parked elsewhere, its holder gone before anyone
         decided it (nobody can decide it any more), or its answer given already.
@@ -179,6 +180,8 @@ class Inbox:
             return None  # decided where it was held: the caller was answered there
         if any(c.created_at > decided_at for c in others):
             return None  # the same call was asked again since: it got this answer
+        if datetime.fromtimestamp(now, UTC) > decided_at + _window(found):
+            return None  # asked again too late: a new question for a person
         return found
 
     def replacement(self, edited: StoredCall) -> StoredCall | None:
@@ -236,3 +239,16 @@ def _parked_for_a_person(call: StoredCall) -> bool:
     return call.status == "awaiting_confirmation" or (
         call.decision is not None and isinstance(call.body.get("confirmation"), dict)
     )
+
+
+def _window(call: StoredCall) -> timedelta:
+    """How long the person had to decide ``call``: its confirmation window's length."""
+    parked = call.body.get("confirmation")
+    if not isinstance(parked, dict):
+        return timedelta(0)
+    try:
+        opened = datetime.fromisoformat(str(parked["requested_at"]))
+        closed = datetime.fromisoformat(str(parked["expires_at"]))
+    except (KeyError, ValueError):
+        return timedelta(0)
+    return closed - opened

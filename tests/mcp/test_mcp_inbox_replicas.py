@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -59,7 +60,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     )
 
 
-def write_config(folder: Path, store: str, body: str) -> GatewayConfig:
+def write_config(folder: Path, store: str, body: str, *, ttl: float = 900) -> GatewayConfig:
     path = folder / CONFIG
     path.write_text(
         f"""
@@ -68,6 +69,7 @@ url = "{store}"
 
 [service]
 lease = {LEASE}
+confirmation_ttl = {ttl}
 
 [gateway]
 confirm = "console"
@@ -78,12 +80,13 @@ confirm = "console"
     return load_gateway_config(path)
 
 
-def notes_config(folder: Path, store: str) -> GatewayConfig:
+def notes_config(folder: Path, store: str, *, ttl: float = 900) -> GatewayConfig:
     return write_config(
         folder,
         store,
         grant("mira", "notes:write", "create", confirm=True)
         + grant("mira", "notes:read", confirm=True),
+        ttl=ttl,
     )
 
 
@@ -228,10 +231,17 @@ def notes(tmp_path: Path) -> Path:
     return tmp_path / "notes.txt"
 
 
+TTL = 900.0
+"""``[service] confirmation_ttl`` of the replicas (a test marked ``ttl`` sets its own)."""
+
+
 @pytest.fixture
-def served(tmp_path: Path, store: str, notes: Path) -> Iterator[tuple[Desk, list[Replica]]]:
+def served(
+    request: pytest.FixtureRequest, tmp_path: Path, store: str, notes: Path
+) -> Iterator[tuple[Desk, list[Replica]]]:
     """Two ``mcp-serve`` replicas of the notes on ``store``, and the service's desk."""
-    config = notes_config(tmp_path, store)
+    ttl = getattr(request, "param", TTL)
+    config = notes_config(tmp_path, store, ttl=ttl)
     env = {"TOOLBOUND_TEST_NOTES": str(notes)}
     desk = Desk(config)
     try:
@@ -507,3 +517,21 @@ def test_a_gateway_commit_decided_while_its_replica_froze_is_made_once_by_b(
     replayed = run(call(b.url, "git.git_commit", commit))  # the ledger's replay
     assert replayed.is_error is False, replayed
     assert commits(repo) == ["add notes", "initial"]
+
+
+@pytest.mark.parametrize("served", [3.0], indirect=True)
+def test_a_decision_answers_the_same_call_only_as_long_as_the_person_had_to_decide(
+    served: tuple[Desk, list[Replica]],
+) -> None:
+    """confirmation_ttl = 3: the same read asked again 3 s after the approval is asked anew."""
+    desk, (a, b) = served
+    pending = envelope(run(call(a.url, "notes.read", {})))
+    expires = datetime.fromisoformat(pending["expires_at"])
+    assert desk.decide(desk.listed(pending["invocation_id"]), "approve").status_code == 202
+    desk.ended(pending["invocation_id"])
+    # The replicas keep [service] confirmation_ttl (not a fixed 15 minutes).
+    assert datetime.now(UTC) < expires < datetime.now(UTC) + timedelta(seconds=3)
+    time.sleep(3.5)
+    late = envelope(run(call(b.url, "notes.read", {})))
+    assert late["status"] == "awaiting_confirmation"
+    assert late["invocation_id"] != pending["invocation_id"]
