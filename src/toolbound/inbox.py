@@ -12,7 +12,9 @@ over. :class:`Inbox` is what the holder reads and writes of that:
 - :meth:`Inbox.claim`: take one of them to apply it, once (compare-and-set: of the
   holder's own rounds, a restarted process and a second replica, one wins);
 - :meth:`Inbox.decide_here`: record a decision made in the process itself, by the same
-  compare-and-set, so a local decision and one made elsewhere never both win (R7).
+  compare-and-set, so a local decision and one made elsewhere never both win (R7);
+- :meth:`Inbox.twin`: the call another process parked that a caller asking the same
+  call again here stands for (another replica of an MCP surface on the same store).
 
 Applying a claimed decision to the call the runtime holds is the runtime's
 (:class:`toolbound.pipeline.inbox.HeldInbox`, ``runtime.inbox``).
@@ -21,7 +23,7 @@ Applying a claimed decision to the call the runtime holds is the runtime's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from toolbound._errors import ConfirmationMismatch
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from toolbound.journal import Journal, StoredCall
 
 __all__ = ["Decided", "Inbox", "record_decision"]
+
+_TWINS = 50
+"""Calls of one subject and digest looked at for a twin, newest first."""
 
 
 def record_decision(
@@ -132,6 +137,74 @@ class Inbox:
             msg = f"{confirmation.invocation_id} was decided elsewhere first"
             raise ConfirmationMismatch(msg, code="not_pending") from None
 
+    def twin(
+        self, tenant: str, subject: str, digest: str, *, besides: str, now: float
+    ) -> StoredCall | None:
+        """The call another process parked that the same call asked again here stands for.
+
+        ``besides`` is the call just parked here for it; ``now`` the time (seconds since
+        the epoch) a lease is compared with. The newest other call of the subject with
+        ``digest`` that was parked for a person, if it is either
+
+        - still waiting undecided, its holder alive: the caller is answered with it,
+          pending, and nothing is parked a second time;
+        - decided: its decision is applied where it is held (or taken over once its
+          holder is gone) and its outcome is the answer — once: a call of the subject
+          with that digest made after the decision means the answer was given; and
+          only as long after the decision as the person had to decide it (the
+          confirmation window's length). An edit not applied yet counts only while
+          its holder lives (only it applies one).
+
+        ``None`` otherwise: never parked elsewhere, its holder gone before anyone
+        decided it (nobody can decide it any more), or its answer given already.
+        """
+        found = self.asked(tenant, subject, digest, besides=besides, now=now)
+        return None if found is None or found.owner == self.holder else found
+
+    def asked(
+        self, tenant: str, subject: str, digest: str, *, besides: str, now: float
+    ) -> StoredCall | None:
+        """:meth:`twin`, whichever process holds it (this one's too)."""
+        calls = self.journal.list_calls(tenant, subject=subject, digest=digest, limit=_TWINS)
+        others = [c for c in calls if c.invocation_id != besides]
+        found = next((c for c in others if _parked_for_a_person(c)), None)
+        if found is None:
+            return None
+        alive = found.lease_until is not None and found.lease_until >= now
+        waiting = found.status == "awaiting_confirmation"
+        if found.decision is None or (found.decision == "edited" and waiting):
+            # Undecided, or an edit not applied yet: only its holder can go on with it.
+            return found if waiting and alive else None
+        decided_at = self._handed_over_at(found)
+        if decided_at is None:
+            return None  # decided where it was held: the caller was answered there
+        if any(c.created_at > decided_at for c in others):
+            return None  # the same call was asked again since: it got this answer
+        if datetime.fromtimestamp(now, UTC) > decided_at + _window(found):
+            return None  # asked again too late: a new question for a person
+        return found
+
+    def replacement(self, edited: StoredCall) -> StoredCall | None:
+        """The corrected call a person's edit of ``edited`` became, once recorded."""
+        for call in self.journal.list_calls(edited.tenant, tool=edited.tool, limit=_TWINS):
+            if call.created_at < edited.created_at:
+                break  # newest first: older calls cannot replace it
+            events = self.journal.events(call.invocation_id)
+            data = events[0].get("data") if events else None
+            edit = data.get("edited_from") if isinstance(data, dict) else None
+            if isinstance(edit, dict) and edit.get("invocation_id") == edited.invocation_id:
+                return call
+        return None
+
+    def _handed_over_at(self, call: StoredCall) -> datetime | None:
+        """When a person decided ``call`` elsewhere than its holder; ``None``: not so."""
+        events = self.journal.events(call.invocation_id)
+        event = next((e for e in reversed(events) if e.get("kind") == "decision"), None)
+        data = event.get("data") if event is not None else None
+        if event is None or not isinstance(data, dict) or data.get("by_holder"):
+            return None
+        return datetime.fromisoformat(str(event["at"]))
+
     def renew(self) -> int:
         """Extend the leases of every call the holder holds; how many."""
         return self.journal.renew(self.holder, lease=self.lease)
@@ -159,3 +232,23 @@ class Inbox:
             call=call,
             arguments=edit,
         )
+
+
+def _parked_for_a_person(call: StoredCall) -> bool:
+    """Whether ``call`` waits for a person, or waited and a person decided it."""
+    return call.status == "awaiting_confirmation" or (
+        call.decision is not None and isinstance(call.body.get("confirmation"), dict)
+    )
+
+
+def _window(call: StoredCall) -> timedelta:
+    """How long the person had to decide ``call``: its confirmation window's length."""
+    parked = call.body.get("confirmation")
+    if not isinstance(parked, dict):
+        return timedelta(0)
+    try:
+        opened = datetime.fromisoformat(str(parked["requested_at"]))
+        closed = datetime.fromisoformat(str(parked["expires_at"]))
+    except (KeyError, ValueError):
+        return timedelta(0)
+    return closed - opened

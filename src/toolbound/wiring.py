@@ -142,14 +142,16 @@ def bounded_conninfo(url: str, timeouts: StoreTimeouts) -> str:
 def journal_recorder(config: ServiceConfig, surface: Surface) -> JournalRecorder:
     """A trace sink keeping each call ``surface`` runs in the journal of ``[store]``.
 
-    Its subjects are named by the configuration's principals. The recorder's owner
-    closes it, then its journal (``recorder.journal``).
+    Its subjects are named by the configuration's principals; it holds its parked
+    calls for ``[service] lease`` seconds (renewed every third while it runs). The
+    recorder's owner closes it, then its journal (``recorder.journal``).
     """
     names = {(p.subject, p.tenant): p.name for p in config.principals}
     return JournalRecorder(
         journal_for(config.store_url),
         surface=surface,
         principal_of=lambda subject, tenant: names.get((subject, tenant), subject),
+        lease=config.lease.total_seconds(),
     )
 
 

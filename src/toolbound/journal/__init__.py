@@ -183,8 +183,9 @@ class Journal(Protocol):
         tool: str | None = None,
         subject: str | None = None,
         limit: int = 100,
+        digest: str | None = None,
     ) -> list[StoredCall]:
-        """A tenant's invocations, newest first, filtered."""
+        """A tenant's invocations, newest first, filtered (``digest``: the calls' own)."""
         ...
 
     def decide(
@@ -210,7 +211,8 @@ class Journal(Protocol):
         process holding the call to run them in its place. With
         ``owner``, the process recording it holds the call for ``lease`` seconds, to
         run it; ``running``: it runs it at once (the head's status becomes
-        ``running``: a holder deciding its own parked call, nothing to hand over).
+        ``running``: a holder deciding its own parked call, nothing to hand over;
+        its event says so, ``by_holder``).
 
         Another surface's call (not ``service``) is decided only while its holder's
         lease lasts; after, ``holder_gone`` is raised and nothing is recorded.

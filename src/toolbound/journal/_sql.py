@@ -279,10 +279,12 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
         tool: str | None = None,
         subject: str | None = None,
         limit: int = 100,
+        digest: str | None = None,
     ) -> list[StoredCall]:
         where = ["tenant = ?"]
         params: list[object] = [tenant]
-        for column, value in (("status", status), ("tool", tool), ("subject", subject)):
+        filters = (("status", status), ("tool", tool), ("subject", subject), ("digest", digest))
+        for column, value in filters:
             if value:
                 where.append(f"{column} = ?")
                 params.append(value)
@@ -341,6 +343,8 @@ class SQLJournal(RequestsSQL, SessionsSQL, WebhooksSQL):
                         "digest": digest if digest is not None else won.digest,
                         "reason": reason,
                         **({} if arguments is None else {"arguments": arguments}),
+                        # Decided in the holder's own process: nothing was handed over.
+                        **({"by_holder": True} if running else {}),
                     },
                 )
                 self._append(cur, invocation_id, [event])

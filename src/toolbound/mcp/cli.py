@@ -606,6 +606,7 @@ def mcp_serve(
         clock=clock,
         sinks=(*telemetry_sinks(config.service), *(() if recorder is None else (recorder,))),
         io_threads=config.service.io_threads,
+        confirmation_ttl=config.service.confirmation_ttl,
     )
     try:
         _serve(

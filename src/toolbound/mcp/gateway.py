@@ -172,6 +172,7 @@ class Gateway:
                     *(() if self.recorder is None else (self.recorder,)),
                 ),
                 io_threads=config.service.io_threads,
+                confirmation_ttl=config.service.confirmation_ttl,
             )
         self.runtime = runtime
         self.approvals = ApprovalStore(config.approvals_path)

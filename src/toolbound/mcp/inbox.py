@@ -17,6 +17,16 @@ pending and that were decided elsewhere since. A call a person edited there ends
 cancelled, never run; its corrected call runs here, and its outcome is the answer the
 same call asked again gets. One still waiting on an elicitation finds the call
 decided and replays it the same way.
+
+Any replica answers the same call asked again (:func:`answered_elsewhere`): a
+replica of the surface on the same store that does not hold the call finds it in the
+journal (:meth:`toolbound.inbox.Inbox.twin`) and answers with it instead of parking
+it a second time — pending while it waits; once a person decided it, the outcome its
+holder recorded (waiting up to :data:`WAIT` seconds for the holder to apply the
+decision; an edit's, the corrected call's), or, the holder gone, the call run here
+under the person's decision, once
+(:meth:`toolbound.pipeline.inbox.HeldInbox.aresume`). On shutdown a replica ends the
+calls it still holds, cancelled (:func:`applying`): nobody can decide them any more.
 """
 
 from __future__ import annotations
@@ -25,18 +35,30 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, TypeVar
+
+from toolbound._confirmation import ConfirmationRequest
+from toolbound._errors import ConfirmationMismatch
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from toolbound._model import Subject
     from toolbound._outcome import Outcome
-    from toolbound.gates.confirm import ConfirmationRequest
+    from toolbound.journal import StoredCall
+    from toolbound.pipeline.call import CallContext
     from toolbound.pipeline.runtime import Runtime
 
-__all__ = ["INTERVAL", "HandedOver", "applying"]
+__all__ = [
+    "INTERVAL",
+    "WAIT",
+    "HandedOver",
+    "answered_elsewhere",
+    "applying",
+    "still_unanswered",
+]
 
 _K = TypeVar("_K")
 _V = TypeVar("_V")
@@ -44,7 +66,11 @@ _V = TypeVar("_V")
 INTERVAL = 0.5
 """Seconds between two rounds of applying decisions made elsewhere."""
 
+WAIT = 5.0
+"""Seconds a replica waits for another to apply a decision, before answering pending."""
+
 _LOG = logging.getLogger("toolbound.mcp.inbox")
+_UNDERWAY = frozenset({"awaiting_confirmation", "running"})
 
 
 class HandedOver:
@@ -119,6 +145,12 @@ async def applying(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        # What waits here can be decided nowhere once this process is gone: ended, and
+        # written before the server returns (its signal may end the process then).
+        for invocation_id in list(runtime.parked()):
+            with contextlib.suppress(ConfirmationMismatch):
+                runtime.cancel_pending(invocation_id)
+        await runtime.off_loop(runtime.inbox.recorder.flush)
 
 
 async def _rounds(runtime: Runtime, handed: HandedOver | None, interval: float) -> None:
@@ -132,3 +164,86 @@ async def _rounds(runtime: Runtime, handed: HandedOver | None, interval: float) 
         except Exception:  # noqa: BLE001 - a store that cannot answer is asked next round
             _LOG.exception("could not apply the decisions made elsewhere")
         await asyncio.sleep(interval)
+
+
+async def answered_elsewhere(
+    runtime: Runtime, parked: ConfirmationRequest, context: CallContext, *, wait: float = WAIT
+) -> ConfirmationRequest | Outcome | StoredCall | None:
+    """What the same call asked again here answers, when another replica holds the call.
+
+    ``parked`` was just parked here for it; it is cancelled when the answer is the
+    other call's: that call's request while it waits (pending, the one id); the
+    outcome of running it here under the person's decision when its holder is gone;
+    or its record once it ended. ``None``: no such call, ``parked`` stands.
+    """
+    inbox = runtime.inbox
+    if inbox is None:
+        return None
+    subject = parked.subject
+    twin = await runtime.off_loop(
+        inbox.journal.twin,
+        subject.tenant,
+        subject.id,
+        parked.digest,
+        besides=parked.invocation_id,
+        now=time.time(),
+    )
+    if twin is None:
+        return None
+    runtime.cancel_pending(parked.invocation_id)  # answered with the call that waited first
+    await runtime.off_loop(inbox.recorder.flush)  # once: the next asking finds this one
+    deadline = time.monotonic() + wait
+    while twin.decision is not None and twin.status in _UNDERWAY:
+        gone = twin.lease_until is None or twin.lease_until < time.time()
+        if twin.status == "awaiting_confirmation" and gone:
+            with contextlib.suppress(ConfirmationMismatch):  # taken by another, or an edit
+                return await inbox.aresume(twin.invocation_id, context)
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+        found = await runtime.off_loop(inbox.journal.journal.get_call, twin.invocation_id)
+        twin = twin if found is None else found
+    if twin.decision == "edited" and twin.status not in _UNDERWAY:
+        # The corrected call ran in its place: its outcome is the answer.
+        corrected = await _corrected(runtime, twin, deadline)
+        if corrected is not None:
+            return corrected
+    if twin.status in _UNDERWAY or twin.decision == "edited":
+        request = twin.body.get("confirmation")
+        assert isinstance(request, dict)  # noqa: S101 - a twin was parked for a person
+        return ConfirmationRequest.from_json(request)
+    return twin
+
+
+async def still_unanswered(runtime: Runtime, parked: ConfirmationRequest, ended: Outcome) -> bool:
+    """Whether ``ended`` (kept in :class:`HandedOver`) is still the answer to give.
+
+    Not when the same call was answered on another replica meanwhile: the journal
+    has a call of the subject with that digest since the decision.
+    """
+    inbox = runtime.inbox
+    if inbox is None:
+        return True
+    subject = parked.subject
+    found = await runtime.off_loop(
+        inbox.journal.asked,
+        subject.tenant,
+        subject.id,
+        parked.digest,
+        besides=parked.invocation_id,
+        now=time.time(),
+    )
+    return found is not None and found.invocation_id == _answers(ended)
+
+
+async def _corrected(runtime: Runtime, edited: StoredCall, deadline: float) -> StoredCall | None:
+    """The corrected call an edit of ``edited`` became, once it ended (until ``deadline``)."""
+    inbox = runtime.inbox
+    assert inbox is not None  # noqa: S101 - checked by answered_elsewhere()
+    while True:
+        found = await runtime.off_loop(inbox.journal.replacement, edited)
+        if found is not None and found.status not in _UNDERWAY:
+            return found
+        if time.monotonic() > deadline:
+            return None
+        await asyncio.sleep(0.1)

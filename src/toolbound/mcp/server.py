@@ -55,15 +55,17 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
+from toolbound._confirmation import ConfirmationRequest
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound._state import State
 from toolbound.access_log import AccessLog, note_caller, note_rpc
 from toolbound.gates.normalize import canonical_json
 from toolbound.gates.parse import ParseLimits, parse_arguments
+from toolbound.journal import StoredCall
 from toolbound.mcp.content import content_blocks, pass_through, summary, text_annotations
 from toolbound.mcp.events import SessionEventStores
-from toolbound.mcp.inbox import HandedOver, applying
+from toolbound.mcp.inbox import HandedOver, answered_elsewhere, applying, still_unanswered
 from toolbound.mcp.relay import (
     CALLER,
     PROGRESS,
@@ -103,7 +105,6 @@ if TYPE_CHECKING:
 
     from toolbound._model import EffectClass, JSONObject, ToolSpec
     from toolbound._outcome import Observed, Outcome
-    from toolbound.gates.confirm import ConfirmationRequest
     from toolbound.mcp.config import ProtectedResource
     from toolbound.mcp.relay import ProgressSink
     from toolbound.registry import RegisteredTool
@@ -241,6 +242,36 @@ def pending_result(request: ConfirmationRequest, *, proposal_id: str) -> types.C
         },
     }
     return error_result(payload)
+
+
+def stored_result(call: StoredCall, tools: ToolSet, *, legacy: bool) -> types.CallToolResult:
+    """The ``tools/call`` result a call ended with, as the journal recorded it sent.
+
+    What another replica answered (:func:`~toolbound.mcp.inbox.answered_elsewhere`):
+    the text the model was given, and a declared output's value as structured content.
+    """
+    response = call.body.get("response")
+    message = response.get("message") if isinstance(response, dict) else None
+    message = message if isinstance(message, dict) else {}
+    text = str(message.get("content", ""))
+    if call.status != "observed" or message.get("is_error"):
+        try:
+            envelope = json.loads(text)
+        except ValueError:
+            envelope = None
+        if isinstance(envelope, dict):
+            return error_result(envelope)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], is_error=True
+        )
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+    name, _, version = call.tool.rpartition("@")
+    tool = tools.lookup(name, version or None) if name else tools.lookup(call.tool)
+    if tool is None or _declared_output(tool.spec, legacy=legacy) is None:
+        return types.CallToolResult(content=content)
+    human = call.body.get("human")
+    value = human.get("value") if isinstance(human, dict) else None
+    return types.CallToolResult(content=content, structured_content=value)
 
 
 def error_result(envelope: JSONObject) -> types.CallToolResult:
@@ -662,11 +693,12 @@ class GuardedServer:
                 else self._result(outcome, tools, legacy=legacy)
             )
         fresh = outcome.kind == "awaiting_confirmation"  # parked now, not the one waiting
-        settled = self.handed.answer(subject, parked.digest) if fresh else None
-        if settled is not None:
-            # Answered pending before, decided in the console since: that decision's outcome.
-            self.runtime.cancel_pending(parked.invocation_id)
-            return self._result(settled, tools, legacy=legacy)
+        known = None
+        if fresh:
+            retried = bool(params.request_state)
+            known = await self._asked_again(parked, context, proposal, legacy, retried=retried)
+        if known is not None:
+            return known
         answer = self._answer(params, parked, subject) if params.request_state else None
         if answer is None:
             asked = await self._ask(parked, subject, ctx)
@@ -687,6 +719,43 @@ class GuardedServer:
         return self._result(decided, tools, legacy=legacy)
 
     # -- confirmation ----------------------------------------------------------------------
+
+    async def _asked_again(
+        self,
+        parked: ConfirmationRequest,
+        context: CallContext,
+        proposal: Proposal,
+        legacy: bool,  # noqa: FBT001 - the caller's protocol, passed along
+        *,
+        retried: bool,
+    ) -> types.CallToolResult | None:
+        """The answer to a call parked just now that stands for one parked before.
+
+        Answered pending here and decided in the console since: that decision's
+        outcome. Asked first of another replica on the same store: that call's
+        pending result while it waits, its outcome once decided
+        (:func:`~toolbound.mcp.inbox.answered_elsewhere`). ``None``: ``parked`` stands.
+        ``retried``: the call carries a person's answer to an elicitation here.
+        """
+        settled = self.handed.answer(context.subject, parked.digest)
+        if settled is not None and await still_unanswered(self.runtime, parked, settled):
+            self.runtime.cancel_pending(parked.invocation_id)
+            await self._recorded()  # once: another replica asked next finds this call
+            return self._result(settled, context.tools, legacy=legacy)
+        if retried:
+            return None
+        other = await answered_elsewhere(self.runtime, parked, context)
+        if isinstance(other, ConfirmationRequest):
+            return pending_result(other, proposal_id=proposal.proposal_id)
+        if isinstance(other, StoredCall):
+            return stored_result(other, context.tools, legacy=legacy)
+        return None if other is None else self._result(other, context.tools, legacy=legacy)
+
+    async def _recorded(self) -> None:
+        """Wait until the journal has what this runtime ran (another replica reads it)."""
+        inbox = self.runtime.inbox
+        if inbox is not None:
+            await self.runtime.off_loop(inbox.recorder.flush)
 
     def _parked(self, outcome: Outcome) -> ConfirmationRequest | None:
         """The parked call this outcome stands for: its own, or the identical one waiting."""

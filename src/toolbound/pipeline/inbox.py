@@ -113,6 +113,8 @@ class HeldInbox:
     def __init__(self, runtime: _Resumes, held: HeldCalls, recorder: JournalRecorder) -> None:
         self._runtime = runtime
         self._held = held
+        self.recorder = recorder
+        """Writes the runtime's calls into the journal (:meth:`~JournalRecorder.flush`)."""
         self.journal = Inbox(recorder.journal, recorder.holder, lease=recorder.lease)
         """The journal's side: what was decided elsewhere, claims, leases."""
         self.calls = JournaledCalls(held, recorder, self.journal)
