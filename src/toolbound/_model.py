@@ -251,6 +251,12 @@ class ToolSpec:
     that kind of data (:mod:`toolbound.provenance.classes`); fields not named here
     are classed by their name and the words beside them."""
 
+    task_support: Literal["forbidden", "optional", "required"] = "forbidden"
+    """Whether a call may outlive its request as a task (MCP's tasks extension,
+    ``execution.taskSupport``): ``optional`` runs as one for a client that declares
+    the extension, ``required`` is refused to a client that does not. The call passes
+    every gate before it becomes a task."""
+
     intents: tuple[str, ...] = ()
     """Verbs or phrases a person uses when they want this write (``("book",
     "reserve")``). Where the application declares no task scope, a write that

@@ -53,6 +53,7 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from toolbound._errors import ConfirmationMismatch, Problem, Rejection
@@ -74,6 +75,7 @@ from toolbound.mcp.relay import (
 from toolbound.mcp.reporting import LogLevels, relaying
 from toolbound.mcp.rounds import CAPABILITIES_META_KEY, ROUNDS, Round, StateSeal
 from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
+from toolbound.mcp.tasks import TaskBoard, TaskFailed, declares_tasks, requires_tasks
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
 from toolbound.mcp.tokens import off_loop_if_fetching
 from toolbound.mcp.wire import DirectCalls
@@ -187,13 +189,22 @@ def tool_definition(spec: ToolSpec, *, legacy: bool = False) -> types.Tool:
     object cannot be declared there, so it is left out.
     """
     output = _declared_output(spec, legacy=legacy)
+    meta: dict[str, Any] = {
+        "io.toolbound/version": spec.version,
+        "io.toolbound/effect": spec.effect,
+    }
+    tasks = None if spec.task_support == "forbidden" else spec.task_support
+    if tasks is not None:
+        # execution.taskSupport is a 2025-11-25 field; a 2026-07-28 listing reads it here.
+        meta["io.toolbound/taskSupport"] = tasks
     return types.Tool(
         name=spec.name,
         description=spec.description,
         input_schema=dict(spec.input_schema),
         output_schema=None if output is None else dict(output),
         annotations=annotations_for(spec.effect),
-        _meta={"io.toolbound/version": spec.version, "io.toolbound/effect": spec.effect},
+        execution=None if tasks is None else types.ToolExecution(task_support=tasks),
+        _meta=meta,
     )
 
 
@@ -473,6 +484,10 @@ class GuardedServer:
         """Calls answered pending and decided elsewhere since (:mod:`toolbound.mcp.inbox`)."""
         self._state_key = os.urandom(32)
         self._rounds = _InputRounds()
+        self.tasks = TaskBoard(
+            runtime.clock, ttl=timedelta(hours=1), poll_interval=timedelta(milliseconds=500)
+        )
+        """The calls running as tasks of the tasks extension (:mod:`toolbound.mcp.tasks`)."""
 
     # -- the SDK server ----------------------------------------------------------------
 
@@ -505,6 +520,11 @@ class GuardedServer:
             ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
         ) -> types.CallToolResult | types.InputRequiredResult:
             return await self.call_tool(caller(ctx), params, ctx)
+
+        async def answer_call(
+            ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        ) -> types.CallToolResult | types.InputRequiredResult | JSONObject:
+            return await self.call_or_task(caller(ctx), params, ctx)
 
         async def on_set_logging_level(
             ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
@@ -539,8 +559,9 @@ class GuardedServer:
         # them, tools/call answered without the SDK's typed layer (mcp.wire).
         server.middleware[:] = [
             ServerSpans(telemetry_for(self.runtime)),
-            DirectCalls(on_call_tool, lambda: server.server_info_stamp),
+            DirectCalls(answer_call, lambda: server.server_info_stamp),
         ]
+        self.tasks.register(server, caller)
         return server
 
     def _federated(
@@ -620,16 +641,18 @@ class GuardedServer:
         subject: Subject,
         params: types.CallToolRequestParams,
         ctx: ServerRequestContext[Any, Any] | None = None,
+        *,
+        proposal_id: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Run one ``tools/call`` through the pipeline as ``subject``."""
         await self.catalog.refresh(listing=False)
         tools = self.catalog.visible(subject)
+        if proposal_id is None:
+            proposal_id = (
+                f"mcp-{ctx.request_id}" if ctx is not None and ctx.request_id else _new_id()
+            )
         proposal = Proposal(
-            name=params.name,
-            arguments=_argument_bytes(params.arguments),
-            proposal_id=f"mcp-{ctx.request_id}"
-            if ctx is not None and ctx.request_id
-            else _new_id(),
+            name=params.name, arguments=_argument_bytes(params.arguments), proposal_id=proposal_id
         )
         meta: Mapping[str, object] = params.meta or {}
         context = CallContext(
@@ -685,6 +708,20 @@ class GuardedServer:
             if again is not None:
                 return pending_result(again, proposal_id=proposal.proposal_id)
         return self._result(decided, tools, legacy=legacy)
+
+    # -- tasks (the tasks extension) ---------------------------------------------------------
+
+    async def call_or_task(
+        self,
+        subject: Subject,
+        params: types.CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+    ) -> types.CallToolResult | types.InputRequiredResult | JSONObject:
+        """A ``tools/call``: run as a task (its ``CreateTaskResult``, in wire form) or now."""
+        created = await _as_task(self, subject, params, ctx)
+        if created is not None:
+            return created
+        return await self.call_tool(subject, params, ctx)
 
     # -- confirmation ----------------------------------------------------------------------
 
@@ -1236,6 +1273,61 @@ def _progress_sink(
         )
 
     return report
+
+
+async def _as_task(
+    server: GuardedServer,
+    subject: Subject,
+    params: types.CallToolRequestParams,
+    ctx: ServerRequestContext[Any, Any],
+) -> JSONObject | None:
+    """A ``CreateTaskResult`` when this call runs as a task; ``None`` to answer it now.
+
+    Only a tool declaring ``task_support`` runs as one, for a client declaring the
+    extension, and only once every gate admits it without a person: a call the
+    gates refuse or park is answered now, as any other.
+    """
+    await server.catalog.refresh(listing=False)
+    tools = server.catalog.visible(subject)
+    tool = tools.lookup(params.name)
+    support = "forbidden" if tool is None else tool.spec.task_support
+    if support == "forbidden":
+        return None
+    if not declares_tasks(ctx, params.meta or {}):
+        if support == "required":
+            what = f"{params.name} runs only as a task: it"
+            raise requires_tasks(what)
+        return None
+    task_id = server.tasks.new_id()
+    proposal = Proposal(
+        name=params.name, arguments=_argument_bytes(params.arguments), proposal_id=task_id
+    )
+    context = CallContext(
+        subject=subject, tools=tools, timeout=server.timeout, result_budget=server.result_budget
+    )
+    preview = await server.runtime.off_loop(server.runtime.preview, proposal, context)
+    if preview.problem is not None or preview.decision != "allow":
+        return None
+
+    async def work() -> JSONObject:
+        result = await server.call_tool(subject, params, None, proposal_id=task_id)
+        return _task_result(result)
+
+    return server.tasks.start(subject, task_id, work)
+
+
+def _task_result(result: types.CallToolResult | types.InputRequiredResult) -> JSONObject:
+    """A task's inlined result; a result that broke the tool's output contract fails it."""
+    if not isinstance(result, types.CallToolResult):
+        raise TaskFailed(types.INTERNAL_ERROR, "the task's call asked for input")
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    envelope = (result.meta or {}).get(ENVELOPE_META_KEY) if result.is_error else None
+    error = envelope.get("error") if isinstance(envelope, dict) else None
+    if isinstance(error, dict) and error.get("kind") == "output":
+        # The tool's result broke its own contract: the server's failure, not the tool's.
+        raise TaskFailed(types.INTERNAL_ERROR, str(error.get("message", "")), envelope)
+    dumped["resultType"] = "complete"
+    return cast("JSONObject", dumped)
 
 
 def _legacy(ctx: ServerRequestContext[Any, Any]) -> bool:
