@@ -32,8 +32,17 @@ if TYPE_CHECKING:
 TASKS = "io.modelcontextprotocol/tasks"
 VERSION = "2026-07-28"
 GRANTS = [
-    Grant(subject=s.id, tenant=s.tenant, capability="jobs:run", actions=frozenset({"read"}))
-    for s in (MIRA, LEO)
+    *(
+        Grant(subject=s.id, tenant=s.tenant, capability="jobs:run", actions=frozenset({"read"}))
+        for s in (MIRA, LEO)
+    ),
+    Grant(
+        subject=MIRA.id,
+        tenant=MIRA.tenant,
+        capability="jobs:purge",
+        actions=frozenset({"delete"}),
+        confirm=True,
+    ),
 ]
 SLOW = {
     "type": "object",
@@ -60,8 +69,24 @@ async def _broken(_args: JSONObject, _ctx: ToolContext) -> JSONValue:
     return {"value": "not an integer"}
 
 
+def _purge(args: JSONObject, _ctx: ToolContext) -> JSONValue:
+    return f"purged {args['what']}"
+
+
 def _registry() -> Registry:
     r = Registry()
+    r.register(
+        ToolSpec(
+            name="purge",
+            version="v1",
+            description="Purges what it is told to; a person confirms it.",
+            input_schema={"type": "object", "properties": {"what": {"type": "string"}}},
+            effect="irreversible_write",
+            capabilities=("jobs:purge",),
+            task_support="optional",
+        ),
+        _purge,
+    )
     for name, schema, run_, support, output in (
         ("slow", SLOW, _slow, "optional", None),
         ("failing", NOTHING, _failing, "required", None),
@@ -118,7 +143,7 @@ class Caller:
     async def send(
         self, method: str, params: dict[str, Any], *, tasks: bool = True, name: str | None = None
     ) -> tuple[int, dict[str, Any]]:
-        caps: dict[str, Any] = {"extensions": {TASKS: {}}} if tasks else {}
+        caps: dict[str, Any] = {"extensions": {TASKS: {}}, "elicitation": {}} if tasks else {}
         meta = {
             "io.modelcontextprotocol/protocolVersion": VERSION,
             "io.modelcontextprotocol/clientCapabilities": caps,
@@ -192,7 +217,12 @@ def test_a_task_tool_answers_a_create_task_result_and_tasks_get_inlines_its_resu
             support = {
                 t["name"]: t["_meta"].get("io.toolbound/taskSupport") for t in listed["tools"]
             }
-            assert support == {"slow": "optional", "failing": "required", "broken": "optional"}
+            assert support == {
+                "slow": "optional",
+                "failing": "required",
+                "broken": "optional",
+                "purge": "optional",
+            }
             created = await mira.result(
                 "tools/call", {"name": "slow", "arguments": {"seconds": 0.3}}
             )
@@ -320,5 +350,47 @@ def test_a_tool_error_completes_the_task_and_a_broken_output_contract_fails_it(
             assert "result" not in failed
             assert failed["error"]["code"] == -32603
             assert failed["error"]["data"]["error"]["code"] == "output_rejected"
+
+    run(scenario())
+
+
+def test_a_call_a_person_confirms_asks_through_its_task(server: GuardedServer) -> None:
+    """input_required with the confirmation form; tasks/update's answer runs it, once."""
+
+    async def scenario() -> None:
+        async with callers(server) as (mira, _leo):
+            created = await mira.result("tools/call", {"name": "purge", "arguments": {"what": "a"}})
+            assert (created["resultType"], created["status"]) == ("task", "input_required")
+            task_id = created["taskId"]
+            asked = await mira.result("tasks/get", {"taskId": task_id})
+            assert asked["status"] == "input_required"
+            assert asked["inputRequests"]["confirm"]["method"] == "elicitation/create"
+            assert [p.invocation_id for p in server.runtime.pending()] != []
+            bad = await mira.error(
+                "tasks/update", {"taskId": task_id, "inputResponses": {"confirm": {"action": 3}}}
+            )
+            assert bad["code"] == -32602
+            still = await mira.result("tasks/get", {"taskId": task_id})
+            assert still["status"] == "input_required"
+            other = {"unknown": {"action": "accept"}}
+            await mira.result("tasks/update", {"taskId": task_id, "inputResponses": other})
+            still = await mira.result("tasks/get", {"taskId": task_id})
+            assert still["status"] == "input_required"
+            yes = {"confirm": {"action": "accept", "content": {"approve": True}}}
+            ack = await mira.result("tasks/update", {"taskId": task_id, "inputResponses": yes})
+            assert ack == {"resultType": "complete"}
+            done = await mira.settled(task_id)
+            assert (done["status"], done["result"]["isError"]) == ("completed", False)
+            assert json.loads(done["result"]["content"][0]["text"])["data"] == "purged a"
+            assert "inputRequests" not in done
+            denied = await mira.result("tools/call", {"name": "purge", "arguments": {"what": "b"}})
+            no = {"confirm": {"action": "decline"}}
+            await mira.result("tasks/update", {"taskId": denied["taskId"], "inputResponses": no})
+            refused = await mira.settled(denied["taskId"])
+            assert (refused["status"], refused["result"]["isError"]) == ("completed", True)
+            dropped = await mira.result("tools/call", {"name": "purge", "arguments": {"what": "c"}})
+            await mira.result("tasks/cancel", {"taskId": dropped["taskId"]})
+            assert (await mira.settled(dropped["taskId"]))["status"] == "cancelled"
+            assert server.runtime.pending() == []
 
     run(scenario())

@@ -44,6 +44,7 @@ stdio and in-process use, the ``Authorization: Bearer`` token for HTTP
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hashlib
@@ -75,7 +76,7 @@ from toolbound.mcp.relay import (
 from toolbound.mcp.reporting import LogLevels, relaying
 from toolbound.mcp.rounds import CAPABILITIES_META_KEY, ROUNDS, Round, StateSeal
 from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
-from toolbound.mcp.tasks import TaskBoard, TaskFailed, declares_tasks, requires_tasks
+from toolbound.mcp.tasks import Answers, TaskBoard, TaskFailed, declares_tasks, requires_tasks
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
 from toolbound.mcp.tokens import off_loop_if_fetching
 from toolbound.mcp.wire import DirectCalls
@@ -682,14 +683,14 @@ class GuardedServer:
             return (
                 self._rounds.relayed(round_, outcome, subject, params.name)
                 if round_ is not None and asking
-                else self._result(outcome, tools, legacy=legacy)
+                else self.result_of(outcome, tools, legacy=legacy)
             )
         fresh = outcome.kind == "awaiting_confirmation"  # parked now, not the one waiting
         settled = self.handed.answer(subject, parked.digest) if fresh else None
         if settled is not None:
             # Answered pending before, decided in the console since: that decision's outcome.
             self.runtime.cancel_pending(parked.invocation_id)
-            return self._result(settled, tools, legacy=legacy)
+            return self.result_of(settled, tools, legacy=legacy)
         answer = self._answer(params, parked, subject) if params.request_state else None
         if answer is None:
             asked = await self._ask(parked, subject, ctx)
@@ -699,7 +700,7 @@ class GuardedServer:
         if answer is None:
             self.handed.sent(subject, parked)
             return pending_result(parked, proposal_id=proposal.proposal_id)
-        decided = await self._decide(parked, answer, subject)
+        decided = await self.decide(parked, answer, subject)
         if decided is None:
             # The parked call was settled elsewhere meanwhile (a console approved it):
             # the same call now replays its result or finds it in flight.
@@ -707,7 +708,7 @@ class GuardedServer:
             again = self._parked(decided)
             if again is not None:
                 return pending_result(again, proposal_id=proposal.proposal_id)
-        return self._result(decided, tools, legacy=legacy)
+        return self.result_of(decided, tools, legacy=legacy)
 
     # -- tasks (the tasks extension) ---------------------------------------------------------
 
@@ -777,7 +778,7 @@ class GuardedServer:
             return None
         return _verdict(response)
 
-    async def _decide(
+    async def decide(
         self, parked: ConfirmationRequest, answer: _Answer, subject: Subject
     ) -> Outcome | None:
         """Apply the person's answer to the parked call; ``None`` if it is no longer parked."""
@@ -809,7 +810,10 @@ class GuardedServer:
         mac = hmac.new(self._state_key, text.encode(), hashlib.sha256).hexdigest()
         return f"{parked.invocation_id}.{mac}"
 
-    def _result(self, outcome: Outcome, tools: ToolSet, *, legacy: bool) -> types.CallToolResult:
+    def result_of(
+        self, outcome: Outcome, tools: ToolSet, *, legacy: bool = False
+    ) -> types.CallToolResult:
+        """The ``tools/call`` result for ``outcome`` (a hidden tool's is a protocol error)."""
         if outcome.kind == "rejected" and outcome.problem.kind == "unknown_tool":
             # R18: a hidden tool is refused exactly like one that does not exist.
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_name(outcome)}")
@@ -1280,7 +1284,7 @@ async def _as_task(
     subject: Subject,
     params: types.CallToolRequestParams,
     ctx: ServerRequestContext[Any, Any],
-) -> JSONObject | None:
+) -> JSONObject | types.CallToolResult | None:
     """A ``CreateTaskResult`` when this call runs as a task; ``None`` to answer it now.
 
     Only a tool declaring ``task_support`` runs as one, for a client declaring the
@@ -1306,14 +1310,57 @@ async def _as_task(
         subject=subject, tools=tools, timeout=server.timeout, result_budget=server.result_budget
     )
     preview = await server.runtime.off_loop(server.runtime.preview, proposal, context)
+    if preview.problem is None and preview.decision == "confirm" and _asks_in_task(server, ctx):
+        return await _confirmed_task(server, subject, proposal, context)
     if preview.problem is not None or preview.decision != "allow":
         return None
 
-    async def work() -> JSONObject:
+    async def work(_answers: Answers) -> JSONObject:
         result = await server.call_tool(subject, params, None, proposal_id=task_id)
         return _task_result(result)
 
     return server.tasks.start(subject, task_id, work)
+
+
+def _asks_in_task(server: GuardedServer, ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether a person at this client confirms a task's call through the task."""
+    return server.confirm == "elicitation" and _can_elicit(ctx)
+
+
+async def _confirmed_task(
+    server: GuardedServer, subject: Subject, proposal: Proposal, context: CallContext
+) -> JSONObject | types.CallToolResult:
+    """A call a person must confirm, as a task asking for the confirmation (input_required).
+
+    The call is parked now, through every gate; the task's ``tasks/update`` brings
+    the person's answer, which approves (the call runs), denies or cancels it. A call
+    that did not park (it was settled meanwhile) is answered now.
+    """
+    outcome = await server.runtime.arun(proposal, context)
+    parked = outcome.request if outcome.kind == "awaiting_confirmation" else None
+    if parked is None:
+        return server.result_of(outcome, context.tools)
+    asking = {
+        _CONFIRM_KEY: types.ElicitRequest(
+            params=types.ElicitRequestFormParams(
+                message=_elicitation_message(parked), requested_schema=_CONFIRM_SCHEMA
+            )
+        )
+    }
+
+    async def work(answers: Answers) -> JSONObject:
+        try:
+            got = await answers()
+        except asyncio.CancelledError:
+            server.runtime.cancel_pending(parked.invocation_id)
+            raise
+        verdict = _verdict(types.ElicitResult.model_validate(got[_CONFIRM_KEY]))
+        decided = await server.decide(parked, verdict, subject)
+        if decided is None:  # settled elsewhere meanwhile: its result, or it in flight
+            decided = await server.runtime.arun(proposal, context)
+        return _task_result(server.result_of(decided, context.tools))
+
+    return server.tasks.start(subject, proposal.proposal_id, work, asking=asking)
 
 
 def _task_result(result: types.CallToolResult | types.InputRequiredResult) -> JSONObject:

@@ -8,7 +8,9 @@ id is the task id, so the journal and the trace name it). Then::
 
     tasks/get       the task's status; once it ended, its result inlined
                     (completed), or the JSON-RPC error (failed)
-    tasks/update    acknowledged; a toolbound task never waits for input
+    tasks/update    the answers to what the task asks (a call a person must
+                    confirm asks the confirmation: status input_required, the
+                    elicitation in inputRequests); others are ignored
     tasks/cancel    the runtime's own cancellation of the running call; the task
                     then reads cancelled
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -42,16 +45,26 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     msg = "toolbound.mcp needs the MCP SDK: pip install 'toolbound[mcp]'"
     raise ImportError(msg) from exc
 
-if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
+if TYPE_CHECKING:
     from mcp.server import Server
     from mcp.server.context import ServerRequestContext
 
     from toolbound._clock import Clock
     from toolbound._model import Subject
 
-__all__ = ["TASKS_EXTENSION", "TaskBoard", "TaskFailed", "declares_tasks", "requires_tasks"]
+Answers = Callable[[], Awaitable[dict[str, Any]]]
+"""What a task's work awaits for the answers to its input requests."""
+
+__all__ = [
+    "TASKS_EXTENSION",
+    "Answers",
+    "TaskBoard",
+    "TaskFailed",
+    "declares_tasks",
+    "requires_tasks",
+]
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 _TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
@@ -77,6 +90,9 @@ class _Task:
     status: str = "working"
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, Any] = field(default_factory=dict)
+    answered: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     runner: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -121,11 +137,18 @@ class TaskBoard:
         return f"task-{os.urandom(12).hex()}"
 
     def start(
-        self, subject: Subject, task_id: str, work: Callable[[], Awaitable[dict[str, Any]]]
+        self,
+        subject: Subject,
+        task_id: str,
+        work: Callable[[Answers], Awaitable[dict[str, Any]]],
+        *,
+        asking: Mapping[str, types.ElicitRequest] | None = None,
     ) -> dict[str, Any]:
         """Run ``work`` as task ``task_id`` of ``subject``; its ``CreateTaskResult``.
 
-        The task is on the board before this returns, so an immediate ``tasks/get``
+        ``asking``: the input the task needs first (it starts ``input_required``);
+        ``work`` awaits the answers, once ``tasks/update`` brought every one. The
+        task is on the board before this returns, so an immediate ``tasks/get``
         finds it.
         """
         self._forget_expired()
@@ -133,8 +156,20 @@ class TaskBoard:
         task = _Task(
             task_id=task_id, owner=(subject.tenant, subject.id), created_at=now, updated_at=now
         )
+        if asking:
+            task.status = "input_required"
+            task.input_requests = {
+                key: request.model_dump(by_alias=True, mode="json", exclude_none=True)
+                for key, request in asking.items()
+            }
+
+        async def answers() -> dict[str, Any]:
+            await task.answered.wait()
+            return dict(task.answers)
+
+        work_now = functools.partial(work, answers)
         self._tasks[task_id] = task
-        task.runner = asyncio.get_running_loop().create_task(self._run(task, work))
+        task.runner = asyncio.get_running_loop().create_task(self._run(task, work_now))
         return {"resultType": "task", **self._envelope(task)}
 
     def register(self, server: Server[Any], caller: Callable[[Any], Subject]) -> None:
@@ -148,7 +183,8 @@ class TaskBoard:
         async def on_update(
             ctx: ServerRequestContext[Any, Any], params: TaskParams
         ) -> types.Result:
-            self._owned(ctx, params, caller(ctx), "tasks/update")
+            task = self._owned(ctx, params, caller(ctx), "tasks/update")
+            self._answer(task, params.input_responses or {})
             return _Wire({"resultType": "complete"})
 
         async def on_cancel(
@@ -189,6 +225,29 @@ class TaskBoard:
             return
         self._end(task, "completed", result=result)
 
+    def _answer(self, task: _Task, responses: Mapping[str, Any]) -> None:
+        """Keep the answers to what ``task`` asks; the others are not its (ignored)."""
+        taken: dict[str, Any] = {}
+        for key, response in responses.items():
+            if key not in task.input_requests:
+                continue
+            try:
+                types.ElicitResult.model_validate(response)
+            except ValueError:
+                raise MCPError(
+                    code=INVALID_PARAMS, message=f"inputResponses[{key!r}] is no elicitation result"
+                ) from None
+            taken[key] = response
+        if not taken:
+            return
+        for key, response in taken.items():
+            del task.input_requests[key]
+            task.answers[key] = response
+        task.updated_at = self._clock.now()
+        if not task.input_requests and task.status == "input_required":
+            task.status = "working"
+            task.answered.set()
+
     def _end(
         self,
         task: _Task,
@@ -198,6 +257,7 @@ class TaskBoard:
         error: dict[str, Any] | None = None,
     ) -> None:
         task.status, task.result, task.error = status, result, error
+        task.input_requests = {}
         task.updated_at = self._clock.now()
 
     def _owned(
@@ -237,6 +297,8 @@ class TaskBoard:
             detailed["result"] = task.result
         if task.error is not None:
             detailed["error"] = task.error
+        if task.input_requests and task.status == "input_required":
+            detailed["inputRequests"] = dict(task.input_requests)
         return detailed
 
     def _forget_expired(self) -> None:
