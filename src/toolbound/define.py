@@ -159,6 +159,7 @@ class SpecOptions(TypedDict, total=False):
     roles: Mapping[str, RoleName]
     intents: tuple[str, ...]
     data_classes: Mapping[str, DataClassName]
+    task_support: Literal["forbidden", "optional", "required"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,6 +20,7 @@ from mcp_support import LEO, MIRA, TOKENS, run
 
 from toolbound import Grant, GrantPolicy, NotCommitted, Registry, Runtime, ToolSpec
 from toolbound._state import State
+from toolbound.define import tool
 from toolbound.mcp import GuardedServer, HttpEndpoint, StaticCatalog, holds_capabilities
 
 if TYPE_CHECKING:
@@ -69,24 +70,24 @@ async def _broken(_args: JSONObject, _ctx: ToolContext) -> JSONValue:
     return {"value": "not an integer"}
 
 
-def _purge(args: JSONObject, _ctx: ToolContext) -> JSONValue:
-    return f"purged {args['what']}"
+@tool(
+    effect="irreversible_write",
+    capabilities=("jobs:purge",),
+    task_support="optional",  # declared beside the function
+)
+def purge(what: str) -> str:
+    """Purges what it is told to; a person confirms it.
+
+    Args:
+        what: What to purge.
+
+    """
+    return f"purged {what}"
 
 
 def _registry() -> Registry:
     r = Registry()
-    r.register(
-        ToolSpec(
-            name="purge",
-            version="v1",
-            description="Purges what it is told to; a person confirms it.",
-            input_schema={"type": "object", "properties": {"what": {"type": "string"}}},
-            effect="irreversible_write",
-            capabilities=("jobs:purge",),
-            task_support="optional",
-        ),
-        _purge,
-    )
+    purge.register(r)
     for name, schema, run_, support, output in (
         ("slow", SLOW, _slow, "optional", None),
         ("failing", NOTHING, _failing, "required", None),

@@ -196,7 +196,8 @@ def tool_definition(spec: ToolSpec, *, legacy: bool = False) -> types.Tool:
     }
     tasks = None if spec.task_support == "forbidden" else spec.task_support
     if tasks is not None:
-        # execution.taskSupport is a 2025-11-25 field; a 2026-07-28 listing reads it here.
+        # Not execution.taskSupport: on a 2025-11-25 connection that promises the
+        # tasks of that revision, which are not served (the extension is).
         meta["io.toolbound/taskSupport"] = tasks
     return types.Tool(
         name=spec.name,
@@ -204,7 +205,6 @@ def tool_definition(spec: ToolSpec, *, legacy: bool = False) -> types.Tool:
         input_schema=dict(spec.input_schema),
         output_schema=None if output is None else dict(output),
         annotations=annotations_for(spec.effect),
-        execution=None if tasks is None else types.ToolExecution(task_support=tasks),
         _meta=meta,
     )
 
