@@ -61,6 +61,8 @@ WRITE_EFFECTS: frozenset[EffectClass] = frozenset(
 )
 
 IdempotencySupport = Literal["native_key", "query_by_key", "none"]
+TaskSupport = Literal["forbidden", "optional", "required"]
+"""Whether a call may outlive its request as a task (MCP's tasks extension)."""
 """How the tool's backend honours an idempotency key (R8): it de-duplicates by key
 itself, it can be asked what happened to a key, or neither."""
 
@@ -251,7 +253,7 @@ class ToolSpec:
     that kind of data (:mod:`toolbound.provenance.classes`); fields not named here
     are classed by their name and the words beside them."""
 
-    task_support: Literal["forbidden", "optional", "required"] = "forbidden"
+    task_support: TaskSupport = "forbidden"
     """Whether a call may outlive its request as a task (MCP's tasks extension,
     ``execution.taskSupport``): ``optional`` runs as one for a client that declares
     the extension, ``required`` is refused to a client that does not. The call passes

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 import uvicorn
-from mcp_support import LEO, MIRA, TOKENS, run
+from mcp_support import LEO, MIRA, TOKENS, gateway, grant, run, serving, write_config
 
 from toolbound import Grant, GrantPolicy, NotCommitted, Registry, Runtime, ToolSpec
 from toolbound._state import State
@@ -25,6 +26,7 @@ from toolbound.mcp import GuardedServer, HttpEndpoint, StaticCatalog, holds_capa
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
+    from pathlib import Path
 
     from toolbound import ToolContext
     from toolbound._model import JSONObject, JSONValue
@@ -393,5 +395,39 @@ def test_a_call_a_person_confirms_asks_through_its_task(server: GuardedServer) -
             await mira.result("tasks/cancel", {"taskId": dropped["taskId"]})
             assert (await mira.settled(dropped["taskId"]))["status"] == "cancelled"
             assert server.runtime.pending() == []
+
+    run(scenario())
+
+
+def test_an_upstream_tool_whose_rule_says_so_runs_as_a_task_of_the_gateway(
+    tmp_path: Path,
+) -> None:
+    """``task_support`` under ``[upstream.tools.NAME]``: the gateway's task, an ordinary call."""
+    config = write_config(
+        tmp_path,
+        f"""
+[[upstream]]
+name = "time"
+command = ["{sys.executable}", "-m", "mcp_server_time", "--local-timezone", "UTC"]
+[upstream.tools.get_current_time]
+effect = "read"
+capability = "time:read"
+task_support = "required"
+"""
+        + grant("mira", "time:read"),
+    )
+
+    async def scenario() -> None:
+        gw = gateway(config)
+        async with serving(gw) as url, httpx.AsyncClient(timeout=30) as http:
+            mira = Caller(http, url, TOKENS["mira"])
+            call = {"name": "time.get_current_time", "arguments": {"timezone": "UTC"}}
+            refused = await mira.error("tools/call", call, tasks=False)
+            assert refused["code"] == -32021
+            created = await mira.result("tools/call", call)
+            assert created["resultType"] == "task"
+            done = await mira.settled(created["taskId"])
+            assert (done["status"], done["result"]["isError"]) == ("completed", False)
+            assert "UTC" in done["result"]["content"][0]["text"]
 
     run(scenario())
