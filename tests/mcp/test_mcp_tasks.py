@@ -431,3 +431,20 @@ task_support = "required"
             assert "UTC" in done["result"]["content"][0]["text"]
 
     run(scenario())
+
+
+def test_a_task_running_when_the_server_stops_is_cancelled_not_left_executing(
+    server: GuardedServer, events: Events
+) -> None:
+    """The server's shutdown cancels its running tasks through the runtime, at once."""
+
+    async def scenario() -> None:
+        async with callers(server) as (mira, _leo):
+            slow = {"name": "slow", "arguments": {"seconds": 30}}
+            assert (await mira.result("tools/call", slow))["status"] == "working"
+            await asyncio.sleep(0.1)
+        # The server stopped; this loop goes on.
+        states = [e.state for _i, e in events.events if e.state is not None]
+        assert states[-1] == State.CANCELLED_BEFORE_COMMIT, states
+
+    run(scenario())

@@ -1032,6 +1032,9 @@ class HttpEndpoint:
                 yield
         finally:
             self._manager = None
+            # A task still running when the server stops is cancelled by the runtime,
+            # so its call is settled (CANCELLED), never left executing.
+            await self.server.tasks.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI app: authenticate, check the body strictly, then hand over to the SDK."""

@@ -201,6 +201,15 @@ class TaskBoard:
         server.add_request_handler("tasks/update", TaskParams, on_update)
         server.add_request_handler("tasks/cancel", TaskParams, on_cancel)
 
+    async def stop(self) -> None:
+        """Cancel every task still running and wait until the runtime settled each."""
+        running = [
+            t.runner for t in self._tasks.values() if t.runner is not None and not t.runner.done()
+        ]
+        for runner in running:
+            runner.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
     # -- inside --------------------------------------------------------------------------
 
     async def _run(self, task: _Task, work: Callable[[], Awaitable[dict[str, Any]]]) -> None:
