@@ -275,30 +275,6 @@ def basic() -> Registry:
     return _registry(TOOLS[:4], library=False)
 
 
-def gateway_upstream() -> Registry:
-    """For the gateway's fixtures upstream: :func:`basic`'s tools, and the tasks ones.
-
-    The tasks extension's tools are plain ones here: the gateway's rules make them
-    tasks of the gateway.
-    """
-    r = _registry(TOOLS[:4], library=False)
-    for name, description, schema, run, _support, output in TASK_TOOLS:
-        r.register(
-            ToolSpec(
-                name=name,
-                version="v1",
-                description=description,
-                input_schema=schema,
-                output_schema=output,
-                effect="read",
-                capabilities=(CAPABILITY,),
-                timeout=120.0,
-            ),
-            run,  # type: ignore[arg-type]
-        )
-    return r
-
-
 def tools() -> Registry:
     """For ``--tools conformance_tools:tools``: every fixture."""
     return _registry(TOOLS, library=True)

@@ -9,7 +9,7 @@ runs all its server scenarios over streamable HTTP on loopback, against:
   prompts);
 * ``mcp-gateway``: ``toolbound mcp-gateway --http --local-as local`` in front of
   ``@modelcontextprotocol/server-everything``, of three of those fixture tools served
-  by ``mcp-serve`` over stdio (``conformance_tools:gateway_upstream``) and of the others from
+  by ``mcp-serve`` over stdio (``conformance_tools:basic``) and of the others from
   ``conformance_upstream.py``, all with ``prefix = ""`` (their own names).
 
 The suite sends no token, hence local mode. A scenario passes when none of its checks
@@ -71,15 +71,6 @@ FIXTURES = (
     "json_schema_2020_12_tool",
     "test_reconnection",
 )
-# The tasks extension's fixtures, as tasks of the gateway: (tool, effect, capability,
-# task_support).
-TASK_FIXTURES = (
-    ("greet", "read", "conformance:call", "forbidden"),
-    ("slow_compute", "read", "conformance:call", "optional"),
-    ("failing_job", "read", "conformance:call", "required"),
-    ("protocol_error_job", "read", "conformance:call", "optional"),
-    ("confirm_delete", "irreversible_write", "conformance:confirm", "optional"),
-)
 UPSTREAM_FIXTURES = (
     "test_image_content",
     "test_audio_content",
@@ -127,15 +118,6 @@ effect = "read"
 capability = "conformance:call"
 """
         for tool in FIXTURES
-    ) + "".join(
-        f"""
-[upstream.tools.{tool}]
-effect = "{effect}"
-capability = "{capability}"
-task_support = "{support}"
-timeout = 120
-"""
-        for tool, effect, capability, support in TASK_FIXTURES
     )
     everything_rules = "".join(
         f"""
@@ -163,7 +145,6 @@ capability = "conformance:call"
     )
     toolbound = str(Path(sys.executable).parent / "toolbound")
     pythonpath = ":".join([str(HERE), str(HERE.parents[1] / "src")])  # the code under test
-    fixtures = "conformance_tools:gateway_upstream"
     path = folder / "gateway.toml"
     path.write_text(
         f"""
@@ -183,7 +164,7 @@ command = ["node", "{EVERYTHING / "index.js"}", "stdio"]
 [[upstream]]
 name = "fixtures"
 prefix = ""
-command = ["{toolbound}", "mcp-serve", "--config", "{inner}", "--tools", "{fixtures}"]
+command = ["{toolbound}", "mcp-serve", "--config", "{inner}", "--tools", "conformance_tools:basic"]
 env = {{ PYTHONPATH = "{pythonpath}" }}
 {rules}
 
