@@ -61,6 +61,8 @@ WRITE_EFFECTS: frozenset[EffectClass] = frozenset(
 )
 
 IdempotencySupport = Literal["native_key", "query_by_key", "none"]
+TaskSupport = Literal["forbidden", "optional", "required"]
+"""Whether a call may outlive its request as a task (MCP's tasks extension)."""
 """How the tool's backend honours an idempotency key (R8): it de-duplicates by key
 itself, it can be asked what happened to a key, or neither."""
 
@@ -250,6 +252,12 @@ class ToolSpec:
     content of such a field leaves in a write only when the user's words ask for
     that kind of data (:mod:`toolbound.provenance.classes`); fields not named here
     are classed by their name and the words beside them."""
+
+    task_support: TaskSupport = "forbidden"
+    """Whether a call may outlive its request as a task (MCP's tasks extension,
+    ``execution.taskSupport``): ``optional`` runs as one for a client that declares
+    the extension, ``required`` is refused to a client that does not. The call passes
+    every gate before it becomes a task."""
 
     intents: tuple[str, ...] = ()
     """Verbs or phrases a person uses when they want this write (``("book",

@@ -1249,6 +1249,9 @@ class ToolRule(Table):
     max_attempts: Count | None = key(None, "attempts the retry matrix may make", "1")
     timeout: Seconds | None = key(None, "seconds per call", "30")
     hidden: bool = key(False, "never listed nor called", "true")  # noqa: FBT003
+    task_support: Literal["forbidden", "optional", "required"] = key(
+        "forbidden", "whether a call may run as a task of the gateway (MCP tasks)", '"optional"'
+    )
 
     @classmethod
     def raw_faults(cls, data: dict[str, Any]) -> list[Fault]:

@@ -92,6 +92,7 @@ if TYPE_CHECKING:
         ResourceExtractor,
         SemanticCheck,
         TargetCheck,
+        TaskSupport,
     )
     from toolbound.execution.tool import AsyncToolFunction, ToolFunction
     from toolbound.provenance.classes import DataClassName
@@ -159,6 +160,7 @@ class SpecOptions(TypedDict, total=False):
     roles: Mapping[str, RoleName]
     intents: tuple[str, ...]
     data_classes: Mapping[str, DataClassName]
+    task_support: TaskSupport
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from toolbound._model import JSONObject, JSONValue
 
 CAPABILITY = "conformance:call"
+CONFIRMED = "conformance:confirm"
 NO_ARGUMENTS: dict[str, object] = {"type": "object", "properties": {}}
 # A 1x1 red PNG.
 PNG = bytes.fromhex(
@@ -91,6 +92,71 @@ async def _progress(_args: JSONObject, ctx: ToolContext) -> JSONValue:
             await asyncio.sleep(0.05)
     return "Tool with progress executed successfully"
 
+
+def _greet(args: JSONObject, _ctx: ToolContext) -> JSONValue:
+    return f"Hello, {args['name']}!"
+
+
+async def _slow_compute(args: JSONObject, _ctx: ToolContext) -> JSONValue:
+    seconds = args["seconds"]
+    assert isinstance(seconds, int | float)
+    await asyncio.sleep(seconds)
+    return f"computed {args.get('label', '')} after {seconds}s"
+
+
+def _confirm_delete(args: JSONObject, _ctx: ToolContext) -> JSONValue:
+    return f"deleted {args['filename']}"
+
+
+async def _failing_job(_args: JSONObject, _ctx: ToolContext) -> JSONValue:
+    await asyncio.sleep(1)
+    msg = "the job failed, as it always does"
+    raise NotCommitted(msg, code="job_failed", recoverable=False)
+
+
+async def _protocol_error_job(_args: JSONObject, _ctx: ToolContext) -> JSONValue:
+    await asyncio.sleep(0.2)
+    return {"value": "not the integer the output schema promises"}
+
+
+FILENAME: dict[str, object] = {
+    "type": "object",
+    "properties": {"filename": {"type": "string"}},
+    "required": ["filename"],
+}
+GREET: dict[str, object] = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}},
+    "required": ["name"],
+}
+SLOW: dict[str, object] = {
+    "type": "object",
+    "properties": {"seconds": {"type": "number", "minimum": 0}, "label": {"type": "string"}},
+    "required": ["seconds"],
+}
+VALUE: dict[str, object] = {
+    "type": "object",
+    "properties": {"value": {"type": "integer"}},
+    "required": ["value"],
+}
+# The tasks extension's fixtures: (name, description, schema, run, task_support,
+# output schema).
+TASK_TOOLS: tuple[
+    tuple[str, str, dict[str, object], Callable[..., object], str, dict[str, object] | None],
+    ...,
+] = (
+    ("greet", "Greets by name, at once.", GREET, _greet, "forbidden", None),
+    ("slow_compute", "Sleeps the given seconds, then answers.", SLOW, _slow_compute,
+     "optional", None),
+    ("failing_job", "Fails after a second; runs only as a task.", NO_ARGUMENTS, _failing_job,
+     "required", None),
+    ("protocol_error_job", "Answers what its output schema forbids.", NO_ARGUMENTS,
+     _protocol_error_job, "optional", VALUE),
+    # A person confirms each call (the grant of CONFIRMED says so): as a task, it asks
+    # for that confirmation (input_required) before it runs.
+    ("confirm_delete", "Deletes a file once a person confirms it.", FILENAME, _confirm_delete,
+     "optional", None),
+)  # fmt: skip
 
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -234,6 +300,21 @@ def _registry(
         )
     if not library:
         return r
+    for name, description, schema, run, support, output in TASK_TOOLS:
+        r.register(
+            ToolSpec(
+                name=name,
+                version="v1",
+                description=description,
+                input_schema=schema,
+                output_schema=output,
+                effect="irreversible_write" if name == "confirm_delete" else "read",
+                capabilities=(CONFIRMED,) if name == "confirm_delete" else (CAPABILITY,),
+                timeout=120.0,
+                task_support=support,  # type: ignore[arg-type]
+            ),
+            run,  # type: ignore[arg-type]
+        )
     for item in (static_text, static_binary, watched_resource, template_data):
         item.register(r)
     for made in (

@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,6 +88,9 @@ def serving_command(
     )
     try:
         wait_for_port(port, process)
+        # Its access log goes on stderr: drained, or a long run fills the pipe and the
+        # server stops at its next line.
+        threading.Thread(target=_drain, args=(process,), daemon=True).start()
         yield process
     finally:
         process.terminate()
@@ -112,3 +116,13 @@ def run_node(node: str, script: str, *args: str, timeout: float = 90.0) -> str:
     if done.returncode != 0:
         pytest.fail(f"node {script} exited with {done.returncode}:\n{done.stderr}\n{done.stdout}")
     return done.stdout
+
+
+def _drain(process: subprocess.Popen[bytes]) -> None:
+    """Read ``process``'s stderr until it closes, keeping nothing."""
+    stream = process.stderr
+    if stream is None:
+        return
+    with contextlib.suppress(OSError, ValueError):  # closed under us when the server stops
+        while stream.read(65536):
+            pass

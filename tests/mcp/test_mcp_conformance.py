@@ -54,6 +54,13 @@ subject = "local"
 tenant = "local"
 capability = "conformance:call"
 actions = ["read"]
+
+[[grant]]
+subject = "local"
+tenant = "local"
+capability = "conformance:confirm"
+actions = ["delete"]
+confirm = true
 """
 # Nobody holds this token: the suite calls in local mode only.
 NO_TOKEN = "0" * 64

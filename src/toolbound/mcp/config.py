@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from toolbound import config_tables as tables
-    from toolbound._model import Action, EffectClass, IdempotencySupport
+    from toolbound._model import Action, EffectClass, IdempotencySupport, TaskSupport
     from toolbound.config import Principal
 
 __all__ = [
@@ -115,6 +115,9 @@ class ToolRule:
     max_attempts: int | None = None
     timeout: float | None = None
     hidden: bool = False
+    task_support: TaskSupport = "forbidden"
+    """Whether a call may run as a task of the gateway (the upstream call itself is
+    an ordinary one: an upstream's own tasks are not relayed)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -357,4 +360,5 @@ def _rule(table: tables.ToolRule) -> ToolRule:
         max_attempts=table.max_attempts,
         timeout=table.timeout,
         hidden=table.hidden,
+        task_support=table.task_support,
     )

@@ -542,6 +542,7 @@ class Gateway:
             max_attempts=rule.max_attempts
             or (2 if read or rule.idempotency == "native_key" else 1),
             idempotency=rule.idempotency,
+            task_support=rule.task_support,
         )
         implementation = UpstreamTool(
             upstream,

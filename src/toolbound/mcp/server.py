@@ -44,6 +44,7 @@ stdio and in-process use, the ``Authorization: Bearer`` token for HTTP
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import hashlib
@@ -53,6 +54,7 @@ import json
 import os
 import warnings
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Protocol, cast, runtime_checkable
 
 from toolbound._confirmation import ConfirmationRequest
@@ -76,6 +78,7 @@ from toolbound.mcp.relay import (
 from toolbound.mcp.reporting import LogLevels, relaying
 from toolbound.mcp.rounds import CAPABILITIES_META_KEY, ROUNDS, Round, StateSeal
 from toolbound.mcp.serving_resources import Subscribable, subscription_handlers
+from toolbound.mcp.tasks import Answers, TaskBoard, TaskFailed, declares_tasks, requires_tasks
 from toolbound.mcp.telemetry import ServerSpans, call_trace_id, telemetry_for
 from toolbound.mcp.tokens import off_loop_if_fetching
 from toolbound.mcp.wire import DirectCalls
@@ -188,13 +191,22 @@ def tool_definition(spec: ToolSpec, *, legacy: bool = False) -> types.Tool:
     object cannot be declared there, so it is left out.
     """
     output = _declared_output(spec, legacy=legacy)
+    meta: dict[str, Any] = {
+        "io.toolbound/version": spec.version,
+        "io.toolbound/effect": spec.effect,
+    }
+    tasks = None if spec.task_support == "forbidden" else spec.task_support
+    if tasks is not None:
+        # Not execution.taskSupport: on a 2025-11-25 connection that promises the
+        # tasks of that revision, which are not served (the extension is).
+        meta["io.toolbound/taskSupport"] = tasks
     return types.Tool(
         name=spec.name,
         description=spec.description,
         input_schema=dict(spec.input_schema),
         output_schema=None if output is None else dict(output),
         annotations=annotations_for(spec.effect),
-        _meta={"io.toolbound/version": spec.version, "io.toolbound/effect": spec.effect},
+        _meta=meta,
     )
 
 
@@ -504,6 +516,10 @@ class GuardedServer:
         """Calls answered pending and decided elsewhere since (:mod:`toolbound.mcp.inbox`)."""
         self._state_key = os.urandom(32)
         self._rounds = _InputRounds()
+        self.tasks = TaskBoard(
+            runtime.clock, ttl=timedelta(hours=1), poll_interval=timedelta(milliseconds=500)
+        )
+        """The calls running as tasks of the tasks extension (:mod:`toolbound.mcp.tasks`)."""
 
     # -- the SDK server ----------------------------------------------------------------
 
@@ -536,6 +552,11 @@ class GuardedServer:
             ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
         ) -> types.CallToolResult | types.InputRequiredResult:
             return await self.call_tool(caller(ctx), params, ctx)
+
+        async def answer_call(
+            ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+        ) -> types.CallToolResult | types.InputRequiredResult | JSONObject:
+            return await self.call_or_task(caller(ctx), params, ctx)
 
         async def on_set_logging_level(
             ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
@@ -570,8 +591,9 @@ class GuardedServer:
         # them, tools/call answered without the SDK's typed layer (mcp.wire).
         server.middleware[:] = [
             ServerSpans(telemetry_for(self.runtime)),
-            DirectCalls(on_call_tool, lambda: server.server_info_stamp),
+            DirectCalls(answer_call, lambda: server.server_info_stamp),
         ]
+        self.tasks.register(server, caller)
         return server
 
     def _federated(
@@ -651,16 +673,18 @@ class GuardedServer:
         subject: Subject,
         params: types.CallToolRequestParams,
         ctx: ServerRequestContext[Any, Any] | None = None,
+        *,
+        proposal_id: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Run one ``tools/call`` through the pipeline as ``subject``."""
         await self.catalog.refresh(listing=False)
         tools = self.catalog.visible(subject)
+        if proposal_id is None:
+            proposal_id = (
+                f"mcp-{ctx.request_id}" if ctx is not None and ctx.request_id else _new_id()
+            )
         proposal = Proposal(
-            name=params.name,
-            arguments=_argument_bytes(params.arguments),
-            proposal_id=f"mcp-{ctx.request_id}"
-            if ctx is not None and ctx.request_id
-            else _new_id(),
+            name=params.name, arguments=_argument_bytes(params.arguments), proposal_id=proposal_id
         )
         meta: Mapping[str, object] = params.meta or {}
         context = CallContext(
@@ -690,7 +714,7 @@ class GuardedServer:
             return (
                 self._rounds.relayed(round_, outcome, subject, params.name)
                 if round_ is not None and asking
-                else self._result(outcome, tools, legacy=legacy)
+                else self.result_of(outcome, tools, legacy=legacy)
             )
         fresh = outcome.kind == "awaiting_confirmation"  # parked now, not the one waiting
         known = None
@@ -708,7 +732,7 @@ class GuardedServer:
         if answer is None:
             self.handed.sent(subject, parked)
             return pending_result(parked, proposal_id=proposal.proposal_id)
-        decided = await self._decide(parked, answer, subject)
+        decided = await self.decide(parked, answer, subject)
         if decided is None:
             # The parked call was settled elsewhere meanwhile (a console approved it):
             # the same call now replays its result or finds it in flight.
@@ -716,7 +740,21 @@ class GuardedServer:
             again = self._parked(decided)
             if again is not None:
                 return pending_result(again, proposal_id=proposal.proposal_id)
-        return self._result(decided, tools, legacy=legacy)
+        return self.result_of(decided, tools, legacy=legacy)
+
+    # -- tasks (the tasks extension) ---------------------------------------------------------
+
+    async def call_or_task(
+        self,
+        subject: Subject,
+        params: types.CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+    ) -> types.CallToolResult | types.InputRequiredResult | JSONObject:
+        """A ``tools/call``: run as a task (its ``CreateTaskResult``, in wire form) or now."""
+        created = await _as_task(self, subject, params, ctx)
+        if created is not None:
+            return created
+        return await self.call_tool(subject, params, ctx)
 
     # -- confirmation ----------------------------------------------------------------------
 
@@ -741,7 +779,7 @@ class GuardedServer:
         if settled is not None and await still_unanswered(self.runtime, parked, settled):
             self.runtime.cancel_pending(parked.invocation_id)
             await self._recorded()  # once: another replica asked next finds this call
-            return self._result(settled, context.tools, legacy=legacy)
+            return self.result_of(settled, context.tools, legacy=legacy)
         if retried:
             return None
         other = await answered_elsewhere(self.runtime, parked, context)
@@ -749,7 +787,7 @@ class GuardedServer:
             return pending_result(other, proposal_id=proposal.proposal_id)
         if isinstance(other, StoredCall):
             return stored_result(other, context.tools, legacy=legacy)
-        return None if other is None else self._result(other, context.tools, legacy=legacy)
+        return None if other is None else self.result_of(other, context.tools, legacy=legacy)
 
     async def _recorded(self) -> None:
         """Wait until the journal has what this runtime ran (another replica reads it)."""
@@ -809,7 +847,7 @@ class GuardedServer:
             return None
         return _verdict(response)
 
-    async def _decide(
+    async def decide(
         self, parked: ConfirmationRequest, answer: _Answer, subject: Subject
     ) -> Outcome | None:
         """Apply the person's answer to the parked call; ``None`` if it is no longer parked."""
@@ -841,7 +879,10 @@ class GuardedServer:
         mac = hmac.new(self._state_key, text.encode(), hashlib.sha256).hexdigest()
         return f"{parked.invocation_id}.{mac}"
 
-    def _result(self, outcome: Outcome, tools: ToolSet, *, legacy: bool) -> types.CallToolResult:
+    def result_of(
+        self, outcome: Outcome, tools: ToolSet, *, legacy: bool = False
+    ) -> types.CallToolResult:
+        """The ``tools/call`` result for ``outcome`` (a hidden tool's is a protocol error)."""
         if outcome.kind == "rejected" and outcome.problem.kind == "unknown_tool":
             # R18: a hidden tool is refused exactly like one that does not exist.
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {_name(outcome)}")
@@ -1060,6 +1101,9 @@ class HttpEndpoint:
                 yield
         finally:
             self._manager = None
+            # A task still running when the server stops is cancelled by the runtime,
+            # so its call is settled (CANCELLED), never left executing.
+            await self.server.tasks.stop()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI app: authenticate, check the body strictly, then hand over to the SDK."""
@@ -1305,6 +1349,104 @@ def _progress_sink(
         )
 
     return report
+
+
+async def _as_task(
+    server: GuardedServer,
+    subject: Subject,
+    params: types.CallToolRequestParams,
+    ctx: ServerRequestContext[Any, Any],
+) -> JSONObject | types.CallToolResult | None:
+    """A ``CreateTaskResult`` when this call runs as a task; ``None`` to answer it now.
+
+    Only a tool declaring ``task_support`` runs as one, for a client declaring the
+    extension, and only once every gate admits it without a person: a call the
+    gates refuse or park is answered now, as any other.
+    """
+    await server.catalog.refresh(listing=False)
+    tools = server.catalog.visible(subject)
+    tool = tools.lookup(params.name)
+    support = "forbidden" if tool is None else tool.spec.task_support
+    if support == "forbidden":
+        return None
+    if not declares_tasks(ctx, params.meta or {}):
+        if support == "required":
+            what = f"{params.name} runs only as a task: it"
+            raise requires_tasks(what)
+        return None
+    task_id = server.tasks.new_id()
+    proposal = Proposal(
+        name=params.name, arguments=_argument_bytes(params.arguments), proposal_id=task_id
+    )
+    context = CallContext(
+        subject=subject, tools=tools, timeout=server.timeout, result_budget=server.result_budget
+    )
+    preview = await server.runtime.off_loop(server.runtime.preview, proposal, context)
+    if preview.problem is None and preview.decision == "confirm" and _asks_in_task(server, ctx):
+        return await _confirmed_task(server, subject, proposal, context)
+    if preview.problem is not None or preview.decision != "allow":
+        return None
+
+    async def work(_answers: Answers) -> JSONObject:
+        result = await server.call_tool(subject, params, None, proposal_id=task_id)
+        return _task_result(result)
+
+    return server.tasks.start(subject, task_id, work)
+
+
+def _asks_in_task(server: GuardedServer, ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether a person at this client confirms a task's call through the task."""
+    return server.confirm == "elicitation" and _can_elicit(ctx)
+
+
+async def _confirmed_task(
+    server: GuardedServer, subject: Subject, proposal: Proposal, context: CallContext
+) -> JSONObject | types.CallToolResult:
+    """A call a person must confirm, as a task asking for the confirmation (input_required).
+
+    The call is parked now, through every gate; the task's ``tasks/update`` brings
+    the person's answer, which approves (the call runs), denies or cancels it. A call
+    that did not park (it was settled meanwhile) is answered now.
+    """
+    outcome = await server.runtime.arun(proposal, context)
+    parked = outcome.request if outcome.kind == "awaiting_confirmation" else None
+    if parked is None:
+        return server.result_of(outcome, context.tools)
+    asking = {
+        _CONFIRM_KEY: types.ElicitRequest(
+            params=types.ElicitRequestFormParams(
+                message=_elicitation_message(parked), requested_schema=_CONFIRM_SCHEMA
+            )
+        )
+    }
+
+    async def work(answers: Answers) -> JSONObject:
+        try:
+            got = await answers()
+        except asyncio.CancelledError:
+            server.runtime.cancel_pending(parked.invocation_id)
+            raise
+        verdict = _verdict(types.ElicitResult.model_validate(got[_CONFIRM_KEY]))
+        decided = await server.decide(parked, verdict, subject)
+        if decided is None:  # settled elsewhere meanwhile: its result, or it in flight
+            decided = await server.runtime.arun(proposal, context)
+        return _task_result(server.result_of(decided, context.tools))
+
+    return server.tasks.start(subject, proposal.proposal_id, work, asking=asking)
+
+
+def _task_result(result: types.CallToolResult | types.InputRequiredResult) -> JSONObject:
+    """A task's inlined result; a result that broke the tool's output contract fails it."""
+    if not isinstance(result, types.CallToolResult):
+        raise TaskFailed(types.INTERNAL_ERROR, "the task's call asked for input")
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    envelope = (result.meta or {}).get(ENVELOPE_META_KEY) if result.is_error else None
+    error = envelope.get("error") if isinstance(envelope, dict) else None
+    if isinstance(error, dict) and error.get("kind") == "output":
+        # The tool's result broke its own contract: the server's failure, not the tool's.
+        raise TaskFailed(types.INTERNAL_ERROR, str(error.get("message", "")), envelope)
+    dumped["resultType"] = "complete"
+    return cast("JSONObject", dumped)
 
 
 def _legacy(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     Answer = Callable[
         [ServerRequestContext[Any, Any], types.CallToolRequestParams],
-        Awaitable[types.CallToolResult | types.InputRequiredResult],
+        Awaitable[types.CallToolResult | types.InputRequiredResult | dict[str, Any]],
     ]
 
 __all__ = ["DirectCalls", "wire_result"]
@@ -113,12 +113,17 @@ def _checked(ctx: ServerRequestContext[Any, Any]) -> types.CallToolRequestParams
 
 
 def wire_result(
-    result: types.CallToolResult | types.InputRequiredResult,
+    result: types.CallToolResult | types.InputRequiredResult | dict[str, Any],
     version: str,
     server_info: Callable[[], dict[str, Any]],
 ) -> dict[str, Any]:
-    """The JSON object the SDK's server would send for ``result`` on a ``version`` connection."""
+    """The JSON object the SDK's server would send for ``result`` on a ``version`` connection.
+
+    A ``dict`` is a result already in its wire form (a task's ``CreateTaskResult``).
+    """
     modern = version in MODERN_PROTOCOL_VERSIONS
+    if isinstance(result, dict):
+        return _stamped(dict(result), modern=modern, server_info=server_info)
     if isinstance(result, types.CallToolResult):
         texts = _plain_texts(result, modern=modern)
         if texts is not None:
