@@ -720,7 +720,7 @@ class GuardedServer:
         known = None
         if fresh:
             retried = bool(params.request_state)
-            known = await self._asked_again(parked, context, proposal, legacy, retried=retried)
+            known = await _asked_again(self, parked, context, proposal, legacy, retried=retried)
         if known is not None:
             return known
         answer = self._answer(params, parked, subject) if params.request_state else None
@@ -757,43 +757,6 @@ class GuardedServer:
         return await self.call_tool(subject, params, ctx)
 
     # -- confirmation ----------------------------------------------------------------------
-
-    async def _asked_again(
-        self,
-        parked: ConfirmationRequest,
-        context: CallContext,
-        proposal: Proposal,
-        legacy: bool,  # noqa: FBT001 - the caller's protocol, passed along
-        *,
-        retried: bool,
-    ) -> types.CallToolResult | None:
-        """The answer to a call parked just now that stands for one parked before.
-
-        Answered pending here and decided in the console since: that decision's
-        outcome. Asked first of another replica on the same store: that call's
-        pending result while it waits, its outcome once decided
-        (:func:`~toolbound.mcp.inbox.answered_elsewhere`). ``None``: ``parked`` stands.
-        ``retried``: the call carries a person's answer to an elicitation here.
-        """
-        settled = self.handed.answer(context.subject, parked.digest)
-        if settled is not None and await still_unanswered(self.runtime, parked, settled):
-            self.runtime.cancel_pending(parked.invocation_id)
-            await self._recorded()  # once: another replica asked next finds this call
-            return self.result_of(settled, context.tools, legacy=legacy)
-        if retried:
-            return None
-        other = await answered_elsewhere(self.runtime, parked, context)
-        if isinstance(other, ConfirmationRequest):
-            return pending_result(other, proposal_id=proposal.proposal_id)
-        if isinstance(other, StoredCall):
-            return stored_result(other, context.tools, legacy=legacy)
-        return None if other is None else self.result_of(other, context.tools, legacy=legacy)
-
-    async def _recorded(self) -> None:
-        """Wait until the journal has what this runtime ran (another replica reads it)."""
-        inbox = self.runtime.inbox
-        if inbox is not None:
-            await self.runtime.off_loop(inbox.recorder.flush)
 
     def _parked(self, outcome: Outcome) -> ConfirmationRequest | None:
         """The parked call this outcome stands for: its own, or the identical one waiting."""
@@ -1172,6 +1135,42 @@ class HttpEndpoint:
                     )
                 return None  # credentials we cannot read are refused, even in local mode
         return self._local
+
+
+async def _asked_again(
+    server: GuardedServer,
+    parked: ConfirmationRequest,
+    context: CallContext,
+    proposal: Proposal,
+    legacy: bool,  # noqa: FBT001 - the caller's protocol, passed along
+    *,
+    retried: bool,
+) -> types.CallToolResult | None:
+    """The answer to a call ``server`` parked just now that stands for one parked before.
+
+    Answered pending here and decided in the console since: that decision's
+    outcome. Asked first of another replica on the same store: that call's
+    pending result while it waits, its outcome once decided
+    (:func:`~toolbound.mcp.inbox.answered_elsewhere`). ``None``: ``parked`` stands.
+    ``retried``: the call carries a person's answer to an elicitation here.
+    """
+    runtime = server.runtime
+    settled = server.handed.answer(context.subject, parked.digest)
+    if settled is not None and await still_unanswered(runtime, parked, settled):
+        runtime.cancel_pending(parked.invocation_id)
+        inbox = runtime.inbox
+        if inbox is not None:
+            # Once: another replica asked next finds this call in the journal.
+            await runtime.off_loop(inbox.recorder.flush)
+        return server.result_of(settled, context.tools, legacy=legacy)
+    if retried:
+        return None
+    other = await answered_elsewhere(runtime, parked, context)
+    if isinstance(other, ConfirmationRequest):
+        return pending_result(other, proposal_id=proposal.proposal_id)
+    if isinstance(other, StoredCall):
+        return stored_result(other, context.tools, legacy=legacy)
+    return None if other is None else server.result_of(other, context.tools, legacy=legacy)
 
 
 def _subscription_handlers(
