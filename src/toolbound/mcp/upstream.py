@@ -698,22 +698,13 @@ class Upstream:
                 self._client = None
 
     async def _disconnect(self) -> None:
-        holder, closing = self._holder, self._closing
         self._client = None
-        if closing is not None:
-            closing.set()
-        if holder is not None and holder is not asyncio.current_task():
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(holder, timeout=5.0)
+        await _release(self._holder, self._closing)
 
     def _transport(self) -> Any:  # noqa: ANN401 - the SDK's Transport is a Protocol of streams
         cfg = self.config
         if cfg.url is not None:
-            headers: dict[str, str] = {}
-            if cfg.bearer_env is not None:
-                # The credential comes from the environment, never from the configuration.
-                headers["Authorization"] = f"Bearer {os.environ.get(cfg.bearer_env, '')}"
-            return _http_transport(cfg.url, headers)
+            return _http_transport(cfg.url, _headers(cfg))
         params = StdioServerParameters(
             command=cfg.command[0], args=list(cfg.command[1:]), env=dict(cfg.env), cwd=cfg.cwd
         )
@@ -721,6 +712,22 @@ class Upstream:
             return stdio_client(params, errlog=self._errlog)
         self._child = Child(params, self._errlog)
         return self._child.streams()
+
+
+async def _release(holder: asyncio.Task[None] | None, closing: asyncio.Event | None) -> None:
+    """Close a connection's holding task and wait for it (bounded), unless it is this task."""
+    if closing is not None:
+        closing.set()
+    if holder is not None and holder is not asyncio.current_task():
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.wait_for(holder, timeout=5.0)
+
+
+def _headers(cfg: UpstreamConfig) -> dict[str, str]:
+    """An HTTP upstream's headers: the credential from the environment, never the file."""
+    if cfg.bearer_env is None:
+        return {}
+    return {"Authorization": f"Bearer {os.environ.get(cfg.bearer_env, '')}"}
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -841,21 +848,13 @@ class _ModernConnection:
                 self._client = None
 
     async def disconnect(self) -> None:
-        holder, closing = self._holder, self._closing
         self._client = None
-        if closing is not None:
-            closing.set()
-        if holder is not None and holder is not asyncio.current_task():
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(holder, timeout=5.0)
+        await _release(self._holder, self._closing)
 
     def _transport(self) -> Any:  # noqa: ANN401 - the SDK's Transport
         cfg = self.config
         if cfg.url is not None:
-            headers: dict[str, str] = {}
-            if cfg.bearer_env is not None:
-                headers["Authorization"] = f"Bearer {os.environ.get(cfg.bearer_env, '')}"
-            return _http_transport(cfg.url, headers)
+            return _http_transport(cfg.url, _headers(cfg))
         params = StdioServerParameters(
             command=cfg.command[0], args=list(cfg.command[1:]), env=dict(cfg.env), cwd=cfg.cwd
         )
