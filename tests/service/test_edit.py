@@ -5,28 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from service_config import KEYS, config_text
+from service_config import KEYS
 from service_pack import effects
-from starlette.testclient import TestClient
-
-from toolbound.config import parse_config
-from toolbound.service.api import create_app
-from toolbound.service.core import Service
-
-
-@pytest.fixture
-def service(tmp_path, effects_path):
-    path = tmp_path / "toolbound.toml"
-    path.write_text(config_text("sqlite:///toolbound.db"))
-    svc = Service(parse_config(path.read_text(), source=path))
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def client(service):
-    with TestClient(create_app(service)) as c:
-        yield c
 
 
 def auth(name: str) -> dict[str, str]:

@@ -10,26 +10,6 @@ import httpx
 import pytest
 from servers import Server
 from service_config import KEYS, config_text
-from starlette.testclient import TestClient
-
-from toolbound.config import parse_config
-from toolbound.service.api import create_app
-from toolbound.service.core import Service
-
-
-@pytest.fixture
-def service(tmp_path, effects_path):
-    path = tmp_path / "toolbound.toml"
-    path.write_text(config_text("sqlite:///toolbound.db"))
-    svc = Service(parse_config(path.read_text(), source=path))
-    yield svc
-    svc.close()
-
-
-@pytest.fixture
-def client(service):
-    with TestClient(create_app(service)) as c:
-        yield c
 
 
 def auth(name: str) -> dict[str, str]:
