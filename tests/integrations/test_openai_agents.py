@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -994,7 +994,10 @@ def test_injected_text_in_a_declared_field_arrives_marked_as_untrusted_data(worl
 
 def test_the_example_runs_offline_and_tells_what_happened(capsys):
     """examples/openai_agents_example.py runs with its scripted model and prints each step."""
-    runpy.run_path(str(EXAMPLE), run_name="__main__")
+    try:
+        runpy.run_path(str(EXAMPLE), run_name="__main__")
+    finally:
+        set_tracing_disabled(False)  # the example switches the SDK's tracing off process-wide
     out = capsys.readouterr().out
     assert "observed" in out
     assert "duplicate_key" in out

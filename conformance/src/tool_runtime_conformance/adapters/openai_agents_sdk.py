@@ -49,6 +49,7 @@ try:
         Runner,
         TracingProcessor,
         set_trace_processors,
+        set_tracing_disabled,
     )
     from agents.items import ModelResponse, ToolCallOutputItem
     from agents.models.interface import Model
@@ -204,6 +205,8 @@ class AgentsSDKDefaults:
         self.tools = [self._tool(s, t, ask=s.capability in confirm) for s, t in setup.tools]
         self.collector = _Collector()
         set_trace_processors([self.collector])
+        # The SDK's default, whatever an application of this process switched off.
+        set_tracing_disabled(False)
 
     def _tool(self, spec: ToolDef, tool: KitTool, *, ask: bool) -> FunctionTool:
         validator = Draft202012Validator(spec.input_schema, format_checker=FormatChecker())
