@@ -7,21 +7,26 @@ database file, which syncs that file, is a thread's own work, and ends with the 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+import toolbound
 from toolbound.journal import JournalError, SQLiteJournal, StoredCall
 from toolbound.service.core import new_invocation_id
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Iterator
 
 T0 = datetime(2026, 7, 19, 6, 0, tzinfo=UTC)
 
@@ -174,4 +179,89 @@ def test_a_writer_held_past_the_busy_timeout_is_a_storage_unavailable_error(
     finally:
         free.set()
         holder.join(10)
+        journal.close()
+
+
+_OTHER_PROCESS = """
+import sys
+from toolbound.journal import SQLiteJournal
+journal = SQLiteJournal(sys.argv[1])
+with journal._tx():
+    print("held", flush=True)
+    sys.stdin.readline()
+print("committed", flush=True)
+journal.close()
+"""
+
+
+@contextlib.contextmanager
+def _other_process_writing(path: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process with the journal's write transaction open until told to commit."""
+    src = str(Path(toolbound.__file__).parent.parent)
+    with subprocess.Popen(  # noqa: S603 - this interpreter, our own script
+        [sys.executable, "-c", _OTHER_PROCESS, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src},
+    ) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "held"
+            yield process
+        finally:
+            process.kill()
+
+
+def test_a_writer_of_another_process_is_waited_for_in_turn(tmp_path: Path) -> None:
+    """Another process's open write transaction: a write here runs soon after it commits.
+
+    The processes take turns on the file's ``-turns`` lock, tried again every fraction
+    of a millisecond, instead of SQLite's busy handler, whose naps grow to 100 ms.
+    """
+    path = tmp_path / "journal.db"
+    journal = SQLiteJournal(path)
+    done: list[float] = []
+
+    def write() -> None:
+        journal.put_call(_call(1), events=[])
+        done.append(time.monotonic())
+
+    try:
+        with _other_process_writing(path) as other:
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(0.3)
+            assert done == []  # waiting for the other process's transaction
+            assert other.stdin is not None
+            assert other.stdout is not None
+            other.stdin.write("commit\n")
+            other.stdin.flush()
+            assert other.stdout.readline().strip() == "committed"
+            committed = time.monotonic()
+            writer.join(10)
+        assert len(done) == 1
+        assert done[0] - committed < 0.02  # SQLite's busy handler naps up to 100 ms
+        assert journal.get_call("inv-1") is not None
+    finally:
+        journal.close()
+
+
+def test_another_process_holding_its_turn_past_the_busy_timeout_is_storage_unavailable(
+    tmp_path: Path,
+) -> None:
+    """The turn is waited for at most ``busy_timeout``: then a store that cannot answer now."""
+    path = tmp_path / "journal.db"
+    SQLiteJournal(path).close()
+    journal = SQLiteJournal(path, busy_timeout=0.2)
+    try:
+        with _other_process_writing(path):
+            started = time.monotonic()
+            with pytest.raises(JournalError) as refused:
+                journal.put_call(_call(1), events=[])
+            assert refused.value.code == "storage_unavailable"
+            assert time.monotonic() - started < 2
+        journal.put_call(_call(1), events=[])  # the other process is gone, its turn with it
+        assert journal.get_call("inv-1") is not None
+    finally:
         journal.close()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, cast
 
 from toolbound._loopguard import check_off_loop
-from toolbound._wal import WAL_BOUND, Checkpoints
+from toolbound._wal import WAL_BOUND, Checkpoints, Turns
 from toolbound.journal._records import JournalError
 from toolbound.journal._sql import SQLJournal
 from toolbound.journal.schema import create
@@ -39,6 +40,7 @@ class SQLiteJournal(SQLJournal):
         self._all: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
         self._writer = threading.Lock()
+        self._turns = Turns(self.path)
         try:
             with self._tx() as cur:
                 create(cur, _column_names, self._mark)
@@ -84,17 +86,25 @@ class SQLiteJournal(SQLJournal):
         service runs its pipelines on many threads under one GIL: a thread holding the
         write lock is often waiting for the GIL, and every other writer of the process,
         failing to take SQLite's lock, oversleeps and retries. Queued on a lock, the
-        next writer is woken as soon as the last commits; the busy handler is left to
-        arbitrate between processes only. Reads never queue (WAL).
+        next writer is woken as soon as the last commits. Between processes (replicas
+        on one file) writers then take turns on the file's lock (:class:`Turns`), both
+        waits bounded by ``busy_timeout`` together. Reads never queue (WAL).
         """
         if not write:
             yield
             return
+        deadline = time.monotonic() + self.busy_timeout
         if not self._writer.acquire(timeout=self.busy_timeout):
             msg = f"journal {self.path}: still locked by another writer after busy_timeout"
             raise JournalError(msg, code="storage_unavailable")
         try:
-            yield
+            if not self._turns.take(deadline):
+                msg = f"journal {self.path}: still locked by another process after busy_timeout"
+                raise JournalError(msg, code="storage_unavailable")
+            try:
+                yield
+            finally:
+                self._turns.give()
         finally:
             self._writer.release()
 
@@ -111,6 +121,7 @@ class SQLiteJournal(SQLJournal):
         """Stop the checkpoints and close every thread's connection."""
         self._checkpoints.stop()
         self._close_connections()
+        self._turns.close()
 
     def _close_connections(self) -> None:
         with self._guard:
