@@ -3,7 +3,7 @@
 The stores (the journal, the ledger's SQLite and PostgreSQL stores) and the identity
 provider's key fetch block their thread for a round trip. Called from an ``async
 def`` on the loop's own thread, one slow round trip is every request's wait; the
-service hops to its bounded thread pool instead (:mod:`toolbound.service.offload`), and
+service hops to its bounded thread pool instead (:mod:`toolbound.execution.offload`), and
 a :class:`~toolbound.Runtime`'s async API — what the MCP server and gateway run — to
 its own (:meth:`~toolbound.Runtime.off_loop`).
 

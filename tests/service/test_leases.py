@@ -22,12 +22,12 @@ from starlette.testclient import TestClient
 
 from toolbound._clock import FixedClock
 from toolbound.config import parse_config
+from toolbound.execution.offload import Offload
 from toolbound.journal import JournalError
 from toolbound.ledger.rules import owner_may_act_until
 from toolbound.ledger.store import Intent, LedgerKey
 from toolbound.service.api import _leases, create_app
 from toolbound.service.core import Service, Submission, fingerprint
-from toolbound.service.offload import Offload
 
 EXPIRED = -1.0  # a lease that passed a second ago: its owner stopped renewing
 

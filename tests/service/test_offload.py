@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import threading
+import time
 
 import httpx
 import pytest
@@ -11,11 +14,11 @@ from service_config import KEYS, config_text
 
 from toolbound._loopguard import LoopBlockedError, set_loop_guard
 from toolbound.config import parse_config
+from toolbound.execution.offload import Offload
 from toolbound.journal import SQLiteJournal
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.service.api import create_app
 from toolbound.service.core import Service
-from toolbound.service.offload import Offload
 
 
 @pytest.fixture
@@ -110,3 +113,28 @@ def test_a_stalled_store_call_holds_up_no_other_request(service):
             return health.status_code, metrics.status_code, still_waiting
 
     assert asyncio.run(run()) == (200, 200, True)
+
+
+def test_closing_the_pool_waits_for_what_runs_and_cancels_what_waits() -> None:
+    """The service closes its stores after its pool: no pipeline is left running on them."""
+    pool = Offload(1)
+    started, ended = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        time.sleep(0.2)
+        ended.set()
+        return "done"
+
+    async def both() -> tuple[object, object]:
+        running = asyncio.ensure_future(pool(slow))
+        waiting = asyncio.ensure_future(pool(lambda: "never"))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+        close = functools.partial(pool.close, wait=True)
+        await asyncio.get_running_loop().run_in_executor(None, close)
+        assert ended.is_set()  # close returned only once the running call had ended
+        return await asyncio.gather(running, waiting, return_exceptions=True)
+
+    done, refused = asyncio.run(both())
+    assert done == "done"
+    assert isinstance(refused, concurrent.futures.CancelledError)

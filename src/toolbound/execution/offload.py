@@ -5,8 +5,8 @@ call blocks its thread for a round trip (or a lock, or an fsync). The MCP server
 and the gateway's handlers are ``async def`` on one event loop, and so is a
 :class:`~toolbound.Runtime`'s async API they drive; every such call there goes
 through the runtime's :class:`Offload` (:meth:`~toolbound.Runtime.off_loop`) and the
-loop stays free to answer everyone else while a store is slow. The HTTP service has
-its own pool per process (:mod:`toolbound.service.offload`).
+loop stays free to answer everyone else while a store is slow. The HTTP service's
+handlers hop through one of their own per process (``[service] io_threads``).
 
 The threads are :class:`~toolbound.execution.workers.Workers` — the same small
 machinery the executor runs sync tools on, but threads of their own, so a slow tool
@@ -85,9 +85,15 @@ class Offload:
             raise job.error
         return cast("_T", job.value)
 
-    def close(self) -> None:
-        """Start no more work: what waits is answered cancelled, what runs ends by itself."""
+    def close(self, *, wait: bool = False) -> None:
+        """Start no more work: what waits is answered cancelled, what runs ends by itself.
+
+        ``wait``: return only once what runs has ended (a service closing its stores
+        after its pool must not pull them from under a running pipeline).
+        """
         self._workers.close()
+        if wait:
+            self._workers.join()
 
 
 def _wake(woken: asyncio.Future[None], _waiter: Answer) -> None:

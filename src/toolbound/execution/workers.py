@@ -311,6 +311,13 @@ class Workers:
         for job in _take_jobs(line.jobs):
             _refuse(job)
 
+    def join(self) -> None:
+        """Wait for every worker to end (after :meth:`close`), except the calling thread."""
+        current = threading.current_thread()
+        for thread in list(self._line.threads):
+            if thread is not current:
+                thread.join()
+
     def _after_fork(self) -> None:
         # The child has none of the parent's threads, and must not ring its doorbell.
         self._line = _Line()

@@ -35,6 +35,7 @@ from toolbound._errors import ConfirmationMismatch, Rejection
 from toolbound._model import Proposal, Subject
 from toolbound.adapters.http import ApiError, decision_refused, outcome_json
 from toolbound.execution.fence import RenewedLease
+from toolbound.execution.offload import Offload
 from toolbound.execution.reconcile import Reconciler
 from toolbound.execution.tool import EnvSecrets
 from toolbound.gates.confirm import Edit
@@ -47,7 +48,6 @@ from toolbound.pipeline.confirm import Approver, ConfirmationDesk
 from toolbound.pipeline.runtime import CallContext, Runtime
 from toolbound.service.decisions import StoredConfirmations, hand_over, note_denial
 from toolbound.service.keys import ApiKeys
-from toolbound.service.offload import Offload
 from toolbound.service.records import (
     RunningCalls,
     decision_of,
@@ -200,7 +200,7 @@ class Service:
         self.registry = registry if registry is not None else config.build_registry()
         self.ledger = ledger_for(config.store_url, config.store_timeouts)
         self.journal: Journal = journal_for(config.store_url, config.store_timeouts)
-        self.io = Offload(config.io_threads)
+        self.io = Offload(config.io_threads, name="toolbound-io")
         """The one bounded pool the HTTP surface runs every blocking call on."""
         self.metrics = CallMetrics()
         """Calls by tool and outcome, and what waits for a person, for ``/metrics``."""
@@ -243,7 +243,7 @@ class Service:
             shutdown = getattr(sink, "shutdown", None)
             if shutdown is not None:
                 shutdown()
-        self.io.close()
+        self.io.close(wait=True)
         self.journal.close()
         self.ledger.close()
 
