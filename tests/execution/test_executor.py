@@ -29,7 +29,7 @@ from toolbound import Registry
 from toolbound._model import Invocation
 from toolbound.execution.executor import Executor, RawAttempt
 from toolbound.execution.tool import ToolContext
-from toolbound.execution.workers import Answer, Job, Workers
+from toolbound.execution.workers import Answer, Job, Workers, on_worker
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -705,3 +705,86 @@ def test_the_callers_own_timeout_ends_a_pooled_call(harness):
     finally:
         tool_release.set()
     assert time.monotonic() - t0 < 1.5
+
+
+def test_the_worker_idle_the_shortest_time_takes_the_next_job():
+    """After a burst has started many workers, calls one at a time keep to one thread.
+
+    Each idle worker waits on a doorbell of its own and the last to finish is woken
+    first: its memory is the warmest, and the others sleep on instead of each being
+    woken in turn (or all at once) for a job only one of them takes.
+    """
+    workers = Workers(max_workers=8, name="test-lifo")
+    held = threading.Barrier(9)
+
+    def wait_for_all() -> str:
+        held.wait(10)
+        return threading.current_thread().name
+
+    def name() -> str:
+        return threading.current_thread().name
+
+    def run(fn: Callable[[], str]) -> Job:
+        job = Job(fn, ())
+        workers.submit(job)
+        return job
+
+    try:
+        burst = [run(wait_for_all) for _ in range(8)]
+        held.wait(10)  # eight workers at once: the pool has grown to eight threads
+        assert all(job.wait(10) for job in burst)
+        assert len({job.value for job in burst}) == 8
+        time.sleep(0.05)  # every worker back at its doorbell
+        alone = []
+        for _ in range(50):
+            job = run(name)
+            assert job.wait(10)
+            alone.append(job.value)
+        assert len(set(alone)) == 1
+    finally:
+        workers.close()
+
+
+def test_jobs_from_many_threads_and_loops_are_each_answered_once():
+    """Calls made at once from sync callers and from event loops: each answered, once."""
+    workers = Workers(max_workers=3, name="test-many")
+    answered: list[int] = []
+    lock = threading.Lock()
+
+    def note(n: int) -> int:
+        with lock:
+            answered.append(n)
+        return n
+
+    def sync_caller(base: int) -> list[object]:
+        jobs = []
+        for n in range(base, base + 300):
+            job = Job(note, (n,))
+            workers.submit(job)
+            jobs.append(job)
+        assert all(job.wait(10) for job in jobs)
+        return [job.value for job in jobs]
+
+    def loop_caller(base: int) -> list[object]:
+        async def main() -> list[object]:
+            return list(
+                await asyncio.gather(
+                    *(on_worker(workers, note, (n,)) for n in range(base, base + 300))
+                )
+            )
+
+        return asyncio.run(main())
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(6) as callers:
+            futures = [callers.submit(sync_caller, b * 1000) for b in range(3)]
+            futures += [callers.submit(loop_caller, b * 1000) for b in range(3, 6)]
+            results = [f.result(timeout=60) for f in futures]
+        for b, values in enumerate(results):
+            assert values == list(range(b * 1000, b * 1000 + 300))
+        assert sorted(answered) == sorted(
+            n for b in range(6) for n in range(b * 1000, b * 1000 + 300)
+        )
+        assert workers.threads <= 3
+    finally:
+        workers.close()

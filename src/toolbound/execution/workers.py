@@ -1,7 +1,8 @@
 """The threads that run sync tools off the caller's thread (R9).
 
-A bounded set of worker threads, started as they are needed and then kept, all
-waiting on one queue. A :class:`Job` is a function, its arguments and the way its
+A bounded set of worker threads, started as they are needed and then kept, taking
+jobs from one queue; an idle one waits on a doorbell of its own, and the one idle the
+shortest time is woken first. A :class:`Job` is a function, its arguments and the way its
 caller wants to hear the answer:
 
 * a sync caller waits on the job's lock, which the worker releases when the
@@ -189,13 +190,13 @@ def answer(waiter: Answer, job: Job | None) -> None:
 
 
 class _Doorbell:
-    """Rung once per job; each ring wakes one waiting worker.
+    """A worker's own doorbell: rung to wake that worker, and only it.
 
     Ringing is a system call made with the interpreter lock released, so the worker it
     wakes can take that lock at once, instead of waking, finding it held, and sleeping
-    again until the caller lets go of it to wait for the answer. An ``eventfd`` in
-    semaphore mode where there is one (Linux), else a pipe (whose buffer holds some
-    65,000 rings: beyond that many queued jobs, a ring waits for a worker to take one).
+    again until the caller lets go of it to wait for the answer. An ``eventfd`` where
+    there is one (Linux), else a pipe. Rings that come while the worker is awake are
+    kept: it finds the next wait answered at once, looks at the queue, and waits again.
     Its descriptors close when it is collected: nobody can ring it after that.
     """
 
@@ -203,7 +204,7 @@ class _Doorbell:
 
     def __init__(self) -> None:
         if hasattr(os, "eventfd"):
-            fd = os.eventfd(0, os.EFD_SEMAPHORE | os.EFD_CLOEXEC)
+            fd = os.eventfd(0, os.EFD_CLOEXEC)
             fds: tuple[int, ...] = (fd,)
             self.ring: Callable[[], object] = functools.partial(os.eventfd_write, fd, 1)
             self.wait: Callable[[], object] = functools.partial(os.eventfd_read, fd)
@@ -211,7 +212,7 @@ class _Doorbell:
             read, write = os.pipe()
             fds = (read, write)
             self.ring = functools.partial(os.write, write, b"\0")
-            self.wait = functools.partial(os.read, read, 1)
+            self.wait = functools.partial(os.read, read, 4096)
         weakref.finalize(self, _close_all, fds)
 
 
@@ -221,24 +222,29 @@ def _close_all(fds: tuple[int, ...]) -> None:
 
 
 class _Line:
-    """What a pool's workers share: the queued jobs, the doorbell, the idle tokens."""
+    """What a pool's workers share: the queued jobs and the idle workers' doorbells."""
 
-    __slots__ = ("bell", "closed", "idle", "jobs", "lock", "threads")
+    __slots__ = ("closed", "idle", "jobs", "lock", "threads")
 
     def __init__(self) -> None:
         self.jobs: collections.deque[Job | None] = collections.deque()
-        self.bell = _Doorbell()
-        # One token per worker waiting for the bell: list.append and list.pop are
-        # atomic, so handing a job to an idle worker takes no lock.
-        self.idle: list[None] = []
+        # The doorbells of the workers waiting for a job, the last to finish on top:
+        # list.append and list.pop are atomic, so waking one takes no lock, and the
+        # worker woken is the one whose memory is warmest. One shared doorbell would
+        # wake whichever waiter the kernel chooses, round the whole pool in turn.
+        self.idle: list[_Doorbell] = []
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()  # guards starting workers and closing
         self.closed = False
 
-    def post(self, job: Job | None) -> None:
-        # The job is queued before the ring: a worker woken by it always finds one.
-        self.jobs.append(job)
-        self.bell.ring()
+    def wake(self) -> bool:
+        """Ring the doorbell of the worker idle the shortest time; False if none is idle."""
+        try:
+            bell = self.idle.pop()
+        except IndexError:
+            return False
+        bell.ring()
+        return True
 
     def stop(self) -> None:
         """Refuse new jobs, and queue one end-of-work mark per worker (once)."""
@@ -247,8 +253,9 @@ class _Line:
                 return
             self.closed = True
             marks = len(self.threads)
-        for _ in range(marks):
-            self.post(None)
+        self.jobs.extend([None] * marks)
+        while self.wake():
+            pass
 
 
 class Workers:
@@ -276,11 +283,11 @@ class Workers:
         if line.closed:
             _refuse(job)
             return
-        try:
-            line.idle.pop()
-        except IndexError:
+        # Queued before the ring: a worker woken by it always finds a job. With no
+        # worker idle and no room for another, a busy one takes it when it is done.
+        line.jobs.append(job)
+        if not line.wake():
             self._start_worker()
-        line.post(job)
         if line.closed:  # closed meanwhile: answer the job unless a worker has taken it
             try:
                 line.jobs.remove(job)
@@ -366,27 +373,41 @@ def _refuse(job: Job) -> None:
 
 
 def _serve(line: _Line) -> None:
-    """A worker's life: wait for the bell, take a job, run it, hand it back, again."""
-    wait, jobs, idle = line.bell.wait, line.jobs, line.idle
+    """A worker's life: take a job, run it, hand it back; when none waits, wait for one."""
+    bell = _Doorbell()
+    jobs, idle = line.jobs, line.idle
+    finished: Job | None = None  # run, not handed back yet
     while True:
-        wait()
         try:
             job = jobs.popleft()
         except IndexError:
-            continue  # its job was answered by close()
+            # Idle before the hand-back: the caller, once woken, should find this
+            # thread about to wait for its bell, not holding the interpreter.
+            idle.append(bell)
+            if finished is not None:
+                _hand_back(finished)
+                finished = None
+            if jobs:
+                # Queued after the look above and before this worker was listed idle:
+                # take it, unless a caller took the bell already (then its ring comes).
+                try:
+                    idle.remove(bell)
+                except ValueError:
+                    bell.wait()
+                continue
+            bell.wait()
+            continue
+        if finished is not None:
+            _hand_back(finished)  # the last answer goes before the next job runs
+            finished = None
         if job is None:
             return
-        ran = not job.dropped  # a job dropped before it started is skipped
-        if ran:
+        if not job.dropped:  # a job dropped before it started is skipped
             try:
                 job.value = job.fn(*job.args)
             except BaseException as exc:  # noqa: BLE001 - the caller judges it
                 job.error = exc
-        # Idle before the hand-back: the caller, once woken, should find this thread
-        # about to wait for the bell, not holding the interpreter.
-        idle.append(None)
-        if ran:
-            _hand_back(job)
+            finished = job
         del job  # hold no arguments or result while waiting
 
 
