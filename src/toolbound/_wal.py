@@ -112,8 +112,9 @@ class Turns:
             nap = min(nap * 2, _MAX_NAP)
 
     def give(self) -> None:
-        """End this process's turn."""
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        """End this process's turn (closed meanwhile: it ended with the file)."""
+        if self._fd >= 0 and self._pid == os.getpid():
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _open(self) -> int:
         if self._pid != os.getpid():

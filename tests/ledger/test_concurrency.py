@@ -7,13 +7,24 @@ a real table in the same database, not with a mock.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import multiprocessing
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+import toolbound
 from toolbound._model import Result
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Claimed, Intent, Ledger, LedgerError, LedgerKey, Replay
@@ -255,3 +266,192 @@ def test_a_refused_write_in_a_group_fails_alone(tmp_path):
     assert ledger.get(_other_key(0).key).phase == "executing"
     assert {ledger.get(_other_key(n).key).phase for n in range(1, THREADS)} == {"committed"}
     ledger.close()
+
+
+# -- processes take turns on one SQLite file ---------------------------------------------
+
+_OTHER_PROCESS = """
+import sys, time
+from toolbound.ledger.sqlite import SQLiteLedger
+ledger = SQLiteLedger(sys.argv[1], synchronous=sys.argv[2])
+if sys.argv[3] == "hold":
+    with ledger.atomic() as tx:
+        tx.connection.execute("SELECT 1")
+        print("held", flush=True)
+        sys.stdin.readline()
+    print("committed", flush=True)
+else:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    with ledger.atomic():
+        pass
+    print(time.monotonic(), flush=True)
+ledger.close()
+"""
+
+
+@contextlib.contextmanager
+def _other_process(path, synchronous: str, role: str):
+    """Another process on the same ledger file: ``hold`` a write transaction, or ``write``.
+
+    ``hold`` keeps its write transaction open until told to commit; ``write`` writes
+    when told and prints when it was done (``time.monotonic``, one clock for all).
+    """
+    src = str(Path(toolbound.__file__).parent.parent)
+    with subprocess.Popen(  # noqa: S603 - this interpreter, our own script
+        [sys.executable, "-c", _OTHER_PROCESS, str(path), synchronous, role],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src},
+    ) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == ("held" if role == "hold" else "ready")
+            yield process
+        finally:
+            process.kill()
+
+
+def _tell(process, line: str) -> str:
+    process.stdin.write(line + "\n")
+    process.stdin.flush()
+    return process.stdout.readline().strip()
+
+
+def _turn_is_free(path) -> bool:
+    """Whether the file's ``-turns`` lock can be had now (an open file of its own)."""
+    fd = os.open(f"{path}-turns", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return True
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("synchronous", ["FULL", "NORMAL"])
+def test_a_writer_of_another_process_is_waited_for_in_turn(tmp_path, synchronous):
+    """Another process's open write transaction: a claim here runs soon after it commits.
+
+    The processes take turns on the file's ``-turns`` lock, tried again every fraction
+    of a millisecond, instead of SQLite's busy handler, whose naps grow to 100 ms.
+    """
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path, synchronous=synchronous)
+    done: list[float] = []
+
+    def claim() -> None:
+        assert ledger.claim(intent("here"), now=T0) == Claimed()
+        done.append(time.monotonic())
+
+    try:
+        with _other_process(path, synchronous, "hold") as other:
+            writer = threading.Thread(target=claim)
+            writer.start()
+            writer.join(0.3)
+            assert done == []  # waiting for the other process's transaction
+            assert _tell(other, "commit") == "committed"
+            committed = time.monotonic()
+            writer.join(10)
+        assert len(done) == 1
+        assert done[0] - committed < 0.02  # SQLite's busy handler naps up to 100 ms
+        assert ledger.get(KEY).invocation_id == "here"
+    finally:
+        ledger.close()
+
+
+def test_another_process_holding_its_turn_past_the_busy_timeout_is_storage_unavailable(tmp_path):
+    """The turn is waited for at most ``busy_timeout``: then a store that cannot answer now."""
+    path = tmp_path / "ledger.db"
+    SQLiteLedger(path).close()
+    ledger = SQLiteLedger(path, busy_timeout=0.2)
+    try:
+        with _other_process(path, "FULL", "hold"):
+            started = time.monotonic()
+            with pytest.raises(LedgerError, match="locked") as refused:
+                ledger.claim(intent("here"), now=T0)
+            assert (refused.value.code, refused.value.recoverable) == ("storage_unavailable", True)
+            assert time.monotonic() - started < 2
+            assert ledger.get(KEY) is None  # nothing written
+        assert ledger.claim(intent("here"), now=T0) == Claimed()  # its turn ended with it
+    finally:
+        ledger.close()
+
+
+def test_a_nested_atomic_keeps_the_turn_until_the_outer_commit(tmp_path):
+    """Ledger calls and a nested ``atomic()`` inside a transaction never give the turn early.
+
+    Another process asked to write meanwhile waits for the outer ``COMMIT``, then
+    writes at once.
+    """
+    path = tmp_path / "ledger.db"
+    ledger = SQLiteLedger(path)
+    try:
+        with _other_process(path, "FULL", "write") as other:
+            with ledger.atomic() as tx:
+                assert tx.claim(intent("here"), now=T0) == Claimed()
+                with ledger.atomic() as inner:
+                    inner.advance(KEY, invocation_id="here", phase="executing", now=T0)
+                    assert ledger.claim(_other_key(1), now=T0) == Claimed()
+                ledger.advance(
+                    KEY, invocation_id="here", phase="committed", now=T0, result=outcome("here")
+                )
+                ledger.sweep(now=T0, grace=timedelta(0))
+                other.stdin.write("write\n")
+                other.stdin.flush()
+                waiting, _, _ = select.select([other.stdout], [], [], 0.3)
+                assert waiting == []  # the other process has not written
+                assert not _turn_is_free(path)
+            committed = time.monotonic()
+            wrote = float(other.stdout.readline())
+        assert 0 < wrote - committed < 0.02
+        assert ledger.get(KEY).phase == "committed"
+        assert ledger.get(_other_key(1).key).phase == "intent"
+        assert _turn_is_free(path)
+    finally:
+        ledger.close()
+
+
+def _exit_status(pid: int, *, within: float) -> int | None:
+    """The child's exit code, or None (and the child killed) if it is not done in time."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_takes_turns_of_its_own(tmp_path):
+    """A child forked while the parent holds its turn does not inherit it: it waits its turn."""
+    ledger = SQLiteLedger(tmp_path / "ledger.db", busy_timeout=0.2)
+    # A thread inside SQLite at the fork would leave the child its mutexes, held for good.
+    ledger._checkpoints.stop()
+    try:
+        with ledger.atomic() as tx:
+            assert tx.claim(intent("parent"), now=T0) == Claimed()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # fork of a threaded process
+                child = os.fork()
+            if child == 0:  # pragma: no cover - the child reports through its exit status
+                code = 1
+                try:
+                    ledger.claim(_other_key(1), now=T0)
+                    code = 2  # written while the parent held its turn
+                except LedgerError as exc:
+                    code = 0 if "another process" in str(exc) else 3
+                finally:
+                    os._exit(code)
+            status = _exit_status(child, within=10)
+        assert status == 0
+        assert ledger.claim(_other_key(1), now=T0) == Claimed()
+    finally:
+        ledger.close()
