@@ -480,7 +480,7 @@ def test_postgres_a_connection_the_server_wrote_to_is_checked_with_a_round_trip(
 
 
 def postgres_readable(conn) -> bool:
-    from toolbound.ledger.postgres import _readable
+    from toolbound._pgcheck import readable as _readable
 
     return _readable(conn.pgconn.socket)
 

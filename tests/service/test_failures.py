@@ -11,6 +11,7 @@ import json
 import threading
 import time
 import uuid
+from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from service_pack import effects
 from starlette.testclient import TestClient
 
 from identity_support import AUDIENCE, ISSUER, SigningKey, identity_table, jwks
+from toolbound import _pgcheck
 from toolbound.config import StoreTimeouts, parse_config
 from toolbound.identity import Identity, JwtIssuer, TokenRefused
 from toolbound.journal import JournalError, PostgresJournal, SQLiteJournal, StoredCall
@@ -277,12 +279,24 @@ def test_the_key_of_a_request_refused_for_a_sick_store_is_free_again(service):
 
 
 def test_the_postgres_journal_replaces_a_connection_the_server_dropped(pg_conninfo, pg_admin):
-    """After a restart drops its idle connections, the journal's next call still answers."""
+    """After a restart drops its idle connections, the journal's next call still answers.
+
+    Whether the connection was back moments ago (its socket says the server closed
+    it) or idle a while (the pool's empty query finds it dead).
+    """
+    for fresh in (True, False):
+        _dropped_and_replaced(pg_conninfo, pg_admin, fresh=fresh)
+
+
+def _dropped_and_replaced(pg_conninfo: str, pg_admin: Any, *, fresh: bool) -> None:
     journal = PostgresJournal(pg_conninfo, timeout=2.0)
     try:
         assert journal.get_call("x") is None
+        if not fresh:
+            time.sleep(_pgcheck.FRESH + 0.1)
         pg_admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            # Waits (up to 5 s) until each backend has ended and closed its socket.
+            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
             " WHERE application_name = '' AND pid <> pg_backend_pid()"
             " AND datname = current_database()"
         )

@@ -45,15 +45,21 @@ class PostgresJournal(SQLJournal):
     def __init__(self, conninfo: str, *, max_size: int = 8, timeout: float = 10.0) -> None:
         try:
             from psycopg_pool import ConnectionPool  # noqa: PLC0415
+
+            from toolbound._pgcheck import FRESH, Returns  # noqa: PLC0415
         except ImportError as exc:  # pragma: no cover - the extra is missing
             msg = "PostgresJournal needs psycopg: pip install 'toolbound[postgres]'"
             raise ImportError(msg) from exc
+        returns = Returns()
         self._pool = ConnectionPool(
             conninfo,
             min_size=1,
             max_size=max_size,
             timeout=timeout,
-            check=ConnectionPool.check_connection,
+            # A round trip only for a connection idle a while, or one the server spoke on
+            # since (it dropped the session): as the ledger's pool (toolbound._pgcheck).
+            check=lambda conn: returns.check(conn, FRESH),
+            reset=returns.note,
             # BEGIN and COMMIT only around a transaction's several statements.
             kwargs={"autocommit": True},
             name="toolbound-journal",

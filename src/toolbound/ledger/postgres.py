@@ -38,12 +38,9 @@ their own that decodes it first.
 from __future__ import annotations
 
 import json
-import select
 import threading
-import weakref
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from time import monotonic
 from typing import TYPE_CHECKING, Final, Self
 
 from toolbound._errors import ConfigurationError
@@ -81,10 +78,12 @@ from toolbound.ledger.store import (
 try:
     import psycopg
     from psycopg import errors as pg_errors
-    from psycopg import pq
     from psycopg.adapt import Loader
     from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import ConnectionPool
+
+    from toolbound import _pgcheck
+    from toolbound._pgcheck import Returns
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "PostgresLedger needs psycopg 3 and psycopg_pool: pip install 'toolbound[postgres]'"
     raise ImportError(msg) from exc
@@ -105,7 +104,7 @@ __all__ = ["PostgresLedger", "PostgresTransaction"]
 
 _MIGRATION_LOCK = 0x746F6F6C626F756E  # "toolboun": one advisory lock id for schema changes
 
-FRESH: Final = 1.0
+FRESH: Final = _pgcheck.FRESH
 """Seconds after a call during which its connection is handed out again without a round
 trip, if nothing has arrived on its socket since (see :class:`PostgresLedger`)."""
 
@@ -256,7 +255,7 @@ class PostgresLedger:
             # So operators (and the fault tests) can tell the ledger's sessions apart.
             settings["application_name"] = "toolbound-ledger"
         self._where = f"PostgreSQL database {given.get('dbname', '')!s}".rstrip()
-        self._returned: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
+        self._returned = Returns()
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             conninfo,
             kwargs=settings,
@@ -503,15 +502,12 @@ class PostgresLedger:
 
     def _put_back(self, conn: Connection) -> None:
         # A connection the server dropped comes back broken; the pool discards it.
-        self._returned[conn] = monotonic()
+        self._returned.note(conn)
         self._pool.putconn(conn)
 
     def _check(self, conn: Connection) -> None:
         """The pool's check of a connection being taken out; raises if it is unusable."""
-        returned = self._returned.get(conn)
-        if returned is not None and monotonic() - returned < FRESH and _quiet(conn):
-            return
-        ConnectionPool.check_connection(conn)
+        self._returned.check(conn, FRESH)
 
     def _migrate(self) -> None:
         with self._pool.connection() as conn, conn.transaction():
@@ -693,27 +689,6 @@ def _configure(conn: Connection) -> None:
     """Each new session of the pool: JSON read in the session's encoding."""
     conn.adapters.register_loader("json", _SessionJson)
     conn.adapters.register_loader("jsonb", _SessionJson)
-
-
-def _quiet(conn: Connection) -> bool:
-    """Idle, sound as far as libpq knows, and nothing from the server waiting to be read.
-
-    A server that terminates a session (a restart, ``pg_terminate_backend``, an idle
-    timeout) sends an error and closes the socket, so the socket turns readable.
-    """
-    pgconn = conn.pgconn
-    if pgconn.status != pq.ConnStatus.OK or pgconn.transaction_status != pq.TransactionStatus.IDLE:
-        return False
-    return not _readable(pgconn.socket)
-
-
-def _readable(fd: int) -> bool:
-    """Whether ``fd`` has something to read (or was closed), without waiting."""
-    if not hasattr(select, "poll"):  # Windows: select() has no limit on socket numbers
-        return bool(select.select([fd], [], [], 0)[0])
-    poll = select.poll()
-    poll.register(fd, select.POLLIN)
-    return bool(poll.poll(0))
 
 
 def _one(row: TupleRow | None, key: LedgerKey) -> TupleRow:
