@@ -455,3 +455,15 @@ def test_a_forked_child_takes_turns_of_its_own(tmp_path):
         assert ledger.claim(_other_key(1), now=T0) == Claimed()
     finally:
         ledger.close()
+
+
+def test_a_turns_file_that_cannot_be_used_is_storage_unavailable(tmp_path: Path) -> None:
+    """A lock file the process cannot open fails the write as a store that cannot answer."""
+    path = tmp_path / "ledger.db"
+    SQLiteLedger(path).close()
+    (tmp_path / "ledger.db-turns").unlink()
+    (tmp_path / "ledger.db-turns").mkdir()  # a folder where the lock file should be
+    with pytest.raises(LedgerError) as refused:
+        SQLiteLedger(path)  # opening takes a turn (the migrations' check): it cannot
+    assert refused.value.code == "storage_unavailable"
+    assert "turns file" in str(refused.value)

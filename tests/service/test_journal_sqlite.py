@@ -265,3 +265,15 @@ def test_another_process_holding_its_turn_past_the_busy_timeout_is_storage_unava
         assert journal.get_call("inv-1") is not None
     finally:
         journal.close()
+
+
+def test_a_turns_file_that_cannot_be_used_is_storage_unavailable(tmp_path: Path) -> None:
+    """A lock file the process cannot open fails the write as a store that cannot answer."""
+    path = tmp_path / "journal.db"
+    SQLiteJournal(path).close()
+    (tmp_path / "journal.db-turns").unlink()
+    (tmp_path / "journal.db-turns").mkdir()  # a folder where the lock file should be
+    with pytest.raises(JournalError) as refused:
+        SQLiteJournal(path)  # opening writes (the format's mark): it cannot
+    assert refused.value.code == "storage_unavailable"
+    assert "turns file" in str(refused.value)

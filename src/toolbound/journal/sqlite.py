@@ -98,7 +98,12 @@ class SQLiteJournal(SQLJournal):
             msg = f"journal {self.path}: still locked by another writer after busy_timeout"
             raise JournalError(msg, code="storage_unavailable")
         try:
-            if not self._turns.take(deadline):
+            try:
+                taken = self._turns.take(deadline)
+            except OSError as exc:  # the lock file cannot be made or locked
+                msg = f"journal {self.path}: its turns file cannot be used: {exc}"
+                raise JournalError(msg, code="storage_unavailable") from exc
+            if not taken:
                 msg = f"journal {self.path}: still locked by another process after busy_timeout"
                 raise JournalError(msg, code="storage_unavailable")
             try:

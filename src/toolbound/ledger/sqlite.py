@@ -524,8 +524,14 @@ class _Storage:
         another (a claim on a taken key, a group's commit) keeps the turn, and only the
         outermost holder gives it, after its ``COMMIT`` or ``ROLLBACK``.
         """
-        if self._turn_depth == 0 and not self._turns.take(deadline):
-            raise _locked(self.path, by="another process")
+        if self._turn_depth == 0:
+            try:
+                taken = self._turns.take(deadline)
+            except OSError as exc:  # the lock file cannot be made or locked
+                msg = f"ledger {self.path}: its turns file cannot be used: {exc}"
+                raise LedgerError(msg, code="storage_unavailable") from exc
+            if not taken:
+                raise _locked(self.path, by="another process")
         self._turn_depth += 1
         try:
             yield
