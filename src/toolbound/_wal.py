@@ -94,22 +94,29 @@ class Turns:
         self._fd = -1
         self._pid = -1
 
-    def take(self, deadline: float) -> bool:
-        """Hold the turn, polling until ``deadline`` (``time.monotonic``); False if not."""
-        fd = self._open()
-        nap = _FIRST_NAP
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                pass
-            else:
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(nap, left))
-            nap = min(nap * 2, _MAX_NAP)
+    def take(self, deadline: float) -> str | None:
+        """Hold the turn, polling until ``deadline`` (``time.monotonic``).
+
+        None once held; else why not, for the store's ``storage_unavailable`` error:
+        another process held it past the deadline, or the lock file cannot be used.
+        """
+        try:
+            fd = self._open()
+            nap = _FIRST_NAP
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    pass
+                else:
+                    return None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "still locked by another process after busy_timeout"
+                time.sleep(min(nap, left))
+                nap = min(nap * 2, _MAX_NAP)
+        except OSError as exc:  # the lock file cannot be made or locked
+            return f"its turns file cannot be used: {exc}"
 
     def give(self) -> None:
         """End this process's turn (closed meanwhile: it ended with the file)."""

@@ -98,13 +98,9 @@ class SQLiteJournal(SQLJournal):
             msg = f"journal {self.path}: still locked by another writer after busy_timeout"
             raise JournalError(msg, code="storage_unavailable")
         try:
-            try:
-                taken = self._turns.take(deadline)
-            except OSError as exc:  # the lock file cannot be made or locked
-                msg = f"journal {self.path}: its turns file cannot be used: {exc}"
-                raise JournalError(msg, code="storage_unavailable") from exc
-            if not taken:
-                msg = f"journal {self.path}: still locked by another process after busy_timeout"
+            refused = self._turns.take(deadline)
+            if refused is not None:
+                msg = f"journal {self.path}: {refused}"
                 raise JournalError(msg, code="storage_unavailable")
             try:
                 yield

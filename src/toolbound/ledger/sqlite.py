@@ -509,7 +509,8 @@ class _Storage:
         """
         deadline = time.monotonic() + self.busy_timeout
         if not self._write_lock.acquire(timeout=self.busy_timeout):
-            raise _locked(self.path, by="another writer")
+            msg = f"ledger {self.path}: still locked by another writer after busy_timeout"
+            raise _unavailable(msg)
         try:
             with self._turn(deadline):
                 yield
@@ -525,13 +526,10 @@ class _Storage:
         outermost holder gives it, after its ``COMMIT`` or ``ROLLBACK``.
         """
         if self._turn_depth == 0:
-            try:
-                taken = self._turns.take(deadline)
-            except OSError as exc:  # the lock file cannot be made or locked
-                msg = f"ledger {self.path}: its turns file cannot be used: {exc}"
-                raise LedgerError(msg, code="storage_unavailable") from exc
-            if not taken:
-                raise _locked(self.path, by="another process")
+            refused = self._turns.take(deadline)
+            if refused is not None:
+                msg = f"ledger {self.path}: {refused}"
+                raise _unavailable(msg)
         self._turn_depth += 1
         try:
             yield
@@ -945,11 +943,9 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
     return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
-def _locked(path: str, *, by: str) -> LedgerError:
+def _unavailable(msg: str) -> LedgerError:
     """A writer that waited ``busy_timeout`` in vain: as SQLite's own ``SQLITE_BUSY`` is."""
-    error = LedgerError(
-        f"ledger {path}: still locked by {by} after busy_timeout", code="storage_unavailable"
-    )
+    error = LedgerError(msg, code="storage_unavailable")
     error.recoverable = True
     return error
 
