@@ -37,7 +37,7 @@ class Returns:
         self._at: weakref.WeakKeyDictionary[Connection, float] = weakref.WeakKeyDictionary()
 
     def note(self, conn: Connection) -> None:
-        """``conn`` is back in the pool now (a pool's ``reset`` callback)."""
+        """``conn`` is going back to the pool now."""
         self._at[conn] = monotonic()
 
     def check(self, conn: Connection, fresh: float) -> None:

@@ -50,7 +50,7 @@ class PostgresJournal(SQLJournal):
         except ImportError as exc:  # pragma: no cover - the extra is missing
             msg = "PostgresJournal needs psycopg: pip install 'toolbound[postgres]'"
             raise ImportError(msg) from exc
-        returns = Returns()
+        self._returns = returns = Returns()
         self._pool = ConnectionPool(
             conninfo,
             min_size=1,
@@ -58,8 +58,9 @@ class PostgresJournal(SQLJournal):
             timeout=timeout,
             # A round trip only for a connection idle a while, or one the server spoke on
             # since (it dropped the session): as the ledger's pool (toolbound._pgcheck).
+            # Its return is noted by _tx and _alone, not by a `reset` callback, with
+            # which the pool would hand every connection back through its worker thread.
             check=lambda conn: returns.check(conn, FRESH),
-            reset=returns.note,
             # BEGIN and COMMIT only around a transaction's several statements.
             kwargs={"autocommit": True},
             name="toolbound-journal",
@@ -78,15 +79,23 @@ class PostgresJournal(SQLJournal):
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:  # noqa: ARG002 - MVCC
         check_off_loop("the journal (PostgreSQL)")
-        with _mapped(), self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            yield cast("Cursor", cur)
+        with _mapped(), self._pool.connection() as conn:
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    yield cast("Cursor", cur)
+            finally:
+                self._returns.note(conn)
 
     @contextmanager
     def _alone(self) -> Iterator[Cursor]:
         # The pool's sessions are in autocommit: one statement is its own transaction.
         check_off_loop("the journal (PostgreSQL)")
-        with _mapped(), self._pool.connection() as conn, conn.cursor() as cur:
-            yield cast("Cursor", cur)
+        with _mapped(), self._pool.connection() as conn:
+            try:
+                with conn.cursor() as cur:
+                    yield cast("Cursor", cur)
+            finally:
+                self._returns.note(conn)
 
     def close(self) -> None:
         """Close the pool."""
