@@ -43,7 +43,7 @@ from toolbound._confirmation import ConfirmationRequest
 from toolbound._errors import ConfirmationMismatch
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
 
     from toolbound._model import Subject
     from toolbound._outcome import Outcome
@@ -179,15 +179,7 @@ async def answered_elsewhere(
     inbox = runtime.inbox
     if inbox is None:
         return None
-    subject = parked.subject
-    twin = await runtime.off_loop(
-        inbox.journal.twin,
-        subject.tenant,
-        subject.id,
-        parked.digest,
-        besides=parked.invocation_id,
-        now=time.time(),
-    )
+    twin = await _same_call(runtime, inbox.journal.twin, parked)
     if twin is None:
         return None
     runtime.cancel_pending(parked.invocation_id)  # answered with the call that waited first
@@ -224,16 +216,19 @@ async def still_unanswered(runtime: Runtime, parked: ConfirmationRequest, ended:
     inbox = runtime.inbox
     if inbox is None:
         return True
-    subject = parked.subject
-    found = await runtime.off_loop(
-        inbox.journal.asked,
-        subject.tenant,
-        subject.id,
-        parked.digest,
-        besides=parked.invocation_id,
-        now=time.time(),
-    )
+    found = await _same_call(runtime, inbox.journal.asked, parked)
     return found is not None and found.invocation_id == _answers(ended)
+
+
+async def _same_call(
+    runtime: Runtime, look: Callable[..., StoredCall | None], parked: ConfirmationRequest
+) -> StoredCall | None:
+    """``look`` (a journal's look-up) for the subject's other call of ``parked``'s digest."""
+    subject = parked.subject
+    tenant, digest, besides = subject.tenant, parked.digest, parked.invocation_id
+    return await runtime.off_loop(
+        look, tenant, subject.id, digest, besides=besides, now=time.time()
+    )
 
 
 async def _corrected(runtime: Runtime, edited: StoredCall, deadline: float) -> StoredCall | None:

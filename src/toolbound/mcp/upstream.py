@@ -671,9 +671,10 @@ class Upstream:
 
     async def _hold(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
         """Enter and leave the client in this one task, as anyio's scopes require."""
-        try:
+
+        def opening() -> Client:
             passage = self.passage
-            async with Client(
+            return Client(
                 self._transport(),
                 client_info=_CLIENT_INFO,
                 # The handshake era: server-to-client requests, logging/setLevel and
@@ -683,16 +684,12 @@ class Upstream:
                 elicitation_callback=passage.elicitation,
                 logging_callback=passage.logging,
                 message_handler=passage.message,
-            ) as client:
-                ready.set_result(client)
-                await closing.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
-            elif not isinstance(exc, asyncio.CancelledError | Exception):
-                raise
-            else:
-                _LOG.info("upstream %s: connection closed (%s)", self.name, type(exc).__name__)
+            )
+
+        try:
+            ended = await _held(opening, ready, closing)
+            if ended is not None:
+                _LOG.info("upstream %s: connection closed (%s)", self.name, type(ended).__name__)
         finally:
             if self._closing is closing:
                 self._client = None
@@ -712,6 +709,29 @@ class Upstream:
             return stdio_client(params, errlog=self._errlog)
         self._child = Child(params, self._errlog)
         return self._child.streams()
+
+
+async def _held(
+    opening: Callable[[], Client], ready: asyncio.Future[Client], closing: asyncio.Event
+) -> BaseException | None:
+    """Open a client, hand it to ``ready`` and keep it until ``closing``, in this one task.
+
+    A failure before it was ready goes to ``ready``; one that ends a ready connection
+    is returned (the caller may note it); what is neither an error nor a cancellation
+    passes on.
+    """
+    try:
+        async with opening() as client:
+            ready.set_result(client)
+            await closing.wait()
+    except BaseException as exc:
+        if not ready.done():
+            ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
+        elif not isinstance(exc, asyncio.CancelledError | Exception):
+            raise
+        else:
+            return exc
+    return None
 
 
 async def _release(holder: asyncio.Task[None] | None, closing: asyncio.Event | None) -> None:
@@ -824,8 +844,9 @@ class _ModernConnection:
 
     async def _hold(self, ready: asyncio.Future[Client], closing: asyncio.Event) -> None:
         """Enter and leave the 2026-07-28 client in this one task."""
-        try:
-            async with Client(
+
+        def opening() -> Client:
+            return Client(
                 self._transport(),
                 client_info=_CLIENT_INFO,
                 mode=MODERN_PROTOCOL_VERSIONS[-1],
@@ -835,14 +856,10 @@ class _ModernConnection:
                 elicitation_callback=_NEVER if self.config.allow_elicitation else None,
                 list_roots_callback=_NEVER,
                 cache=None,
-            ) as client:
-                ready.set_result(client)
-                await closing.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
-            elif not isinstance(exc, asyncio.CancelledError | Exception):
-                raise
+            )
+
+        try:
+            await _held(opening, ready, closing)
         finally:
             if self._closing is closing:
                 self._client = None
