@@ -1,10 +1,14 @@
 """Prometheus metrics: every answer counted by tool and outcome, never by a made-up name."""
 
+import multiprocessing
+
 import pytest
 
 from harness import Harness, grant, spec
+from toolbound._state import State
 from toolbound.metrics import CallMetrics
 from toolbound.testing import FakeTool
+from toolbound.trace import TraceEvent
 
 
 @pytest.fixture
@@ -72,3 +76,29 @@ def test_gauges_are_read_when_scraped(counted):
     text = metrics.exposition()
     assert b"toolbound_pending_confirmations 0.0" in text
     assert b'toolbound_upstream_up{upstream="git"} 1.0' in text
+
+
+def _count_calls(calls: int) -> None:
+    """In a process of its own: observe ``calls`` reads of echo@v1."""
+    metrics = CallMetrics()
+    for n in range(calls):
+        call = f"call-{n}"
+        metrics.emit(call, TraceEvent(0, 1.0, "proposal", State.PROPOSED, {}))
+        metrics.emit(call, TraceEvent(1, 1.0, "transition", State.OBSERVED, {"spec": "echo@v1"}))
+        metrics.emit(call, TraceEvent(2, 1.5, "tool_message", None, {}))
+
+
+def test_processes_sharing_a_metrics_folder_are_scraped_as_one(tmp_path, monkeypatch):
+    """Workers of one server count into one folder; any of them answers the sum."""
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    spawn = multiprocessing.get_context("spawn")
+    for calls in (3, 4):
+        worker = spawn.Process(target=_count_calls, args=(calls,))
+        worker.start()
+        worker.join(60)
+        assert worker.exitcode == 0
+    text = CallMetrics().exposition().decode()
+    assert 'toolbound_tool_calls_total{outcome="observed",tool="echo@v1"} 7.0' in text
+    assert 'toolbound_tool_call_duration_seconds_count{outcome="observed",tool="echo@v1"} 7.0' in (
+        text
+    )

@@ -33,7 +33,7 @@ import sys
 from typing import TYPE_CHECKING, NoReturn, cast
 
 from toolbound.logs import LEVELS
-from toolbound.wiring import journal_for, load_registry, open_ledger, telemetry_sinks
+from toolbound.wiring import journal_for, load_registry, open_ledger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -221,11 +221,18 @@ if _MISSING is None:
         default=None,
         help="Log at this level and above (default: [logging].level; info logs each request).",
     )
+    @click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Processes serving on the one address, each a replica (default: [service] workers).",
+    )
     def serve(
         config_path: str,
         host: str | None,
         port: int | None,
         log_level: str | None,
+        workers: int | None,
         *,
         cookie_secure: bool,
     ) -> None:
@@ -233,31 +240,23 @@ if _MISSING is None:
         needs("service", "toolbound serve")
         from dataclasses import replace  # noqa: PLC0415
 
-        from toolbound.service.api import create_app  # noqa: PLC0415
-        from toolbound.service.core import Service  # noqa: PLC0415
-        from toolbound.service.server import serve as run_server  # noqa: PLC0415
-
         console = Console(stderr=True)
         config = _config_or_exit(config_path, console)
         if cookie_secure:
             config = replace(config, cookie_secure=True)
-        host = host or config.host
-        port = config.port if port is None else port
-        with console.status("opening the store and loading the tools…"):
-            registry = config.build_registry()
-            service = Service(config, registry=registry, sinks=telemetry_sinks(config, registry))
-        if service.recovered:
-            console.print(f"{service.recovered} call(s) interrupted by the last stop, recorded")
-        base = f"http://{host}:{port}"
-        console.print(f"[bold]toolbound[/] serving on [link]{base}/[/link]")
-        console.print(f"  console  [link]{base}/console[/link]  (sign in with an API key)")
-        console.print(f"  API      {base}/v1  ·  {base}/openapi.json")
-        for line in _key_hints(config_path):
-            console.print(f"  {line}", highlight=False)
-        level = _logging_to_stderr(config, log_level)
-        # uvicorn's own access lines carry query strings: the service logs each request
-        # itself (toolbound.access_log), without them.
-        run_server(create_app(service), config, host=host, port=port, log_level=level)
+        if workers is not None:
+            config = replace(config, workers=workers)
+        if config.workers > 1 and config.store_url == "memory":
+            console.print("[red]--workers > 1 needs a shared store: `memory` is per process[/]")
+            sys.exit(1)
+        _serve(
+            config_path,
+            config,
+            host=host or config.host,
+            port=port,
+            log_level=log_level,
+            console=console,
+        )
 
     @_cli.command("check-config")
     @click.argument("config_path", type=click.Path(dir_okay=False))
@@ -456,6 +455,47 @@ def _key_hints(config_path: str) -> list[str]:
         for line in head
         if line.startswith("#") and "demo-" in line and "-key" in line
     ]
+
+
+def _serve(
+    config_path: str,
+    config: ServiceConfig,
+    *,
+    host: str,
+    port: int | None,
+    log_level: str | None,
+    console: Console,
+) -> None:
+    """Serve ``config`` on ``host``: in this process, or in ``config.workers`` of them."""
+    from toolbound.service.api import create_app  # noqa: PLC0415
+    from toolbound.service.server import serve as run_server  # noqa: PLC0415
+    from toolbound.service.workers import build_service, serve_workers  # noqa: PLC0415
+
+    port = config.port if port is None else port
+    service = None
+    if config.workers == 1:
+        with console.status("opening the store and loading the tools…"):
+            service = build_service(config)
+        if service.recovered:
+            console.print(f"{service.recovered} call(s) interrupted by the last stop, recorded")
+    else:
+        config.build_registry()  # a tool that cannot load is said once, here, not per worker
+    base = f"http://{host}:{port}"
+    processes = "" if service is not None else f" ({config.workers} processes)"
+    console.print(f"[bold]toolbound[/] serving on [link]{base}/[/link]{processes}")
+    console.print(f"  console  [link]{base}/console[/link]  (sign in with an API key)")
+    console.print(f"  API      {base}/v1  ·  {base}/openapi.json")
+    for line in _key_hints(config_path):
+        console.print(f"  {line}", highlight=False)
+    level = _logging_to_stderr(config, log_level)
+    # uvicorn's own access lines carry query strings: the service logs each request
+    # itself (toolbound.access_log), without them.
+    if service is None:
+        serve_workers(
+            config_path, config, host=host, port=port, log_level=level, workers=config.workers
+        )
+    else:
+        run_server(create_app(service), config, host=host, port=port, log_level=level)
 
 
 def _requiring(

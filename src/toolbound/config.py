@@ -500,6 +500,8 @@ class ServiceConfig:
     """Seconds a client has to send a request's head; slower ones are disconnected."""
     body_timeout: float = _BODY_TIMEOUT
     """Seconds a client has to send a request's body; slower ones are answered 408."""
+    workers: int = 1
+    """Processes ``toolbound serve`` runs on its one address, each a replica of the others."""
     timeout: float | None = None
     result_budget: int | None = None
     retention: timedelta = timedelta(days=30)
@@ -897,6 +899,7 @@ def service_config(
         keep_alive=service.keep_alive,
         header_timeout=service.header_timeout,
         body_timeout=service.body_timeout,
+        workers=service.workers,
         timeout=made.budgets.timeout,
         result_budget=made.budgets.result_budget,
         retention=timedelta(days=made.retention.days),

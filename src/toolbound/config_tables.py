@@ -912,6 +912,13 @@ class Service(Table):
         "one is answered 408 `body_timeout`",
         "10",
     )
+    workers: Count = key(
+        1,
+        "processes `toolbound serve` runs on its one address (`--workers` too), each a "
+        "replica of the others over the shared store: more use more cores; "
+        "`max_connections` is each one's",
+        "4",
+    )
 
     def faults(self) -> list[Fault]:
         if self.console_secret_env is not None and self.console_secret is not None:
@@ -1299,6 +1306,16 @@ class Upstream(Table):
         return []
 
 
+def _workers_fault(data: dict[str, Any]) -> list[Fault]:
+    """Several workers on a ``memory`` store: each would keep calls the others never see."""
+    service, store = data.get("service"), data.get("store")
+    workers = service.get("workers") if isinstance(service, dict) else None
+    url = store.get("url") if isinstance(store, dict) else None
+    if isinstance(workers, int) and workers > 1 and url == "memory":
+        return [("service.workers", "more than one worker needs a shared store, not `memory`")]
+    return []
+
+
 def _gateway_faults(data: dict[str, Any]) -> list[Fault]:
     """Upstream names and prefixes used once; a stdio principal that is declared."""
     found: list[Fault] = []
@@ -1368,7 +1385,7 @@ class FileTables(Table):
             "issuer",
             "{value!r} is trusted twice",
         )
-        return found + _host_grants(data) + _gateway_faults(data)
+        return found + _host_grants(data) + _gateway_faults(data) + _workers_fault(data)
 
 
 TABLES: Final[tuple[type[Table], ...]] = (

@@ -20,10 +20,16 @@ Prometheus name::
 A tool label is a tool the runtime looked up (``name@version``); a name the model made
 up is counted as ``unknown``, so nobody can grow the label set by proposing calls.
 Needs ``prometheus-client`` (the ``service`` and ``mcp`` extras).
+
+Several processes counting into one exposition (``toolbound serve`` with ``[service]
+workers``) use prometheus-client's multiprocess mode: with ``PROMETHEUS_MULTIPROC_DIR``
+set when the process starts, the counts live in that folder's files and
+:meth:`CallMetrics.exposition` sums every process's, with the gauges read here.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING
@@ -31,6 +37,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from toolbound._state import OUTCOME_KIND, State
 
@@ -77,6 +84,13 @@ class CallMetrics:
         self._by_labels: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         self._gauges = _Gauges()
         self.registry.register(self._gauges)
+        self._exposed = self.registry
+        """What a scrape reads: this registry, or every process's counts and these gauges."""
+        folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if folder:
+            self._exposed = CollectorRegistry(auto_describe=True)
+            MultiProcessCollector(self._exposed, path=folder)  # type: ignore[no-untyped-call]
+            self._exposed.register(self._gauges)
 
     # -- the trace sink --------------------------------------------------------------------
 
@@ -144,7 +158,7 @@ class CallMetrics:
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format (:data:`CONTENT_TYPE`)."""
-        return generate_latest(self.registry)
+        return generate_latest(self._exposed)
 
 
 class _Open:

@@ -34,6 +34,8 @@ class Server:
     """Where stderr goes (appended), for long runs; unset, a pipe read on a failed start."""
     log_level: str = "warning"
     """``--log-level``: above ``info``, no access line per request fills an unread pipe."""
+    args: tuple[str, ...] = ()
+    """More of ``toolbound serve``'s options (``--workers 2``)."""
 
     @property
     def url(self) -> str:
@@ -56,6 +58,7 @@ class Server:
                 str(self.port),
                 "--log-level",
                 self.log_level,
+                *self.args,
             ],
             env=env,
             stdout=subprocess.DEVNULL,

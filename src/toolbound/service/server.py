@@ -6,7 +6,8 @@ Four bounds, from ``[service]``:
 
 * ``header_timeout`` — a request's head (request line and headers) must arrive within
   this long of its first byte (or of the connection): uvicorn has no such timeout of
-  its own, so :class:`_HeadTimeout` adds one, and closes a connection past it;
+  its own, so :class:`~toolbound.service.http_protocol.HeadTimeout` adds one, and
+  closes a connection past it;
 * ``keep_alive`` — an idle kept-alive connection is closed after this long (uvicorn's
   ``timeout_keep_alive``);
 * ``max_connections`` — connections and requests at once (uvicorn's
@@ -28,76 +29,41 @@ if TYPE_CHECKING:
 
     from toolbound.config import ServiceConfig
 
-__all__ = ["BodyTimeout", "serve"]
+__all__ = ["BodyTimeout", "serve", "uvicorn_options"]
 
 
 def serve(
     app: ASGIApp, config: ServiceConfig, *, host: str, port: int, log_level: str = "warning"
 ) -> None:
-    """Run ``app`` on ``host:port`` until interrupted, with ``config``'s bounds.
+    """Run ``app`` on ``host:port`` in this process until interrupted, with ``config``'s bounds.
 
     Logging is the caller's (``log_config=None``); uvicorn's access lines are off, since
     they carry query strings: the service logs each request itself.
     """
     import uvicorn  # noqa: PLC0415 - the service extra
 
+    from toolbound.service.http_protocol import head_timeout_protocol  # noqa: PLC0415
+
     uvicorn.run(
         app,
-        host=host,
-        port=port,
-        log_config=None,
-        log_level=log_level,
-        access_log=False,
         http=head_timeout_protocol(config.header_timeout),
-        limit_concurrency=config.max_connections,
-        timeout_keep_alive=max(1, round(config.keep_alive)),
+        **uvicorn_options(config, host=host, port=port, log_level=log_level),
     )
 
 
-def head_timeout_protocol(seconds: float) -> type[asyncio.Protocol]:
-    """Uvicorn's HTTP protocol, closing a connection whose request head is late."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol  # noqa: PLC0415
-
-    base: Any = AutoHTTPProtocol
-
-    class _HeadTimeout(base):  # type: ignore[misc]  # uvicorn's class, chosen at import
-        """Closes the connection if a request head is not complete ``seconds`` after it began.
-
-        Armed when the connection opens and whenever bytes of a new request arrive
-        (no request yet, or the last one answered); a request whose head completes in
-        time starts a new cycle, and the timer finds that and does nothing.
-        """
-
-        _head_timer: asyncio.TimerHandle | None = None
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
-                self._arm()
-            super().data_received(data)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            super().connection_lost(exc)
-
-        def _arm(self) -> None:
-            self._head_timer = self.loop.call_later(seconds, self._late, self.cycle)
-
-        def _disarm(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _late(self, cycle: object) -> None:
-            self._head_timer = None
-            if self.cycle is cycle and not self.transport.is_closing():
-                # No new request head completed since the timer was armed.
-                self.transport.close()
-
-    return _HeadTimeout
+def uvicorn_options(
+    config: ServiceConfig, *, host: str, port: int, log_level: str
+) -> dict[str, Any]:
+    """The options of ``uvicorn.run`` that ``[service]`` sets, the protocol apart."""
+    return {
+        "host": host,
+        "port": port,
+        "log_config": None,
+        "log_level": log_level,
+        "access_log": False,
+        "limit_concurrency": config.max_connections,
+        "timeout_keep_alive": max(1, round(config.keep_alive)),
+    }
 
 
 class _BodyTimedOut(Exception):  # noqa: N818 - an internal signal, never raised to callers
