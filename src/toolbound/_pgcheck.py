@@ -8,6 +8,19 @@ sound as that call found it: a server that drops a session (a restart,
 the socket turns readable. :class:`Returns` remembers when each connection came back
 and checks with the round trip only a connection idle longer than ``fresh`` seconds,
 or one whose socket has something to read. The ledger and the journal share it.
+
+They share :class:`Outage` too: how a request learns at once that the server is down.
+``psycopg_pool`` retries a failed connection with a backoff (1 s, 2 s, 4 s, …, for
+five minutes) and lets a caller wait out its whole timeout for a connection nobody
+can make; after an outage it reconnects only when its backoff next fires, seconds
+after the server is back. With :class:`Outage` the pool gives up on a failed attempt
+at once (``reconnect_timeout=0``), and the stores take connections through
+:meth:`Outage.getconn`, which answers ``PoolTimeout`` at once while the pool holds no
+connection and its last attempt failed under :data:`RETRY` seconds ago, and otherwise
+waits in slices of :data:`SLICE` seconds, giving up as soon as the pool has no
+connection and an attempt failed. The first request after :data:`RETRY` tries again,
+so a server back is found within about :data:`RETRY` seconds, and no caller waits on a
+server that refused it.
 """
 
 from __future__ import annotations
@@ -18,16 +31,68 @@ from time import monotonic
 from typing import TYPE_CHECKING, Final
 
 from psycopg import pq
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
-__all__ = ["FRESH", "Returns", "quiet", "readable"]
+__all__ = ["FRESH", "RETRY", "SLICE", "Outage", "Returns", "quiet", "readable"]
 
 FRESH: Final = 1.0
 """Seconds after a call during which its connection is handed out again without a round
 trip, if nothing has arrived on its socket since."""
+
+
+RETRY: Final = 0.25
+"""Seconds after a failed connection attempt during which a request finding the pool
+empty is refused at once, without another attempt."""
+
+SLICE: Final = 0.1
+"""The longest a request waits for a connection before it looks at the server again."""
+
+
+class Outage:
+    """When the pool last failed to connect, and the borrowing that reads it."""
+
+    def __init__(self) -> None:
+        self._failed_at: float | None = None
+
+    def connect_failed(self, _pool: object) -> None:
+        """The pool's ``reconnect_failed``: an attempt to connect has just failed."""
+        self._failed_at = monotonic()
+
+    def getconn(self, pool: ConnectionPool[Connection], timeout: float) -> Connection:
+        """A connection from ``pool`` within ``timeout`` seconds, or ``PoolTimeout``.
+
+        ``PoolTimeout`` at once while the pool holds no connection (none idle, none
+        lent, none being made) and its last attempt failed under :data:`RETRY`
+        seconds ago; while waiting, as soon as it holds none and an attempt failed.
+        """
+        deadline = monotonic() + timeout
+        while True:
+            failed_at = self._failed_at
+            if failed_at is not None and _empty(pool):
+                ago = monotonic() - failed_at
+                if ago < RETRY:
+                    msg = f"the server refused a connection {ago * 1000:.0f} ms ago"
+                    raise PoolTimeout(msg)
+            try:
+                conn = pool.getconn(min(SLICE, deadline - monotonic()))
+            except PoolTimeout:
+                if self._failed_at is not None and _empty(pool):
+                    msg = "the server refused a connection: none is left in the pool"
+                    raise PoolTimeout(msg) from None
+                if monotonic() >= deadline:
+                    msg = f"no connection free within {timeout:g} s"
+                    raise PoolTimeout(msg) from None
+                continue
+            self._failed_at = None
+            return conn
+
+
+def _empty(pool: ConnectionPool[Connection]) -> bool:
+    """Whether ``pool`` holds no connection at all: none idle, lent or being made."""
+    return pool.get_stats()["pool_size"] == 0
 
 
 class Returns:

@@ -554,3 +554,53 @@ def test_postgres_connection_lost_inside_atomic_commits_nothing(pg_ledger, pg_ad
     with pg_ledger.atomic() as tx:
         assert tx.connection.execute("SELECT count(*) FROM orders").fetchone() == (0,)
     assert pg_ledger.claim(intent(), now=T0) == Claimed()
+
+
+def _refusing_port() -> int:
+    """A loopback port nothing listens on: connecting is refused at once."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_server_that_refuses_is_found_at_once_and_tried_again_after_a_pause():
+    """No caller waits out the pool's timeout for a server that refused; none retries at once."""
+    from psycopg_pool import ConnectionPool, PoolTimeout
+
+    from toolbound._pgcheck import RETRY, Outage
+
+    outage = Outage()
+    conninfo = f"host=127.0.0.1 port={_refusing_port()} dbname=x connect_timeout=2"
+    pool = ConnectionPool(
+        conninfo,
+        min_size=0,
+        max_size=2,
+        open=False,
+        reconnect_timeout=0,
+        reconnect_failed=outage.connect_failed,
+    )
+    pool.open(wait=False)
+    try:
+
+        def attempts() -> int:
+            return int(pool.get_stats().get("connections_errors", 0))
+
+        start = time.monotonic()
+        with pytest.raises(PoolTimeout, match="refused"):
+            outage.getconn(pool, timeout=10)
+        assert time.monotonic() - start < 1.0  # not the 10 s the caller would wait
+        tried = attempts()
+        assert tried >= 1
+        start = time.monotonic()
+        with pytest.raises(PoolTimeout, match="refused a connection"):
+            outage.getconn(pool, timeout=10)
+        assert time.monotonic() - start < 0.05
+        assert attempts() == tried  # refused moments ago: not tried again
+        time.sleep(RETRY)
+        with pytest.raises(PoolTimeout):
+            outage.getconn(pool, timeout=10)
+        assert attempts() > tried  # after the pause, tried again
+    finally:
+        pool.close()

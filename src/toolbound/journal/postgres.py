@@ -19,6 +19,8 @@ from toolbound.journal.schema import create
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from psycopg import Connection
+
     from toolbound.journal.schema import Cursor
 
 __all__ = ["PostgresJournal"]
@@ -46,11 +48,13 @@ class PostgresJournal(SQLJournal):
         try:
             from psycopg_pool import ConnectionPool  # noqa: PLC0415
 
-            from toolbound._pgcheck import FRESH, Returns  # noqa: PLC0415
+            from toolbound._pgcheck import FRESH, Outage, Returns  # noqa: PLC0415
         except ImportError as exc:  # pragma: no cover - the extra is missing
             msg = "PostgresJournal needs psycopg: pip install 'toolbound[postgres]'"
             raise ImportError(msg) from exc
         self._returns = returns = Returns()
+        self._outage = outage = Outage()
+        self._timeout = timeout
         self._pool = ConnectionPool(
             conninfo,
             min_size=1,
@@ -63,6 +67,10 @@ class PostgresJournal(SQLJournal):
             check=lambda conn: returns.check(conn, FRESH),
             # BEGIN and COMMIT only around a transaction's several statements.
             kwargs={"autocommit": True},
+            # No backoff: a request finds a server down at once, and back within
+            # a quarter of a second (toolbound._pgcheck.Outage).
+            reconnect_timeout=0,
+            reconnect_failed=outage.connect_failed,
             name="toolbound-journal",
             open=False,
         )
@@ -78,24 +86,27 @@ class PostgresJournal(SQLJournal):
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Cursor]:  # noqa: ARG002 - MVCC
-        check_off_loop("the journal (PostgreSQL)")
-        with _mapped(), self._pool.connection() as conn:
-            try:
-                with conn.transaction(), conn.cursor() as cur:
-                    yield cast("Cursor", cur)
-            finally:
-                self._returns.note(conn)
+        with self._connection() as conn, conn.transaction(), conn.cursor() as cur:
+            yield cast("Cursor", cur)
 
     @contextmanager
     def _alone(self) -> Iterator[Cursor]:
         # The pool's sessions are in autocommit: one statement is its own transaction.
+        with self._connection() as conn, conn.cursor() as cur:
+            yield cast("Cursor", cur)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection]:
+        """A pooled connection, given back (and its return noted) when the block ends."""
         check_off_loop("the journal (PostgreSQL)")
-        with _mapped(), self._pool.connection() as conn:
+        with _mapped():
+            conn = self._outage.getconn(self._pool, self._timeout)
             try:
-                with conn.cursor() as cur:
-                    yield cast("Cursor", cur)
+                with conn:  # psycopg's: rolls back on an error, keeps a pooled connection open
+                    yield conn
             finally:
                 self._returns.note(conn)
+                self._pool.putconn(conn)
 
     def close(self) -> None:
         """Close the pool."""

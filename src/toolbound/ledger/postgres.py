@@ -83,7 +83,7 @@ try:
     from psycopg_pool import ConnectionPool
 
     from toolbound import _pgcheck
-    from toolbound._pgcheck import Returns
+    from toolbound._pgcheck import Outage, Returns
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     msg = "PostgresLedger needs psycopg 3 and psycopg_pool: pip install 'toolbound[postgres]'"
     raise ImportError(msg) from exc
@@ -256,12 +256,18 @@ class PostgresLedger:
             settings["application_name"] = "toolbound-ledger"
         self._where = f"PostgreSQL database {given.get('dbname', '')!s}".rstrip()
         self._returned = Returns()
+        self._outage = Outage()
+        self._timeout = timeout
         self._pool: ConnectionPool[Connection] = ConnectionPool(
             conninfo,
             kwargs=settings,
             min_size=1,
             max_size=pool_size,
             timeout=timeout,
+            # No backoff: a request finds a server down at once, and back within
+            # a quarter of a second (toolbound._pgcheck.Outage).
+            reconnect_timeout=0,
+            reconnect_failed=self._outage.connect_failed,
             check=self._check if check_connections else None,
             configure=_configure,
             name="toolbound-ledger",
@@ -496,7 +502,7 @@ class PostgresLedger:
     def _checkout(self) -> Connection:
         check_off_loop("the ledger (PostgreSQL)")
         try:
-            return self._pool.getconn()
+            return self._outage.getconn(self._pool, self._timeout)
         except psycopg.Error as exc:
             raise _map_error(exc, self._where) from exc
 
