@@ -74,18 +74,24 @@ def _fresh(server: Server) -> httpx.Client:
     return httpx.Client(base_url=server.url, timeout=30)
 
 
+def _read(server: Server, key: str) -> dict[str, object]:
+    """One read-only proposal on a connection of its own; its answer, checked 200."""
+    with _fresh(server) as client:
+        r = client.post(
+            "/v1/proposals",
+            json={"tool": "notes.shout", "arguments": '{"text": "hi"}', "call_id": key},
+            headers={"Authorization": f"Bearer {KEYS['agent']}", "Idempotency-Key": key},
+        )
+    assert r.status_code == 200, r.text
+    answer: dict[str, object] = r.json()
+    return answer
+
+
 def test_two_workers_serve_on_one_address_and_stop_together(server):
     workers = _workers(server, 2)
     assert len(workers) == 2
     for n in range(20):
-        with _fresh(server) as client:
-            r = client.post(
-                "/v1/proposals",
-                json={"tool": "notes.shout", "arguments": '{"text": "hi"}', "call_id": f"c{n}"},
-                headers={"Authorization": f"Bearer {KEYS['agent']}", "Idempotency-Key": f"k{n}"},
-            )
-            assert r.status_code == 200, r.text
-            assert r.json()["status"] == "observed"
+        assert _read(server, f"k{n}")["status"] == "observed"
     server.stop()
     assert server.process is not None
     assert server.process.returncode == 0
@@ -95,13 +101,7 @@ def test_two_workers_serve_on_one_address_and_stop_together(server):
 def test_metrics_count_every_workers_calls_whichever_answers(server):
     _workers(server, 2)
     for n in range(12):
-        with _fresh(server) as client:
-            r = client.post(
-                "/v1/proposals",
-                json={"tool": "notes.shout", "arguments": '{"text": "hi"}', "call_id": f"c{n}"},
-                headers={"Authorization": f"Bearer {KEYS['agent']}", "Idempotency-Key": f"m{n}"},
-            )
-            assert r.status_code == 200, r.text
+        _read(server, f"m{n}")
     for _ in range(6):
         with _fresh(server) as client:
             text = client.get("/metrics", headers={"Authorization": f"Bearer {KEYS['ops']}"}).text
