@@ -13,18 +13,15 @@ import multiprocessing
 import os
 import select
 import signal
-import subprocess
-import sys
 import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
-import toolbound
+from script_process import script_process
 from toolbound._model import Result
 from toolbound.ledger.sqlite import SQLiteLedger
 from toolbound.ledger.store import Claimed, Intent, Ledger, LedgerError, LedgerKey, Replay
@@ -297,20 +294,9 @@ def _other_process(path, synchronous: str, role: str):
     ``hold`` keeps its write transaction open until told to commit; ``write`` writes
     when told and prints when it was done (``time.monotonic``, one clock for all).
     """
-    src = str(Path(toolbound.__file__).parent.parent)
-    with subprocess.Popen(  # noqa: S603 - this interpreter, our own script
-        [sys.executable, "-c", _OTHER_PROCESS, str(path), synchronous, role],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": src},
-    ) as process:
-        try:
-            assert process.stdout is not None
-            assert process.stdout.readline().strip() == ("held" if role == "hold" else "ready")
-            yield process
-        finally:
-            process.kill()
+    first = "held" if role == "hold" else "ready"
+    with script_process(_OTHER_PROCESS, str(path), synchronous, role, first=first) as process:
+        yield process
 
 
 def _tell(process, line: str) -> str:
@@ -455,15 +441,3 @@ def test_a_forked_child_takes_turns_of_its_own(tmp_path):
         assert ledger.claim(_other_key(1), now=T0) == Claimed()
     finally:
         ledger.close()
-
-
-def test_a_turns_file_that_cannot_be_used_is_storage_unavailable(tmp_path: Path) -> None:
-    """A lock file the process cannot open fails the write as a store that cannot answer."""
-    path = tmp_path / "ledger.db"
-    SQLiteLedger(path).close()
-    (tmp_path / "ledger.db-turns").unlink()
-    (tmp_path / "ledger.db-turns").mkdir()  # a folder where the lock file should be
-    with pytest.raises(LedgerError) as refused:
-        SQLiteLedger(path)  # opening takes a turn (the migrations' check): it cannot
-    assert refused.value.code == "storage_unavailable"
-    assert "turns file" in str(refused.value)

@@ -7,26 +7,24 @@ database file, which syncs that file, is a thread's own work, and ends with the 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-import toolbound
+from script_process import script_process
 from toolbound.journal import JournalError, SQLiteJournal, StoredCall
 from toolbound.service.core import new_invocation_id
 
 if TYPE_CHECKING:
+    import subprocess
     from collections.abc import Iterator
+    from pathlib import Path
 
 T0 = datetime(2026, 7, 19, 6, 0, tzinfo=UTC)
 
@@ -197,20 +195,8 @@ journal.close()
 @contextlib.contextmanager
 def _other_process_writing(path: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process with the journal's write transaction open until told to commit."""
-    src = str(Path(toolbound.__file__).parent.parent)
-    with subprocess.Popen(  # noqa: S603 - this interpreter, our own script
-        [sys.executable, "-c", _OTHER_PROCESS, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": src},
-    ) as process:
-        try:
-            assert process.stdout is not None
-            assert process.stdout.readline().strip() == "held"
-            yield process
-        finally:
-            process.kill()
+    with script_process(_OTHER_PROCESS, str(path), first="held") as process:
+        yield process
 
 
 def test_a_writer_of_another_process_is_waited_for_in_turn(tmp_path: Path) -> None:
@@ -265,15 +251,3 @@ def test_another_process_holding_its_turn_past_the_busy_timeout_is_storage_unava
         assert journal.get_call("inv-1") is not None
     finally:
         journal.close()
-
-
-def test_a_turns_file_that_cannot_be_used_is_storage_unavailable(tmp_path: Path) -> None:
-    """A lock file the process cannot open fails the write as a store that cannot answer."""
-    path = tmp_path / "journal.db"
-    SQLiteJournal(path).close()
-    (tmp_path / "journal.db-turns").unlink()
-    (tmp_path / "journal.db-turns").mkdir()  # a folder where the lock file should be
-    with pytest.raises(JournalError) as refused:
-        SQLiteJournal(path)  # opening writes (the format's mark): it cannot
-    assert refused.value.code == "storage_unavailable"
-    assert "turns file" in str(refused.value)
